@@ -1,0 +1,88 @@
+"""Framework overhead: case-scores per second and peak memory for a trivial heuristic suite.
+
+Runs the same trivial suite (echo target, `equals` scorer, history writes to SQLite) at
+several sizes, each in a fresh subprocess, and prints throughput and peak RSS side by side,
+so that "memory stays flat as the suite grows" is visible as a ratio.
+
+    python bench/core_overhead.py            # 2,500 / 10,000 / 40,000 cases
+    python bench/core_overhead.py 10000      # one size
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET = "def echo(input):\n    return input\n"
+
+
+def make_project(root: Path, n: int) -> None:
+    (root / "fixtures").mkdir(parents=True)
+    (root / "sut.py").write_text(TARGET)
+    with (root / "fixtures" / "cases.jsonl").open("w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": f"case-{i}", "input": f"text {i}", "expected": f"text {i}"}) + "\n")
+    (root / "fixtures" / "trivial.yaml").write_text(
+        "name: trivial\ntarget: sut:echo\nscorers:\n  - name: equals\n    params: {normalize: false}\n"
+        "cases: cases.jsonl\n")
+
+
+def child(root: str) -> None:
+    import evalloop.runner
+    from evalloop import load_settings, run_suite
+
+    evalloop.runner._usage_scope()  # import the LLM layer up front: start-up, not per-case cost
+    settings = load_settings(Path(root))
+    started = time.perf_counter()
+    report = run_suite("trivial", settings=settings)
+    elapsed = time.perf_counter() - started
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    n = report.outcome.run.n_cases
+    assert report.outcome.summaries["equals"].mean == 1.0
+    print(json.dumps({"n": n, "seconds": elapsed, "rss_mb": rss_mb}))
+
+
+def measure(n: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        make_project(root, n)
+        out = subprocess.run([sys.executable, __file__, "--child", tmp], capture_output=True,
+                             text=True, check=True, cwd=tmp)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def baseline_rss() -> float:
+    out = subprocess.run([sys.executable, "-c", "import resource, evalloop.cli, evalloop.runner;"
+                          "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"],
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
+def main(sizes: list[int]) -> None:
+    import_rss = baseline_rss()
+    print(f"evalloop imported: {import_rss:.0f} MB peak RSS; times below exclude imports and "
+          "include validation, the run, history writes and the baseline comparison")
+    print(f"{'cases':>8} {'seconds':>8} {'case-scores/s':>14} {'peak RSS MB':>12} {'above import':>13}")
+    rows = []
+    for n in sizes:
+        r = measure(n)
+        rows.append(r)
+        print(f"{r['n']:>8} {r['seconds']:>8.2f} {r['n'] / r['seconds']:>14,.0f} "
+              f"{r['rss_mb']:>12.0f} {r['rss_mb'] - import_rss:>13.0f}")
+    if len(rows) > 1:
+        grow = rows[-1]["n"] / rows[0]["n"]
+        mem = (rows[-1]["rss_mb"] - import_rss) / max(1.0, rows[0]["rss_mb"] - import_rss)
+        print(f"suite grew {grow:.0f}×; memory above import grew {mem:.2f}×; "
+              "target ≥ 20,000 case-scores/s (history writes included)")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        child(sys.argv[2])
+    else:
+        main([int(a) for a in sys.argv[1:]] or [2_500, 10_000, 40_000])

@@ -1,0 +1,20 @@
+"""The ``evalloop`` command line: a thin Typer app that parses, calls the API, and prints."""
+
+from __future__ import annotations
+
+import sys
+
+from evalloop.cli import catalog, history, run, scaffold  # noqa: F401  (they register commands)
+from evalloop.cli.app import app
+from evalloop.errors import EvalloopError
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console-script entry point: user errors become one line on stderr and an exit code."""
+    try:
+        app(standalone_mode=True)
+    except EvalloopError as exc:  # raised outside a command's own handling
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        sys.exit(exc.exit_code)

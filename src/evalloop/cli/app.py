@@ -1,0 +1,71 @@
+"""The Typer application object, shared options, and the one-line error handling."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from evalloop.config import Settings, load_settings
+from evalloop.errors import EvalloopError
+
+app = typer.Typer(
+    name="evalloop",
+    help="Evaluate an LLM-powered system, compare each run with a rolling baseline, and "
+         "feed regressions back as memories.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+suites_app = typer.Typer(help="List and validate suites.", no_args_is_help=True)
+scorers_app = typer.Typer(help="List registered scorers.", no_args_is_help=True)
+app.add_typer(suites_app, name="suites")
+app.add_typer(scorers_app, name="scorers")
+
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", "-C", help="Project directory (default: current directory).",
+                 envvar="EVALLOOP_PROJECT", show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def out() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = max(console.width, 160)
+    return console
+
+
+def err() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def settings_for(project: Path | None, **overrides: Any) -> Settings:
+    return load_settings(project, **overrides)
+
+
+def friendly(fn: F) -> F:
+    """Turn a user error raised inside a command into one line on stderr and its exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except EvalloopError as exc:
+            print(f"error: {exc.one_line()}", file=sys.stderr)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            print("interrupted: the run was marked 'interrupted' and is kept out of baselines",
+                  file=sys.stderr)
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]

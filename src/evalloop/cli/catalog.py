@@ -1,0 +1,87 @@
+"""``evalloop suites list|validate`` and ``evalloop scorers list``."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from evalloop.cli.app import JsonOpt, ProjectOpt, friendly, out, scorers_app, settings_for, suites_app
+from evalloop.runner import prepare
+from evalloop.scoring.registry import discover
+from evalloop.suites import PACKAGE_FIXTURES, discover_suites, find_suite, load_suite
+
+
+@suites_app.command("list")
+@friendly
+def suites_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
+    """List the suites of the project (fixtures/) and the ones that ship with evalloop."""
+    settings = settings_for(project)
+    found = discover_suites(settings.project_dir)
+    rows = []
+    for name, path in sorted(found.items()):
+        origin = "shipped" if path.parent == PACKAGE_FIXTURES else "project"
+        try:
+            suite = load_suite(path)
+            rows.append({"name": name, "origin": origin, "path": str(path),
+                         "description": suite.description, "target": suite.target.ref,
+                         "scorers": [s.name for s in suite.scorers], "error": None})
+        except Exception as exc:  # listed, with the error, so one bad file does not hide others
+            rows.append({"name": name, "origin": origin, "path": str(path), "description": "",
+                         "target": "", "scorers": [], "error": str(exc)})
+    if json_out:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("suite", "origin", "scorers", "description"):
+        table.add_column(col)
+    for row in rows:
+        desc = f"[red]{row['error']}[/red]" if row["error"] else row["description"]
+        table.add_row(row["name"], row["origin"], ", ".join(row["scorers"]), desc)
+    out().print(table)
+
+
+@suites_app.command("validate")
+@friendly
+def suites_validate(
+    names: Annotated[list[str] | None, typer.Argument(help="Suite names or files (default: all).")] = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Check suites fully (cases, scorers and their params, target) without running them.
+
+    A suite file is YAML or JSON with: name, description, target (module:function or
+    {ref, params}), scorers (names, or {name, params, threshold}), optional thresholds,
+    concurrency, epochs, timeout, window, and cases (inline, or a JSONL file path). Each case
+    has id, input, expected, and optional tags, metadata, expect (pass|fail).
+    """
+    settings = settings_for(project)
+    registry = discover(settings.project_dir)
+    targets = names or sorted(discover_suites(settings.project_dir))
+    for name in targets:
+        suite = find_suite(name, settings.project_dir)
+        prepared = prepare(suite, registry, project_dir=settings.project_dir)
+        out().print(f"ok  {suite.name}: {prepared.n_cases} cases, "
+                    f"{len(prepared.scorers)} scorers, target {suite.target.ref}")
+
+
+@scorers_app.command("list")
+@friendly
+def scorers_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
+    """List every registered scorer: name, kind, threshold, source, description."""
+    settings = settings_for(project)
+    registry = discover(settings.project_dir)
+    rows = [{"name": s.name, "kind": s.kind.value, "threshold": s.effective_threshold,
+             "source": s.source, "params": list(s.params), "description": s.description}
+            for s in registry]
+    if json_out:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("scorer", "kind", "threshold", "source", "description"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(row["name"], row["kind"], f"{row['threshold']:.0%}", row["source"],
+                      row["description"])
+    out().print(table)

@@ -1,0 +1,51 @@
+"""``evalloop history``: the stored runs of a project, newest first."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
+from evalloop.errors import EvalloopError
+from evalloop.history.store import HistoryStore
+from evalloop.report.terminal import print_history
+
+
+@app.command()
+@friendly
+def history(
+    suite: Annotated[str | None, typer.Option("--suite", "-s", help="Only this suite.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="How many runs.")] = 20,
+    run_id: Annotated[str | None, typer.Option("--run", help="Show one run (id or prefix).")] = None,
+    json_out: JsonOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Show stored runs with each scorer's mean, baseline, drop and verdict.
+
+    Example: [bold]evalloop history --suite exact-match[/bold]
+    """
+    settings = settings_for(project)
+    store = HistoryStore(settings.database_url)
+    if run_id:
+        one = store.get_run(run_id)
+        if one is None:
+            raise EvalloopError(f"no run '{run_id}'", where=settings.database_url,
+                                hint="see `evalloop history` for run ids")
+        runs = [one]
+    else:
+        runs = store.runs(suite, limit=limit)
+    summaries = {r.id: store.summaries(r.id) for r in runs}
+    if json_out:
+        print(json.dumps([
+            {**r.model_dump(mode="json", exclude={"fingerprint", "notes"}),
+             "scorers": {k: v.model_dump(mode="json", exclude={"id", "run_id", "details"})
+                         for k, v in summaries[r.id].items()}}
+            for r in runs
+        ], indent=2))
+        return
+    if not runs:
+        out().print(f"no runs yet{f' for {suite}' if suite else ''} in {settings.database_url}")
+        return
+    print_history(runs, summaries, out())

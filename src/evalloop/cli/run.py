@@ -1,0 +1,77 @@
+"""``evalloop run``: run suites, compare with the baseline, print the verdicts."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
+from evalloop.errors import FixtureError
+from evalloop.pipeline import RunReport, arun_suite
+from evalloop.report.summary import run_summary
+from evalloop.report.terminal import print_run
+from evalloop.scoring.registry import discover
+from evalloop.suites import discover_suites
+
+
+@app.command()
+@friendly
+def run(
+    suite: Annotated[list[str] | None, typer.Option("--suite", "-s",
+                     help="Suite name (or path to a suite file). Repeat for several.")] = None,
+    all_suites: Annotated[bool, typer.Option("--all", help="Run every suite found.")] = False,
+    epochs: Annotated[int | None, typer.Option(min=1, help="Run every case N times.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Cases in flight at once.")] = None,
+    fail_on_regression: Annotated[bool, typer.Option(
+        "--fail-on-regression", help="Exit 1 when any scorer regressed (or a scorer is broken).")] = False,
+    json_out: JsonOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Run suites against their targets, store the run, and compare it with the baseline.
+
+    Example: [bold]evalloop run --suite exact-match[/bold]
+    """
+    settings = settings_for(project)
+    names = list(suite or [])
+    if all_suites:
+        names = sorted(discover_suites(settings.project_dir))
+    if not names:
+        raise FixtureError("no suite given", hint="use --suite NAME or --all (see `evalloop suites list`)")
+    registry = discover(settings.project_dir)
+    show_progress = not json_out and sys.stderr.isatty()
+    reports: list[RunReport] = []
+    for name in names:
+        reports.append(asyncio.run(_run_one(name, settings, registry, epochs, limit, concurrency,
+                                            show_progress)))
+        if not json_out:
+            print_run(reports[-1], out())
+    if json_out:
+        docs = [run_summary(r) for r in reports]
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+    regressed = [r for r in reports if r.comparison.has_regression or r.comparison.broken]
+    if regressed and fail_on_regression:
+        err().print(f"regression in {', '.join(r.suite.name for r in regressed)}")
+        raise typer.Exit(1)
+
+
+async def _run_one(name, settings, registry, epochs, limit, concurrency, show_progress) -> RunReport:
+    if not show_progress:
+        return await arun_suite(name, settings=settings, registry=registry, epochs=epochs,
+                                limit=limit, concurrency=concurrency)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err(), transient=True) as bar:
+        task = bar.add_task(name, total=None)
+
+        def started(prepared) -> None:
+            total = min(prepared.n_cases, limit) if limit else prepared.n_cases
+            bar.update(task, total=total * (epochs or prepared.suite.epochs))
+
+        return await arun_suite(name, settings=settings, registry=registry, epochs=epochs,
+                                limit=limit, concurrency=concurrency,
+                                progress=lambda n: bar.advance(task, n), on_start=started)

@@ -1,0 +1,106 @@
+"""Settings: read from ``evalloop.toml``, ``[tool.evalloop]`` in pyproject.toml, and the env.
+
+Precedence, lowest first: defaults, the file, ``EVALLOOP_*`` environment variables, and
+finally what the CLI passes explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evalloop.errors import ConfigError
+
+CONFIG_FILE = "evalloop.toml"
+
+
+class Settings(BaseModel):
+    """Everything a run needs to know about the project it runs in."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project_dir: Path = Field(default_factory=Path.cwd)
+    history_url: str | None = None
+    window: int = Field(default=5, ge=1, le=100)
+    concurrency: int = Field(default=16, ge=1, le=1024)
+    errored_limit: float = Field(default=0.2, ge=0.0, le=1.0)
+    engine: Literal["auto", "local", "llm"] = "auto"
+    model: str | None = None
+    cache: Literal["use", "off", "only"] = "use"
+    memory_path: str | None = None
+    learn: bool = True
+    run_log: bool = True
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    @property
+    def history_dir(self) -> Path:
+        return self.project_dir / "history"
+
+    @property
+    def database_url(self) -> str:
+        if self.history_url:
+            return self.history_url
+        return f"sqlite:///{self.history_dir / 'evalloop.db'}"
+
+    @property
+    def memory_file(self) -> Path:
+        if self.memory_path:
+            path = Path(self.memory_path)
+            return path if path.is_absolute() else self.project_dir / path
+        return self.history_dir / "memory.db"
+
+
+_ENV = {
+    "EVALLOOP_HISTORY_URL": "history_url",
+    "EVALLOOP_WINDOW": "window",
+    "EVALLOOP_CONCURRENCY": "concurrency",
+    "EVALLOOP_ERRORED_LIMIT": "errored_limit",
+    "EVALLOOP_ENGINE": "engine",
+    "EVALLOOP_MODEL": "model",
+    "EVALLOOP_CACHE": "cache",
+    "EVALLOOP_MEMORY_PATH": "memory_path",
+    "EVALLOOP_LEARN": "learn",
+}
+
+
+def _file_settings(project_dir: Path) -> tuple[dict[str, Any], Path | None]:
+    own = project_dir / CONFIG_FILE
+    if own.is_file():
+        return _read_toml(own), own
+    pyproject = project_dir / "pyproject.toml"
+    if pyproject.is_file():
+        table = _read_toml(pyproject).get("tool", {}).get("evalloop")
+        if isinstance(table, dict):
+            return table, pyproject
+    return {}, None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", where=str(path), hint="fix the syntax") from None
+
+
+def load_settings(project_dir: Path | None = None, **overrides: Any) -> Settings:
+    """Settings for a project directory (default: the current directory). Raises ConfigError."""
+    project_dir = (project_dir or Path(os.environ.get("EVALLOOP_PROJECT", "."))).resolve()
+    data, source = _file_settings(project_dir)
+    for env, key in _ENV.items():
+        if env in os.environ:
+            data[key] = os.environ[env]
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    data["project_dir"] = project_dir
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        where = str(source) if source else "settings"
+        raise ConfigError(f"setting '{key}': {err['msg']}", where=where,
+                          hint="see the Configuration section of the README") from None

@@ -1,0 +1,102 @@
+"""The stored history: SQLModel tables for runs, per-scorer summaries, case results and scores."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunStatus(StrEnum):
+    """Where a run ended. Only ``completed`` runs that are also valid feed baselines."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+class Run(SQLModel, table=True):
+    """One execution of one suite."""
+
+    __tablename__ = "runs"
+
+    id: str = Field(primary_key=True)
+    suite: str = Field(index=True)
+    status: str = Field(default=RunStatus.RUNNING, index=True)
+    valid: bool = True
+    invalid_reason: str | None = None
+    started_at: datetime = Field(default_factory=utcnow, index=True)
+    ended_at: datetime | None = None
+    code_version: str | None = None
+    fingerprint: str = "{}"
+    fingerprint_hash: str = ""
+    n_cases: int = 0
+    epochs: int = 1
+    case_errors: int = 0
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    llm_calls: int = 0
+    cache_hits: int = 0
+    notes: str = "{}"
+    origin: str = "local"
+
+
+class ScorerSummary(SQLModel, table=True):
+    """Per run and scorer: the mean over non-errored cases, counts, and the verdict."""
+
+    __tablename__ = "scorer_summaries"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    scorer: str = Field(index=True)
+    kind: str
+    mean: float | None = None
+    n: int = 0
+    errored: int = 0
+    skipped: bool = False
+    threshold: float = 0.1
+    verdict: str | None = None
+    baseline: float | None = None
+    drop: float | None = None
+    details: str = "{}"
+
+
+class CaseResult(SQLModel, table=True):
+    """One case's output (or error) in one epoch of a run."""
+
+    __tablename__ = "case_results"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    case_id: str
+    epoch: int = 0
+    output: str | None = None
+    error: str | None = None
+    latency_ms: float = 0.0
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class CaseScore(SQLModel, table=True):
+    """One scorer's grade of one case's output in one epoch."""
+
+    __tablename__ = "case_scores"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    case_id: str
+    epoch: int = 0
+    scorer: str
+    value: float
+    errored: bool = False
+    skipped: bool = False
+    message: str = ""
+    meta: str | None = None

@@ -1,0 +1,255 @@
+"""The history store: writing runs as they happen and reading them back for baselines.
+
+SQLite under ``history/`` by default; any SQLAlchemy URL works. Case rows are written in
+batches inside the run (so a crash loses at most the batch in flight, and the run row says
+``running``/``interrupted``, which keeps it out of every baseline).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, insert
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlmodel import Session, SQLModel, col, create_engine, select
+
+from evalloop.errors import ConfigError
+from evalloop.history.models import CaseResult, CaseScore, Run, RunStatus, ScorerSummary, utcnow
+
+_ENGINES: dict[str, Engine] = {}
+
+
+def new_run_id(at: datetime | None = None) -> str:
+    """A sortable run id: UTC time to the millisecond plus 6 random hex digits."""
+    at = at or utcnow()
+    return at.strftime("%Y%m%dT%H%M%S") + f"{at.microsecond // 1000:03d}-" + secrets.token_hex(3)
+
+
+def get_engine(url: str) -> Engine:
+    """One engine per URL; SQLite files get WAL and their folder created."""
+    engine = _ENGINES.get(url)
+    if engine is not None:
+        return engine
+    try:
+        parsed = make_url(url)
+    except Exception:
+        raise ConfigError(f"'{url}' is not a database URL",
+                          hint="use e.g. sqlite:///history/evalloop.db or postgresql://…") from None
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"
+                           else {})
+    if parsed.get_backend_name() == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+    try:
+        SQLModel.metadata.create_all(engine)
+    except OperationalError as exc:
+        raise ConfigError(f"cannot open history database: {exc.orig}", where=url,
+                          hint="check the path/URL and its permissions") from None
+    _ENGINES[url] = engine
+    return engine
+
+
+class HistoryStore:
+    """Runs, summaries, case results and scores of every suite, in one database."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = get_engine(url)
+
+    # -- writing -----------------------------------------------------------------------
+    def begin_run(self, run: Run) -> Run:
+        with Session(self.engine, expire_on_commit=False) as session:
+            session.add(run)
+            session.commit()
+        return run
+
+    def add_results(self, cases: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str, Any]]) -> None:
+        """Append a batch of case results and scores in one transaction."""
+        if not cases and not scores:
+            return
+        with self.engine.begin() as conn:
+            if self.engine.dialect.name == "sqlite":
+                # The DB-API executemany is several times faster than Core's parameter handling
+                # for these flat rows; other databases take the portable path.
+                cursor = conn.connection.driver_connection.cursor()
+                for table, rows in ((CaseResult, cases), (CaseScore, scores)):
+                    if rows:
+                        names = [c for c in rows[0] if c != "id"]
+                        sql = (f"INSERT INTO {table.__tablename__} ({', '.join(names)}) "
+                               f"VALUES ({', '.join('?' * len(names))})")
+                        cursor.executemany(sql, [tuple(r[c] for c in names) for r in rows])
+                cursor.close()
+                return
+            if cases:
+                conn.execute(insert(CaseResult), list(cases))
+            if scores:
+                conn.execute(insert(CaseScore), list(scores))
+
+    def finish_run(self, run_id: str, summaries: Iterable[ScorerSummary], **fields: Any) -> Run:
+        """Write the summaries and the run's final fields in one transaction."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.get(Run, run_id)
+            assert run is not None, run_id
+            for key, value in fields.items():
+                setattr(run, key, value)
+            run.ended_at = run.ended_at or utcnow()
+            for summary in summaries:
+                session.add(summary)
+            session.add(run)
+            session.commit()
+            return run
+
+    def mark(self, run_id: str, status: RunStatus, reason: str | None = None) -> None:
+        """Close a run that did not complete; it is kept for inspection, never as a baseline."""
+        try:
+            with Session(self.engine) as session:
+                run = session.get(Run, run_id)
+                if run is None:
+                    return
+                run.status = status
+                run.valid = False
+                run.invalid_reason = reason or status.value
+                run.ended_at = utcnow()
+                session.add(run)
+                session.commit()
+        except SQLAlchemyError:  # pragma: no cover - the database itself went away
+            pass
+
+    def update_summaries(self, run_id: str, updates: Mapping[str, Mapping[str, Any]]) -> None:
+        with Session(self.engine) as session:
+            rows = session.exec(select(ScorerSummary).where(ScorerSummary.run_id == run_id)).all()
+            for row in rows:
+                for key, value in updates.get(row.scorer, {}).items():
+                    setattr(row, key, value)
+                session.add(row)
+            session.commit()
+
+    # -- reading -----------------------------------------------------------------------
+    def get_run(self, run_id: str) -> Run | None:
+        """A run by id or unique id prefix."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.get(Run, run_id)
+            if run is not None:
+                return run
+            matches = session.exec(select(Run).where(col(Run.id).startswith(run_id)).limit(2)).all()
+            return matches[0] if len(matches) == 1 else None
+
+    def runs(self, suite: str | None = None, limit: int | None = 20,
+             statuses: Sequence[str] | None = None) -> list[Run]:
+        """Newest first."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            query = select(Run)
+            if suite:
+                query = query.where(Run.suite == suite)
+            if statuses:
+                query = query.where(col(Run.status).in_(list(statuses)))
+            query = query.order_by(col(Run.started_at).desc(), col(Run.id).desc())
+            if limit:
+                query = query.limit(limit)
+            return list(session.exec(query).all())
+
+    def suites(self) -> list[str]:
+        with Session(self.engine) as session:
+            return sorted(set(session.exec(select(Run.suite)).all()))
+
+    def summaries(self, run_id: str) -> dict[str, ScorerSummary]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            rows = session.exec(select(ScorerSummary).where(ScorerSummary.run_id == run_id)).all()
+            return {row.scorer: row for row in rows}
+
+    def baseline_runs(self, suite: str, scorer: str, before: Run, n: int) -> list[tuple[Run, ScorerSummary]]:
+        """The last ``n`` completed, valid runs before ``before`` where the scorer was graded.
+
+        Oldest first.
+        """
+        with Session(self.engine, expire_on_commit=False) as session:
+            query = (
+                select(Run, ScorerSummary)
+                .join(ScorerSummary, col(ScorerSummary.run_id) == col(Run.id))
+                .where(Run.suite == suite, ScorerSummary.scorer == scorer,
+                       Run.status == RunStatus.COMPLETED, col(Run.valid).is_(True),
+                       col(ScorerSummary.skipped).is_(False), ScorerSummary.n > 0,
+                       col(Run.id) != before.id,
+                       (col(Run.started_at) < before.started_at)
+                       | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)))
+                .order_by(col(Run.started_at).desc(), col(Run.id).desc())
+                .limit(n)
+            )
+            rows = list(session.exec(query).all())
+        return [(run, summary) for run, summary in reversed(rows)]
+
+    def case_scores(self, run_id: str, scorer: str) -> dict[str, float]:
+        """Per-case score of one scorer in one run: epochs averaged, errored/skipped left out."""
+        with Session(self.engine) as session:
+            rows = session.exec(
+                select(CaseScore.case_id, CaseScore.value)
+                .where(CaseScore.run_id == run_id, CaseScore.scorer == scorer,
+                       col(CaseScore.errored).is_(False), col(CaseScore.skipped).is_(False))
+            ).all()
+        sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for case_id, value in rows:
+            acc = sums[case_id]
+            acc[0] += value
+            acc[1] += 1
+        return {case_id: total / count for case_id, (total, count) in sums.items()}
+
+    def case_messages(self, run_id: str, scorer: str, case_ids: Iterable[str]) -> dict[str, str]:
+        wanted = list(case_ids)
+        if not wanted:
+            return {}
+        with Session(self.engine) as session:
+            rows = session.exec(
+                select(CaseScore.case_id, CaseScore.message)
+                .where(CaseScore.run_id == run_id, CaseScore.scorer == scorer,
+                       col(CaseScore.case_id).in_(wanted))
+            ).all()
+        return {case_id: message for case_id, message in rows}
+
+    def case_results(self, run_id: str) -> list[CaseResult]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            return list(session.exec(
+                select(CaseResult).where(CaseResult.run_id == run_id).order_by(col(CaseResult.id))
+            ).all())
+
+    def count(self, table: type[SQLModel]) -> int:
+        from sqlalchemy import func
+
+        with Session(self.engine) as session:
+            return int(session.exec(select(func.count()).select_from(table)).one())
+
+
+def code_version(project_dir: Path) -> str | None:
+    """The project's git commit (with ``-dirty`` when the tree has changes), if any."""
+    import subprocess
+
+    if os.environ.get("EVALLOOP_CODE_VERSION"):
+        return os.environ["EVALLOOP_CODE_VERSION"]
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=project_dir,
+                             capture_output=True, text=True, timeout=5)
+        if sha.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=project_dir, capture_output=True, text=True, timeout=5)
+        return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":"))

@@ -1,0 +1,81 @@
+"""One run end to end: load the suite, check it, run it, store it, compare it with its baseline.
+
+Each step is its own module; this one only chains them with typed values, so the CLI, the
+scheduler and Python callers all run suites the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalloop.baseline import Comparison, compare_run
+from evalloop.config import Settings, load_settings
+from evalloop.context import Services
+from evalloop.history.store import HistoryStore, code_version
+from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
+from evalloop.scoring.registry import Registry, discover
+from evalloop.suites import Suite, find_suite
+
+
+@dataclass
+class RunReport:
+    """A finished run, its comparison with the baseline, and anything worth telling the user."""
+
+    prepared: PreparedRun
+    outcome: RunOutcome
+    comparison: Comparison
+    notices: list[str] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def suite(self) -> Suite:
+        return self.prepared.suite
+
+
+def load(suite: str | Path | Suite, settings: Settings) -> Suite:
+    """A suite by name, by path, or as given."""
+    if isinstance(suite, Suite):
+        return suite
+    return find_suite(str(suite), settings.project_dir)
+
+
+async def arun_suite(
+    suite: str | Path | Suite,
+    *,
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    store: HistoryStore | None = None,
+    services: Services | None = None,
+    epochs: int | None = None,
+    limit: int | None = None,
+    concurrency: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_start: Callable[[PreparedRun], None] | None = None,
+) -> RunReport:
+    """Run one suite and compare it with its rolling baseline (async)."""
+    settings = settings or load_settings()
+    registry = registry or discover(settings.project_dir)
+    suite_obj = load(suite, settings)
+    prepared = prepare(suite_obj, registry, project_dir=settings.project_dir,
+                       settings_thresholds=settings.thresholds)
+    store = store or HistoryStore(settings.database_url)
+    services = services or Services()
+    if on_start is not None:
+        on_start(prepared)
+    outcome = await execute(
+        prepared, store, services=services, epochs=epochs, limit=limit,
+        concurrency=concurrency or settings.concurrency,
+        code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
+        progress=progress, notes={"engine": services.engine},
+    )
+    comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window)
+    return RunReport(prepared, outcome, comparison)
+
+
+def run_suite(suite: str | Path | Suite, **kwargs: Any) -> RunReport:
+    """Run one suite and compare it with its rolling baseline."""
+    return asyncio.run(arun_suite(suite, **kwargs))

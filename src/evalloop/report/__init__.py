@@ -1,0 +1,1 @@
+"""Reports of runs: terminal tables, JSON documents (and, later, JUnit, Markdown, HTML)."""

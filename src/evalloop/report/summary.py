@@ -1,0 +1,53 @@
+"""The machine-readable summary of a run: one JSON-able dict, used by ``--json`` and reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalloop.pipeline import RunReport
+
+
+def run_summary(report: RunReport) -> dict[str, Any]:
+    """Everything a CI job or a dashboard needs to know about one run, without bulky outputs."""
+    run = report.outcome.run
+    return {
+        "run_id": run.id,
+        "suite": run.suite,
+        "status": run.status,
+        "valid": run.valid,
+        "invalid_reason": run.invalid_reason,
+        "started_at": run.started_at.isoformat(),
+        "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+        "code_version": run.code_version,
+        "fingerprint": run.fingerprint_hash,
+        "n_cases": run.n_cases,
+        "epochs": run.epochs,
+        "case_errors": report.outcome.case_errors,
+        "cost_usd": round(run.cost_usd, 6),
+        "tokens": {"input": run.input_tokens, "output": run.output_tokens},
+        "llm_calls": run.llm_calls,
+        "cache_hits": run.cache_hits,
+        "regression": report.comparison.has_regression,
+        "scorers": [
+            {
+                "scorer": s.scorer,
+                "kind": s.kind,
+                "current": s.current,
+                "n": s.n,
+                "errored": s.errored,
+                "skipped": s.skipped,
+                "baseline": s.baseline,
+                "window_runs": s.window_runs,
+                "drop": s.drop,
+                "threshold": s.threshold,
+                "verdict": s.verdict,
+                "regression": s.is_regression,
+                "reason": s.reason,
+                "newly_failing": [{"case": c, "message": m} for c, m in s.newly_failing],
+                "newly_passing": s.newly_passing,
+            }
+            for s in report.comparison.scorers
+        ],
+        "notices": report.notices,
+        **report.extras,
+    }

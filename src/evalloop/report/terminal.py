@@ -1,0 +1,101 @@
+"""Terminal rendering with rich: the run summary table and the history table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from evalloop.baseline import ScorerComparison
+from evalloop.history.models import Run, ScorerSummary
+from evalloop.pipeline import RunReport
+
+VERDICT_STYLE = {
+    "regressed": "bold red", "regressed (not significant)": "yellow", "improved": "green",
+    "steady": "", "no baseline yet": "cyan", "invalid run": "magenta", "skipped": "dim",
+    "scorer broken": "bold magenta",
+}
+MAX_FLIPS_SHOWN = 5
+
+
+def pct(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "—"
+    return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def print_run(report: RunReport, console: Console) -> None:
+    """The summary of one run: per scorer current, baseline, drop, verdict, and flipped cases."""
+    run = report.outcome.run
+    head = f"[bold]{run.suite}[/bold]  run {run.id}  {run.n_cases} cases"
+    if run.epochs > 1:
+        head += f" × {run.epochs} epochs"
+    if run.llm_calls or run.cost_usd:
+        head += f"  {run.llm_calls} LLM calls ({run.cache_hits} cached), ${run.cost_usd:.4f}"
+    console.print(head)
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("scorer", "kind", "current", "n", "errored", "baseline", "drop", "threshold",
+                "verdict"):
+        table.add_column(col, justify="right" if col not in ("scorer", "kind", "verdict") else "left")
+    for s in report.comparison.scorers:
+        style = VERDICT_STYLE.get(s.verdict, "")
+        base = num(s.baseline) + (f" ({s.window_runs})" if s.window_runs else "")
+        table.add_row(s.scorer, s.kind, num(s.current), str(s.n), str(s.errored), base,
+                      pct(s.drop), pct(s.threshold), f"[{style}]{s.verdict}[/]" if style else s.verdict)
+    console.print(table)
+    for s in report.comparison.scorers:
+        _print_details(s, console)
+    if report.outcome.case_errors:
+        console.print(f"[red]{report.outcome.case_errors} case(s) failed in the target[/red]; "
+                      f"first: {report.outcome.first_case_error}", markup=True, highlight=False)
+    if not run.valid:
+        console.print(f"[magenta]run is invalid and kept out of baselines:[/] {run.invalid_reason}")
+    for notice in report.notices:
+        console.print(notice, highlight=False)
+
+
+def _print_details(s: ScorerComparison, console: Console) -> None:
+    if s.verdict in ("skipped", "scorer broken") or (s.reason and s.is_regression):
+        console.print(f"  {s.scorer}: {s.reason}", highlight=False)
+    if s.newly_failing:
+        shown = ", ".join(c for c, _ in s.newly_failing[:MAX_FLIPS_SHOWN])
+        more = len(s.newly_failing) - MAX_FLIPS_SHOWN
+        console.print(f"  {s.scorer}: newly failing vs previous run: {shown}"
+                      + (f" (+{more} more)" if more > 0 else ""), highlight=False)
+        for case, message in s.newly_failing[:MAX_FLIPS_SHOWN]:
+            if message:
+                console.print(f"    {case}: {message}", highlight=False, markup=False)
+    if s.newly_passing:
+        console.print(f"  {s.scorer}: newly passing: {', '.join(s.newly_passing[:MAX_FLIPS_SHOWN])}",
+                      highlight=False)
+
+
+def print_history(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]],
+                  console: Console) -> None:
+    """One row per run and scorer, newest first."""
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("run", "suite", "started (UTC)", "status", "scorer", "mean", "n", "err",
+                "baseline", "drop", "verdict"):
+        table.add_column(col)
+    for run in runs:
+        status = run.status if run.valid or run.status != "completed" else "invalid"
+        rows = summaries.get(run.id) or {}
+        if not rows:
+            table.add_row(run.id, run.suite, run.started_at.strftime("%Y-%m-%d %H:%M:%S"), status,
+                          "", "", "", "", "", "", "")
+        for i, (name, s) in enumerate(sorted(rows.items())):
+            first = i == 0
+            style = VERDICT_STYLE.get(s.verdict or "", "")
+            table.add_row(
+                run.id if first else "", run.suite if first else "",
+                run.started_at.strftime("%Y-%m-%d %H:%M:%S") if first else "",
+                status if first else "", name, num(s.mean), str(s.n), str(s.errored),
+                num(s.baseline), pct(s.drop), f"[{style}]{s.verdict}[/]" if style and s.verdict
+                else (s.verdict or ""),
+            )
+    console.print(table)

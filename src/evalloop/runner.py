@@ -1,0 +1,334 @@
+"""The runner: calls the target on every case, grades each output, and persists as it goes.
+
+Cases are streamed (never all held), run by a bounded pool of asyncio workers, and written
+to history in batches. A target that raises fails only its case (a real 0 for every scorer);
+a scorer that raises gives an *errored* score. An interrupted run is marked so and kept out
+of baselines. The runner knows nothing of baselines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalloop.context import CaseContext, Services
+from evalloop.errors import EvalloopError
+from evalloop.history.models import Run, RunStatus, ScorerSummary, utcnow
+from evalloop.history.store import HistoryStore, dumps, new_run_id
+from evalloop.score import Score, ScorerKind, coerce_score
+from evalloop.scoring.registry import Registry, ScorerSpec
+from evalloop.suites import Case, Suite
+from evalloop.targets import Target, resolve_target, stable_hash
+
+ProgressFn = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class BoundScorer:
+    """A registered scorer with the parameters and threshold one suite gives it."""
+
+    spec: ScorerSpec
+    params: dict[str, Any]
+    threshold: float
+    pass_mark: float
+    require_significance: bool | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def kind(self) -> ScorerKind:
+        return self.spec.kind
+
+    async def score(self, case: Case, output: Any, ctx: CaseContext) -> Score:
+        kwargs = dict(self.params)
+        if self.spec.wants_ctx:
+            kwargs["ctx"] = ctx
+        try:
+            raw = self.spec.fn(case.input, output, case.expected, **kwargs)
+            if self.spec.is_async or asyncio.iscoroutine(raw):
+                raw = await raw
+            return coerce_score(raw)
+        except EvalloopError:
+            raise
+        except Exception as exc:  # the grader failed: errored, never a real score
+            return Score.error(f"scorer {self.name} raised {type(exc).__name__}: {exc}")
+
+
+@dataclass
+class PreparedRun:
+    """Everything checked before a run may write anything: cases, scorers, target."""
+
+    suite: Suite
+    n_cases: int
+    scorers: list[BoundScorer]
+    target: Target
+    fingerprint: dict[str, Any]
+
+    @property
+    def fingerprint_hash(self) -> str:
+        return stable_hash(self.fingerprint)
+
+
+@dataclass
+class ScorerTally:
+    total: float = 0.0
+    n: int = 0
+    errored: int = 0
+    skipped: int = 0
+    skip_message: str = ""
+    first_error: str = ""
+    controls: int = 0
+    controls_passed: list[str] = field(default_factory=list)
+
+    def add(self, score: Score, control: bool, case_id: str, pass_mark: float) -> None:
+        if control and not (score.skipped or score.errored):
+            self.controls += 1
+            if score.value >= pass_mark:
+                self.controls_passed.append(case_id)
+            return
+        if score.skipped:
+            self.skipped += 1
+            self.skip_message = self.skip_message or score.message
+        elif score.errored:
+            self.errored += 1
+            self.first_error = self.first_error or score.message
+        else:
+            self.total += score.value
+            self.n += 1
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.n if self.n else None
+
+
+@dataclass
+class RunOutcome:
+    """What a finished run produced: the stored run, its summaries, and notable messages."""
+
+    run: Run
+    summaries: dict[str, ScorerSummary]
+    tallies: dict[str, ScorerTally]
+    case_errors: int = 0
+    first_case_error: str = ""
+    notices: list[str] = field(default_factory=list)
+
+
+def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
+            settings_thresholds: dict[str, float] | None = None,
+            target_params: dict[str, Any] | None = None) -> PreparedRun:
+    """Validate the suite's cases, bind its scorers, and resolve its target. Writes nothing."""
+    where = str(suite.path or suite.name)
+    n_cases = suite.validate_cases()
+    bound = []
+    for ref in suite.scorers:
+        spec = registry.get(ref.name, where=where)
+        spec.check_params(ref.params, where=where)
+        threshold = (ref.threshold or suite.thresholds.get(ref.name)
+                     or (settings_thresholds or {}).get(ref.name)
+                     or (settings_thresholds or {}).get(spec.kind.value)
+                     or spec.effective_threshold)
+        bound.append(BoundScorer(spec, dict(ref.params), threshold,
+                                 ref.pass_mark if ref.pass_mark is not None else spec.pass_mark,
+                                 ref.require_significance))
+    params = {**suite.target.params, **(target_params or {})}
+    target = resolve_target(suite.target.ref, params, project_dir=project_dir,
+                            threads=suite.target_threads)
+    cases_hash = _cases_hash(suite)
+    fingerprint = {
+        "target": target.ref,
+        "target_params": target.params,
+        "target_fingerprint": target.fingerprint,
+        "scorers": [{"name": b.name, "kind": b.kind.value, "params": b.params,
+                     "threshold": b.threshold, "source": b.spec.source} for b in bound],
+        "cases": cases_hash,
+    }
+    return PreparedRun(suite, n_cases, bound, target, fingerprint)
+
+
+def _cases_hash(suite: Suite) -> str:
+    """A hash of the fixtures: the suite file and its JSONL cases file, byte for byte."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in (suite.path, suite.cases_file):
+        if path is not None and path.is_file():
+            digest.update(path.read_bytes())
+    if suite.path is None and isinstance(suite.cases, list):
+        digest.update(dumps([c.model_dump(mode="json") for c in suite.cases]).encode())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _usage_scope_factory() -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    """The LLM layer's per-case usage scope, looked up once (a no-op without the LLM layer)."""
+    try:
+        from evalloop.llm.usage import usage_scope
+    except ImportError:
+        return lambda: contextlib.nullcontext(None)
+    return usage_scope
+
+
+def _usage_scope() -> contextlib.AbstractContextManager[Any]:
+    return _usage_scope_factory()()
+
+
+async def execute(
+    prepared: PreparedRun,
+    store: HistoryStore,
+    *,
+    services: Services | None = None,
+    epochs: int | None = None,
+    limit: int | None = None,
+    concurrency: int = 16,
+    code_version: str | None = None,
+    errored_limit: float = 0.2,
+    progress: ProgressFn | None = None,
+    batch_size: int = 1000,
+    notes: dict[str, Any] | None = None,
+) -> RunOutcome:
+    """Run a prepared suite, storing everything. Interrupts mark the run and re-raise."""
+    suite = prepared.suite
+    services = services or Services()
+    epochs = epochs or suite.epochs
+    concurrency = suite.concurrency or concurrency
+    n_cases = min(prepared.n_cases, limit) if limit else prepared.n_cases
+    run = store.begin_run(Run(
+        id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
+        fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
+        n_cases=n_cases, epochs=epochs, notes=dumps(notes or {}),
+    ))
+    tallies = {b.name: ScorerTally() for b in prepared.scorers}
+    state = _RunState(run, prepared, store, services, tallies, batch_size, progress)
+    work: Iterator[tuple[Case, int]] = (
+        (case, epoch) for epoch in range(epochs)
+        for case in itertools.islice(suite.iter_cases(), n_cases)
+    )
+    try:
+        workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+        state.flush()
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        with contextlib.suppress(Exception):
+            state.flush()
+        store.mark(run.id, RunStatus.INTERRUPTED, "interrupted before completion")
+        raise
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            state.flush()
+        store.mark(run.id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        raise
+    return state.finish(errored_limit)
+
+
+class _RunState:
+    def __init__(self, run: Run, prepared: PreparedRun, store: HistoryStore, services: Services,
+                 tallies: dict[str, ScorerTally], batch_size: int, progress: ProgressFn | None):
+        self.run, self.prepared, self.store, self.services = run, prepared, store, services
+        self.tallies, self.batch_size, self.progress = tallies, batch_size, progress
+        self.case_rows: list[dict[str, Any]] = []
+        self.score_rows: list[dict[str, Any]] = []
+        self.case_errors = 0
+        self.first_case_error = ""
+        self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
+                       "cache_hits": 0}
+
+    async def worker(self, work: Iterator[tuple[Case, int]]) -> None:
+        for case, epoch in work:
+            await self.one(case, epoch)
+
+    async def one(self, case: Case, epoch: int) -> None:
+        prepared, run_id = self.prepared, self.run.id
+        ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services)
+        error: str | None = None
+        output: Any = None
+        with _usage_scope() as usage:
+            started = time.perf_counter()
+            try:
+                call = prepared.target(case.input, ctx)
+                timeout = prepared.suite.timeout
+                output = await (asyncio.wait_for(call, timeout) if timeout else call)
+            except EvalloopError:
+                raise
+            except TimeoutError:
+                error = f"target timed out after {prepared.suite.timeout} s"
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            latency_ms = (time.perf_counter() - started) * 1000.0
+            scores = []
+            for bound in prepared.scorers:
+                if error is not None:
+                    score = Score(value=0.0, message=f"target error: {error}")
+                else:
+                    score = await bound.score(case, output, ctx)
+                scores.append((bound.name, score))
+        if error is not None:
+            self.case_errors += 1
+            self.first_case_error = self.first_case_error or f"case '{case.id}': {error}"
+        row: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
+                               "output": None if error else dumps(output), "error": error,
+                               "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
+                               "output_tokens": 0}
+        if usage is not None:
+            row.update(cost_usd=usage.cost_usd, input_tokens=usage.input_tokens,
+                       output_tokens=usage.output_tokens)
+            for key in ("cost_usd", "input_tokens", "output_tokens"):
+                self.totals[key] += getattr(usage, key)
+            self.totals["llm_calls"] += usage.calls
+            self.totals["cache_hits"] += usage.cache_hits
+        self.case_rows.append(row)
+        for bound, (name, score) in zip(prepared.scorers, scores, strict=True):
+            self.tallies[name].add(score, case.expects_fail(name), case.id, bound.pass_mark)
+            self.score_rows.append({
+                "run_id": run_id, "case_id": case.id, "epoch": epoch, "scorer": name,
+                "value": score.value, "errored": score.errored, "skipped": score.skipped,
+                "message": score.message, "meta": dumps(score.metadata) if score.metadata else None,
+            })
+        if len(self.case_rows) >= self.batch_size:
+            self.flush()
+        if self.progress is not None:
+            self.progress(1)
+
+    def flush(self) -> None:
+        cases, scores = self.case_rows, self.score_rows
+        self.case_rows, self.score_rows = [], []
+        self.store.add_results(cases, scores)
+
+    def finish(self, errored_limit: float) -> RunOutcome:
+        summaries: dict[str, ScorerSummary] = {}
+        invalid: list[str] = []
+        for bound in self.prepared.scorers:
+            tally = self.tallies[bound.name]
+            graded = tally.n + tally.errored
+            if graded and tally.errored / graded > errored_limit:
+                invalid.append(f"{bound.name}: {tally.errored}/{graded} scores errored "
+                               f"(limit {errored_limit:.0%})")
+            summaries[bound.name] = ScorerSummary(
+                run_id=self.run.id, scorer=bound.name, kind=bound.kind.value, mean=tally.mean,
+                n=tally.n, errored=tally.errored, skipped=tally.n == 0 and tally.skipped > 0,
+                threshold=bound.threshold,
+                details=dumps({"pass_mark": bound.pass_mark, "skip": tally.skip_message,
+                               "first_error": tally.first_error, "controls": tally.controls,
+                               "controls_passed": tally.controls_passed[:50]}),
+            )
+        mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
+        run = self.store.finish_run(
+            self.run.id, summaries.values(), status=RunStatus.COMPLETED,
+            valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
+            ended_at=utcnow(), case_errors=self.case_errors, **self.totals,
+        )
+        return RunOutcome(run, summaries, self.tallies, self.case_errors, self.first_case_error)

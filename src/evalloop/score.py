@@ -1,0 +1,72 @@
+"""Scores and scorer kinds: the value a scorer returns, and the defaults each kind carries."""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+
+class ScorerKind(StrEnum):
+    """How a scorer grades: pure computation, a real LLM call of the target, or a second model."""
+
+    HEURISTIC = "heuristic"
+    LLM_OPERATION = "llm_operation"
+    LLM_JUDGE = "llm_judge"
+
+    @property
+    def default_threshold(self) -> float:
+        """Relative drop from the baseline that counts as a regression (ADR defaults)."""
+        return {"heuristic": 0.10, "llm_operation": 0.15, "llm_judge": 0.20}[self.value]
+
+    @property
+    def default_target(self) -> float:
+        """Absolute success target for the kind (ADR success metrics)."""
+        return {"heuristic": 0.95, "llm_operation": 0.80, "llm_judge": 0.70}[self.value]
+
+
+class Score(BaseModel):
+    """One grade of one output: a value in [0, 1], a message, and whether grading itself failed.
+
+    ``errored`` means the grader could not grade (a judge that did not answer, a scorer that
+    raised): the value is kept for display but excluded from means and baselines. ``skipped``
+    means the scorer did not run at all (for example a judge with no LLM configured).
+    """
+
+    value: float = Field(ge=0.0, le=1.0)
+    message: str = ""
+    errored: bool = False
+    skipped: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _finite(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            return float(v)
+        if isinstance(v, int | float) and not math.isfinite(v):
+            raise ValueError(f"score value must be a finite number, got {v}")
+        return v
+
+    @classmethod
+    def error(cls, message: str, **metadata: Any) -> Score:
+        """A grading failure: shown and counted, never passed off as a real score."""
+        return cls(value=0.5, message=message, errored=True, metadata=metadata)
+
+    @classmethod
+    def skip(cls, message: str) -> Score:
+        """A scorer that did not run (left out of the run's comparison)."""
+        return cls(value=0.0, message=message, skipped=True)
+
+
+def coerce_score(raw: Any) -> Score:
+    """Turn what a scorer returned (Score, number, bool, dict) into a Score, or raise ValueError."""
+    if isinstance(raw, Score):
+        return raw
+    if isinstance(raw, bool | int | float):
+        return Score(value=float(raw))
+    if isinstance(raw, dict):
+        return Score.model_validate(raw)
+    raise ValueError(f"a scorer must return a Score, a number or a dict, not {type(raw).__name__}")

@@ -1,0 +1,305 @@
+"""Cases and suites: the fixture models, and loading + validating suite files.
+
+A suite file (YAML or JSON) declares a name, a target, scorers and cases; cases may stand
+inline or in a JSONL file beside it (``cases: cases.jsonl``), which is streamed, not held.
+Every problem is reported as a :class:`FixtureError` naming the file, the line or case id,
+and what is wrong — before anything is run or written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evalloop.errors import FixtureError
+
+SUITE_SUFFIXES = (".yaml", ".yml", ".json")
+PACKAGE_FIXTURES = Path(__file__).parent / "fixtures"
+
+
+class Case(BaseModel):
+    """One fixture: an input for the target, what is expected, and labels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    input: Any
+    expected: Any = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    expect: Literal["pass", "fail"] | dict[str, Literal["pass", "fail"]] = "pass"
+
+    def expects_fail(self, scorer: str) -> bool:
+        """Whether this case is a negative control (known-bad) for the given scorer."""
+        if isinstance(self.expect, dict):
+            return self.expect.get(scorer, "pass") == "fail"
+        return self.expect == "fail"
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_text(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("case id must not be empty")
+        return v
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_list(cls, v: Any) -> Any:
+        return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
+
+
+class ScorerRef(BaseModel):
+    """A scorer as a suite uses it: a registered name, parameters, and an optional threshold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
+    pass_mark: float | None = Field(default=None, ge=0.0, le=1.0)
+    require_significance: bool | None = None
+
+
+class TargetRef(BaseModel):
+    """The system under test: ``module:function`` plus keyword parameters for it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ref: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Suite(BaseModel):
+    """A named set of cases, the target that answers them, and the scorers that grade them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    target: TargetRef
+    scorers: list[ScorerRef] = Field(min_length=1)
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    concurrency: int | None = Field(default=None, ge=1, le=1024)
+    epochs: int = Field(default=1, ge=1)
+    timeout: float | None = Field(default=None, gt=0)
+    target_threads: bool = False
+    window: int | None = Field(default=None, ge=1, le=100)
+    cases: list[Case] | str
+    path: Path | None = None
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target_str(cls, v: Any) -> Any:
+        return {"ref": v} if isinstance(v, str) else v
+
+    @field_validator("scorers", mode="before")
+    @classmethod
+    def _scorer_str(cls, v: Any) -> Any:
+        return [{"name": s} if isinstance(s, str) else s for s in v] if isinstance(v, list) else v
+
+    @model_validator(mode="after")
+    def _unique_scorers(self) -> Suite:
+        seen: set[str] = set()
+        for ref in self.scorers:
+            if ref.name in seen:
+                raise ValueError(f"scorer '{ref.name}' is listed twice")
+            seen.add(ref.name)
+        for name, value in self.thresholds.items():
+            if not 0.0 < value < 1.0:
+                raise ValueError(f"threshold for '{name}' must be between 0 and 1, got {value}")
+        return self
+
+    @cached_property
+    def cases_file(self) -> Path | None:
+        """The JSONL file holding the cases, when they are not inline."""
+        if isinstance(self.cases, str):
+            base = self.path.parent if self.path else Path.cwd()
+            return (base / self.cases).resolve()
+        return None
+
+    def iter_cases(self) -> Iterator[Case]:
+        """Yield the cases in file order (streamed from JSONL when they live there)."""
+        if self.cases_file is None:
+            yield from self.cases  # type: ignore[misc]
+            return
+        for _line, case in _iter_jsonl_cases(self.cases_file):
+            yield case
+
+    def validate_cases(self) -> int:
+        """Read every case once: schema, duplicate ids. Returns the number of cases."""
+        seen: set[str] = set()
+        where_file = str(self.cases_file or self.path or self.name)
+        count = 0
+        source = (
+            _iter_jsonl_cases(self.cases_file) if self.cases_file
+            else ((None, c) for c in self.cases)  # type: ignore[union-attr]
+        )
+        for line, case in source:
+            if case.id in seen:
+                where = f"{where_file}:{line}" if line else where_file
+                raise FixtureError(f"duplicate case id '{case.id}'", where=where,
+                                   hint="give every case a unique id")
+            seen.add(case.id)
+            count += 1
+        if count == 0:
+            raise FixtureError("suite has no cases", where=where_file, hint="add at least one case")
+        return count
+
+
+def _iter_jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise FixtureError(f"cannot open cases file: {exc.strerror}", where=str(path),
+                           hint="check the 'cases:' path in the suite file") from None
+    with handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise FixtureError(f"invalid JSON: {exc.msg} (column {exc.colno})",
+                                   where=f"{path}:{lineno}",
+                                   hint="each line must be one JSON object") from None
+            yield lineno, _case(data, f"{path}:{lineno}")
+
+
+def _case(data: Any, where: str) -> Case:
+    if not isinstance(data, dict):
+        raise FixtureError("a case must be an object with id and input", where=where)
+    try:
+        return Case.model_validate(data)
+    except ValidationError as exc:
+        case_id = data.get("id")
+        raise FixtureError(_first_error(exc), where=f"{where} (case '{case_id}')" if case_id
+                           else where, hint="a case has id, input, expected, tags, metadata") from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif err["type"] == "missing":
+        msg = "required field missing"
+    return f"{loc}: {msg}{more}" if loc else f"{msg}{more}"
+
+
+def _yaml_case_lines(text: str) -> list[int]:
+    """1-based line numbers of the items of a top-level ``cases:`` list in YAML text."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return []
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    for key, value in root.value:
+        if getattr(key, "value", None) == "cases" and isinstance(value, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value.value]
+    return []
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Load and validate a suite file, including all its cases. Raises FixtureError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FixtureError(f"cannot read suite file: {exc.strerror}", where=str(path)) from None
+    lines: list[int] = []
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.safe_load(text)
+            lines = _yaml_case_lines(text)
+    except json.JSONDecodeError as exc:
+        raise FixtureError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}",
+                           hint="fix the JSON syntax") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
+        raise FixtureError(f"invalid YAML: {problem}", where=where,
+                           hint="fix the YAML syntax (indentation, quotes, colons)") from None
+    if not isinstance(data, dict):
+        raise FixtureError("a suite file must be a mapping with name, target, scorers, cases",
+                           where=str(path))
+    raw_cases = data.get("cases")
+    if isinstance(raw_cases, list):
+        cases = []
+        for i, item in enumerate(raw_cases):
+            line = lines[i] if i < len(lines) else None
+            cases.append(_case(item, f"{path}:{line}" if line else f"{path} (case #{i + 1})"))
+        data = {**data, "cases": cases}
+    try:
+        suite = Suite.model_validate({**data, "path": path.resolve()})
+    except ValidationError as exc:
+        raise FixtureError(_first_error(exc), where=str(path),
+                           hint="see `evalloop suites validate --help` for the suite format") from None
+    if isinstance(suite.cases, list):
+        seen: dict[str, int] = {}
+        for i, case in enumerate(suite.cases):
+            if case.id in seen:
+                line = lines[i] if i < len(lines) else None
+                raise FixtureError(f"duplicate case id '{case.id}'",
+                                   where=f"{path}:{line}" if line else str(path),
+                                   hint="give every case a unique id")
+            seen[case.id] = i
+    return suite
+
+
+def suite_dirs(project_dir: Path) -> list[Path]:
+    """Where suites are looked up: the project's ``fixtures/``, then the ones that ship."""
+    return [project_dir / "fixtures", PACKAGE_FIXTURES]
+
+
+def discover_suites(project_dir: Path) -> dict[str, Path]:
+    """Suite name → file. A project suite shadows a shipped suite of the same name."""
+    found: dict[str, Path] = {}
+    for directory in reversed(suite_dirs(project_dir)):
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.iterdir()):
+            if path.suffix in SUITE_SUFFIXES and not path.name.startswith("_"):
+                found[_suite_name(path)] = path
+    return found
+
+
+def _suite_name(path: Path) -> str:
+    """The declared name of a suite file, read cheaply; the file stem when it has none."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            return data["name"]
+    except (OSError, ValueError, yaml.YAMLError):
+        pass
+    return path.stem
+
+
+def find_suite(name_or_path: str, project_dir: Path) -> Suite:
+    """Load a suite by name (project first, then shipped) or by file path."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in SUITE_SUFFIXES and candidate.exists():
+        return load_suite(candidate)
+    suites = discover_suites(project_dir)
+    if name_or_path not in suites:
+        import difflib
+
+        close = difflib.get_close_matches(name_or_path, suites, n=1)
+        hint = (f"did you mean '{close[0]}'? " if close else "") + "see `evalloop suites list`"
+        raise FixtureError(f"unknown suite '{name_or_path}'", where=str(project_dir / "fixtures"),
+                           hint=hint)
+    return load_suite(suites[name_or_path])

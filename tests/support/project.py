@@ -1,0 +1,70 @@
+"""Builds throwaway evalloop projects (fixtures, scorers, a target module) for tests."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TARGET = '''
+import asyncio, json, os
+
+def echo(input):
+    return input
+
+def flaky(input):
+    if input.get("boom"):
+        raise RuntimeError("target exploded")
+    return input.get("answer")
+
+async def async_echo(input):
+    await asyncio.sleep(0)
+    return input
+
+def controlled(input):
+    """Answers from a file the test rewrites between runs: {case_id: answer}."""
+    with open(os.environ["EVALLOOP_TEST_ANSWERS"]) as f:
+        answers = json.load(f)
+    return answers.get(input["id"], 0.0)
+'''
+
+SCORERS = '''
+from evalloop import Score, scorer
+
+@scorer("value", kind="llm_operation")
+def value(input, output, expected):
+    """Passes the target's number through as the score."""
+    return Score(value=float(output))
+
+@scorer("explodes")
+def explodes(input, output, expected):
+    raise ValueError("scorer bug")
+'''
+
+
+def make_project(root: Path, suites: dict[str, dict[str, Any]] | None = None,
+                 target: str = TARGET, scorers: str | None = SCORERS) -> Path:
+    (root / "fixtures").mkdir(parents=True, exist_ok=True)
+    (root / "scorers").mkdir(exist_ok=True)
+    (root / "sut.py").write_text(textwrap.dedent(target))
+    if scorers:
+        (root / "scorers" / "project_scorers.py").write_text(textwrap.dedent(scorers))
+    for name, suite in (suites or {}).items():
+        (root / "fixtures" / f"{name}.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
+    return root
+
+
+def controlled_suite(n: int = 10, scorer: str = "value") -> dict[str, Any]:
+    return {
+        "name": "controlled",
+        "target": "sut:controlled",
+        "scorers": [scorer],
+        "cases": [{"id": f"c{i}", "input": {"id": f"c{i}"}} for i in range(n)],
+    }
+
+
+def write_answers(path: Path, answers: dict[str, float]) -> None:
+    path.write_text(json.dumps(answers))

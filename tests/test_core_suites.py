@@ -1,0 +1,126 @@
+"""Loading and validating suite files: every bad input is one FixtureError naming where."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalloop.errors import FixtureError
+from evalloop.suites import discover_suites, find_suite, load_suite
+
+GOOD = """\
+name: demo
+target: sut:echo
+scorers:
+  - equals
+  - name: regex
+    params: {pattern: "^a"}
+    threshold: 0.2
+cases:
+  - id: a
+    input: x
+    expected: x
+  - id: b
+    input: y
+    expected: y
+    tags: "one, two"
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_loads_a_good_yaml_suite(tmp_path):
+    suite = load_suite(write(tmp_path, "demo.yaml", GOOD))
+    assert suite.name == "demo"
+    assert suite.target.ref == "sut:echo"
+    assert [s.name for s in suite.scorers] == ["equals", "regex"]
+    assert suite.scorers[1].params == {"pattern": "^a"} and suite.scorers[1].threshold == 0.2
+    cases = list(suite.iter_cases())
+    assert [c.id for c in cases] == ["a", "b"]
+    assert cases[1].tags == ["one", "two"]
+    assert suite.validate_cases() == 2
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path):
+    path = write(tmp_path, "bad.yaml", "name: x\ncases:\n  - id: a\n   input: [1, 2\n")
+    with pytest.raises(FixtureError) as err:
+        load_suite(path)
+    line = err.value.one_line()
+    assert str(path) in line and "invalid YAML" in line
+    assert ":4" in line or ":5" in line
+
+
+def test_malformed_json_names_line(tmp_path):
+    path = write(tmp_path, "bad.json", '{"name": "x",\n "cases": [\n}')
+    with pytest.raises(FixtureError, match=r"bad\.json:3: invalid JSON"):
+        load_suite(path)
+
+
+def test_missing_case_field_names_the_case_line(tmp_path):
+    text = GOOD.replace("  - id: b\n    input: y\n", "  - id: b\n")
+    path = write(tmp_path, "missing.yaml", text)
+    with pytest.raises(FixtureError) as err:
+        load_suite(path)
+    msg = err.value.one_line()
+    assert f"{path}:12" in msg and "case 'b'" in msg and "input" in msg and "required" in msg
+
+
+def test_duplicate_ids_are_an_error_with_line(tmp_path):
+    path = write(tmp_path, "dup.yaml", GOOD.replace("id: b", "id: a"))
+    with pytest.raises(FixtureError, match=r"dup\.yaml:12: duplicate case id 'a'"):
+        load_suite(path)
+
+
+def test_unknown_suite_field_and_missing_scorers(tmp_path):
+    with pytest.raises(FixtureError, match=r"scorers: required field missing \(\+1 more\)"):
+        load_suite(write(tmp_path, "u.yaml", GOOD.replace("scorers:", "scorerz:")))
+    text = "name: x\ntarget: sut:echo\nscorers: []\ncases: [{id: a, input: 1}]\n"
+    with pytest.raises(FixtureError, match="scorers"):
+        load_suite(write(tmp_path, "s.yaml", text))
+
+
+def test_jsonl_cases_are_streamed_and_validated(tmp_path):
+    lines = [json.dumps({"id": i, "input": i, "expected": i}) for i in range(5)]
+    write(tmp_path, "cases.jsonl", "\n".join(lines) + "\n")
+    suite = load_suite(write(tmp_path, "big.yaml",
+                             "name: big\ntarget: sut:echo\nscorers: [equals]\ncases: cases.jsonl\n"))
+    assert suite.validate_cases() == 5
+    assert [c.id for c in suite.iter_cases()] == ["0", "1", "2", "3", "4"]
+    write(tmp_path, "cases.jsonl", "\n".join(lines + [lines[2]]) + "\n")
+    with pytest.raises(FixtureError, match=r"cases\.jsonl:6: duplicate case id '2'"):
+        suite.validate_cases()
+    write(tmp_path, "cases.jsonl", lines[0] + "\n{not json\n")
+    with pytest.raises(FixtureError, match=r"cases\.jsonl:2: invalid JSON"):
+        suite.validate_cases()
+    write(tmp_path, "cases.jsonl", lines[0] + '\n{"id": "x"}\n')
+    with pytest.raises(FixtureError, match=r"cases\.jsonl:2 \(case 'x'\): input: required"):
+        suite.validate_cases()
+
+
+def test_missing_jsonl_file(tmp_path):
+    suite = load_suite(write(tmp_path, "m.yaml",
+                             "name: m\ntarget: sut:echo\nscorers: [equals]\ncases: nope.jsonl\n"))
+    with pytest.raises(FixtureError, match="cannot open cases file"):
+        suite.validate_cases()
+
+
+def test_project_suites_shadow_shipped_ones(tmp_path):
+    (tmp_path / "fixtures").mkdir()
+    shipped = discover_suites(tmp_path)
+    assert "exact-match" in shipped
+    write(tmp_path / "fixtures", "mine.yaml", GOOD.replace("name: demo", "name: exact-match"))
+    assert discover_suites(tmp_path)["exact-match"].parent == tmp_path / "fixtures"
+    with pytest.raises(FixtureError, match="unknown suite 'exact-mach'.*did you mean 'exact-match'"):
+        find_suite("exact-mach", tmp_path)
+
+
+def test_negative_control_per_scorer(tmp_path):
+    text = GOOD.replace("    expected: y\n", "    expected: y\n    expect: {regex: fail}\n")
+    case = list(load_suite(write(tmp_path, "n.yaml", text)).iter_cases())[1]
+    assert case.expects_fail("regex") and not case.expects_fail("equals")
