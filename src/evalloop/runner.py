@@ -159,7 +159,10 @@ def _cases_hash(suite: Suite) -> str:
     import hashlib
 
     digest = hashlib.sha256()
-    for path in (suite.path, suite.cases_file):
+    paths = [suite.path, suite.cases_file]
+    if suite.dataset_dir is not None:
+        paths += sorted(suite.dataset_dir.glob("*.jsonl"))
+    for path in paths:
         if path is not None and path.is_file():
             digest.update(path.read_bytes())
     if suite.path is None and isinstance(suite.cases, list):
@@ -280,7 +283,7 @@ class _RunState:
             self.case_errors += 1
             self.first_case_error = self.first_case_error or f"case '{case.id}': {error}"
         row: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
-                               "output": None if error else dumps(output), "error": error,
+                               "tags": ",".join(case.tags) or None, "output": None if error else dumps(output), "error": error,
                                "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
                                "output_tokens": 0}
         if usage is not None:

@@ -92,7 +92,8 @@ class Suite(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     target_threads: bool = False
     window: int | None = Field(default=None, ge=1, le=100)
-    cases: list[Case] | str
+    cases: list[Case] | str | None = None
+    dataset: str | None = None
     path: Path | None = None
 
     @field_validator("target", mode="before")
@@ -107,6 +108,9 @@ class Suite(BaseModel):
 
     @model_validator(mode="after")
     def _unique_scorers(self) -> Suite:
+        if (self.cases is None) == (self.dataset is None):
+            raise ValueError("give either 'cases' (inline or a JSONL file) or 'dataset' "
+                             "(a folder with corpus.jsonl, queries.jsonl, qrels.jsonl)")
         seen: set[str] = set()
         for ref in self.scorers:
             if ref.name in seen:
@@ -125,8 +129,21 @@ class Suite(BaseModel):
             return (base / self.cases).resolve()
         return None
 
+    @cached_property
+    def dataset_dir(self) -> Path | None:
+        """The retrieval dataset folder, for suites whose cases are a dataset's queries."""
+        if self.dataset is None:
+            return None
+        base = self.path.parent if self.path else Path.cwd()
+        return (base / self.dataset).resolve()
+
     def iter_cases(self) -> Iterator[Case]:
         """Yield the cases in file order (streamed from JSONL when they live there)."""
+        if self.dataset_dir is not None:
+            from evalloop.retrieval.suite import dataset_cases
+
+            yield from dataset_cases(self.dataset_dir)
+            return
         if self.cases_file is None:
             yield from self.cases  # type: ignore[misc]
             return
@@ -140,7 +157,7 @@ class Suite(BaseModel):
         count = 0
         source = (
             _iter_jsonl_cases(self.cases_file) if self.cases_file
-            else ((None, c) for c in self.cases)  # type: ignore[union-attr]
+            else ((None, c) for c in self.iter_cases())
         )
         for line, case in source:
             if case.id in seen:

@@ -77,6 +77,7 @@ class CaseResult(SQLModel, table=True):
     run_id: str = Field(foreign_key="runs.id", index=True)
     case_id: str
     epoch: int = 0
+    tags: str | None = None
     output: str | None = None
     error: str | None = None
     latency_ms: float = 0.0
