@@ -1,0 +1,388 @@
+"""Statistics for verdicts: bootstrap CIs, paired permutation and McNemar tests, calibration.
+
+Everything is vectorised NumPy and seeded (``numpy.random.Generator``), so the same inputs give
+the same answer. Monte-Carlo p-values use +1 smoothing, ``(hits + 1) / (resamples + 1)``; exact
+enumeration is used when the number of non-zero paired differences is small.
+
+Calibration helpers turn an LLM judge's repeated scores on the same outputs into a per-case noise
+estimate, a relative-drop threshold that keeps false alarms at a chosen rate for the suite's
+size, and the minimal drop a suite can detect.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from statistics import NormalDist
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from pydantic import BaseModel, ConfigDict
+
+Alternative = Literal["two-sided", "less", "greater"]
+_NORMAL = NormalDist()
+_CHUNK_CELLS = 2_000_000  # cells of a resample matrix built at once (16 MB of float64)
+EXACT_MAX_NONZERO = 16  # enumerate all 2**k sign patterns up to this many non-zero pairs
+EXACT_LIMIT = 22  # never enumerate more than 2**22 patterns
+
+
+class ConfidenceInterval(BaseModel):
+    """A two-sided confidence interval of a mean."""
+
+    model_config = ConfigDict(frozen=True)
+
+    low: float
+    high: float
+    level: float
+    method: str
+
+
+class TestResult(BaseModel):
+    """The outcome of a hypothesis test on paired per-case scores."""
+
+    model_config = ConfigDict(frozen=True)
+    __test__ = False  # not a pytest class
+
+    test: str
+    alternative: Alternative
+    statistic: float
+    p_value: float
+    n: int
+    n_nonzero: int
+    exact: bool
+    resamples: int
+
+
+class Calibration(BaseModel):
+    """What a judge-noise calibration found for one suite and scorer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    n_cases: int
+    repeats: int
+    binary: bool
+    mean: float
+    per_case_variance: list[float]
+    noise_sd: float
+    false_alarm_rate: float
+    window: int
+    suggested_threshold: float | None
+    minimal_detectable_drop: float | None
+    power: float
+
+
+def _rng(seed: int | np.random.Generator) -> np.random.Generator:
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def _vector(values: ArrayLike, name: str) -> NDArray[np.float64]:
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def stars(p_value: float | None) -> str:
+    """``***`` below 0.001, ``**`` below 0.01, ``*`` below 0.05, else an empty string."""
+    if p_value is None or not math.isfinite(p_value):
+        return ""
+    return "***" if p_value < 0.001 else "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
+
+
+def bootstrap_ci(
+    values: ArrayLike,
+    *,
+    level: float = 0.95,
+    resamples: int = 10_000,
+    method: Literal["BCa", "percentile"] = "BCa",
+    seed: int | np.random.Generator = 0,
+) -> ConfidenceInterval | None:
+    """Bootstrap CI of the mean of ``values`` (BCa by default, as ``scipy.stats.bootstrap``).
+
+    Returns ``None`` for fewer than two values; a constant sample gives a zero-width interval.
+    """
+    x = _vector(values, "values")
+    n = x.size
+    if n < 2:
+        return None
+    theta = float(x.mean())
+    if np.ptp(x) == 0:
+        return ConfidenceInterval(low=theta, high=theta, level=level, method=method)
+    rng = _rng(seed)
+    boot = np.empty(resamples)
+    rows = max(1, _CHUNK_CELLS // n)
+    for start in range(0, resamples, rows):
+        stop = min(resamples, start + rows)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        boot[start:stop] = x[idx].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    if method == "percentile":
+        qs = (tail, 1.0 - tail)
+    else:
+        share = (np.count_nonzero(boot < theta) + np.count_nonzero(boot <= theta)) / (2 * resamples)
+        share = min(max(share, 0.5 / resamples), 1.0 - 0.5 / resamples)
+        z0 = _NORMAL.inv_cdf(share)
+        jack = (x.sum() - x) / (n - 1)
+        dev = jack.mean() - jack
+        den = 6.0 * float(np.sum(dev**2)) ** 1.5
+        accel = float(np.sum(dev**3)) / den if den > 0 else 0.0
+        qs_list = []
+        for q in (tail, 1.0 - tail):
+            zq = z0 + _NORMAL.inv_cdf(q)
+            qs_list.append(_NORMAL.cdf(z0 + zq / (1.0 - accel * zq)))
+        qs = (qs_list[0], qs_list[1])
+    low, high = np.percentile(boot, [100.0 * qs[0], 100.0 * qs[1]])
+    return ConfidenceInterval(low=float(low), high=float(high), level=level, method=method)
+
+
+def _sign_flip_sums(
+    nonzero: NDArray[np.float64], resamples: int, rng: np.random.Generator
+) -> NDArray[np.float64]:
+    """Sums of ``nonzero`` under ``resamples`` random sign patterns (bit-packed, chunked)."""
+    k = nonzero.size
+    total = float(nonzero.sum())
+    out = np.empty(resamples)
+    rows = max(1, _CHUNK_CELLS // k)
+    nbytes = (k + 7) // 8
+    for start in range(0, resamples, rows):
+        stop = min(resamples, start + rows)
+        packed = rng.integers(0, 256, size=(stop - start, nbytes), dtype=np.uint8)
+        flips = np.unpackbits(packed, axis=1, count=k).astype(np.float64)
+        out[start:stop] = total - 2.0 * (flips @ nonzero)
+    return out
+
+
+def _exact_sign_flip_sums(nonzero: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Sums of ``nonzero`` under every one of the 2**k sign patterns."""
+    k = nonzero.size
+    total, count = float(nonzero.sum()), 2**k
+    out = np.empty(count)
+    rows = max(1, _CHUNK_CELLS // k)
+    shifts = np.arange(k, dtype=np.int64)
+    for start in range(0, count, rows):
+        stop = min(count, start + rows)
+        flips = (np.arange(start, stop, dtype=np.int64)[:, None] >> shifts) & 1
+        out[start:stop] = total - 2.0 * (flips.astype(np.float64) @ nonzero)
+    return out
+
+
+def _p_values(null: NDArray[np.float64], observed: float, tol: float, smooth: bool) -> tuple:
+    add = 1 if smooth else 0
+    denom = null.size + add
+    p_less = (np.count_nonzero(null <= observed + tol) + add) / denom
+    p_greater = (np.count_nonzero(null >= observed - tol) + add) / denom
+    return float(p_less), float(p_greater)
+
+
+def _pick(alternative: Alternative, p_less: float, p_greater: float) -> float:
+    if alternative == "less":
+        return p_less
+    if alternative == "greater":
+        return p_greater
+    return min(1.0, 2.0 * min(p_less, p_greater))
+
+
+def paired_permutation_test(
+    x: ArrayLike,
+    y: ArrayLike,
+    *,
+    alternative: Alternative = "two-sided",
+    permutations: int = 10_000,
+    exact_max_nonzero: int = EXACT_MAX_NONZERO,
+    seed: int | np.random.Generator = 0,
+) -> TestResult:
+    """Paired sign-flip permutation test of ``mean(x - y)`` (``x`` = current, ``y`` = baseline).
+
+    ``alternative="less"`` asks whether ``x`` is lower than ``y``. Equivalent to SciPy's
+    ``permutation_test(..., permutation_type="samples")``. Exact when at most
+    ``exact_max_nonzero`` differences are non-zero (or 2**k ≤ ``permutations``), otherwise
+    Monte-Carlo with +1 smoothing.
+    """
+    a, b = _vector(x, "x"), _vector(y, "y")
+    if a.size != b.size:
+        raise ValueError(f"x and y must be paired: {a.size} != {b.size} values")
+    d = a - b
+    n = d.size
+    observed = float(d.sum())
+    statistic = observed / n if n else 0.0
+    nonzero = d[d != 0]
+    k = nonzero.size
+    if k == 0:
+        return TestResult(
+            test="paired permutation", alternative=alternative, statistic=statistic,
+            p_value=1.0, n=n, n_nonzero=0, exact=True, resamples=1,
+        )
+    tol = 1e-9 * (1.0 + float(np.abs(nonzero).sum()))
+    exact = k <= min(exact_max_nonzero, EXACT_LIMIT) or 2**k <= min(permutations, 2**EXACT_LIMIT)
+    rng = _rng(seed)
+    null = _exact_sign_flip_sums(nonzero) if exact else _sign_flip_sums(nonzero, permutations, rng)
+    p_less, p_greater = _p_values(null, observed, tol, smooth=not exact)
+    return TestResult(
+        test="paired permutation (exact)" if exact else "paired permutation",
+        alternative=alternative, statistic=statistic, p_value=_pick(alternative, p_less, p_greater),
+        n=n, n_nonzero=k, exact=exact, resamples=int(null.size),
+    )
+
+
+def _binom_cdf_half(k: int, n: int) -> float:
+    """P(X ≤ k) for X ~ Binomial(n, 1/2), exact in integers."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def mcnemar_exact(
+    x: ArrayLike, y: ArrayLike, *, alternative: Alternative = "two-sided"
+) -> TestResult:
+    """McNemar's exact test on paired pass/fail outcomes (``x`` = current, ``y`` = baseline).
+
+    Counts ``b`` = pairs passing now and failing before, ``c`` = failing now and passing before;
+    the p-value is the binomial test of ``b`` out of ``b + c`` at 1/2 (``scipy.stats.binomtest``).
+    ``alternative="less"`` asks whether ``x`` passes less often than ``y``.
+    """
+    a, b_ = _vector(x, "x"), _vector(y, "y")
+    if a.size != b_.size:
+        raise ValueError(f"x and y must be paired: {a.size} != {b_.size} values")
+    if not (np.isin(a, (0.0, 1.0)).all() and np.isin(b_, (0.0, 1.0)).all()):
+        raise ValueError("McNemar's test needs pass/fail values (0 or 1)")
+    b = int(np.count_nonzero((a == 1) & (b_ == 0)))
+    c = int(np.count_nonzero((a == 0) & (b_ == 1)))
+    m = b + c
+    p_less = _binom_cdf_half(b, m)
+    p_greater = 1.0 - _binom_cdf_half(b - 1, m)
+    if alternative == "two-sided":
+        p = 1.0 if m == 0 else min(1.0, 2.0 * min(p_less, p_greater))
+    else:
+        p = p_less if alternative == "less" else p_greater
+    return TestResult(
+        test="McNemar exact", alternative=alternative, statistic=float(b - c) / max(a.size, 1),
+        p_value=p, n=int(a.size), n_nonzero=m, exact=True, resamples=0,
+    )
+
+
+def paired_effect_size(x: ArrayLike, y: ArrayLike) -> float | None:
+    """Cohen's d_z of paired scores: mean(x − y) / sd(x − y); ``None`` when undefined."""
+    d = _vector(x, "x") - _vector(y, "y")
+    if d.size < 2:
+        return None
+    sd = float(d.std(ddof=1))
+    if sd == 0.0:
+        return 0.0 if float(d.mean()) == 0.0 else None
+    return float(d.mean()) / sd
+
+
+def _z(p: float) -> float:
+    return _NORMAL.inv_cdf(p)
+
+
+def suggest_threshold(
+    n_cases: int,
+    noise_sd: float,
+    baseline_mean: float,
+    *,
+    false_alarm_rate: float = 0.05,
+    window: int = 5,
+) -> float | None:
+    """Relative drop that an unchanged suite exceeds only ``false_alarm_rate`` of the time.
+
+    The run mean is compared with the mean of ``window`` earlier runs, each over ``n_cases``
+    cases whose scores carry noise of sd ``noise_sd``: the drop has sd
+    ``noise_sd * sqrt((1 + 1/window) / n_cases)``; the threshold is its one-sided normal quantile
+    divided by the baseline. ``None`` when the baseline is zero.
+    """
+    if n_cases < 1 or baseline_mean <= 0 or not math.isfinite(baseline_mean):
+        return None
+    se = noise_sd * math.sqrt((1.0 + 1.0 / max(window, 1)) / n_cases)
+    return _z(1.0 - false_alarm_rate) * se / baseline_mean
+
+
+def minimal_detectable_drop(
+    n_cases: int,
+    baseline_mean: float,
+    *,
+    case_sd: float | None = None,
+    binary: bool | None = None,
+    alpha: float = 0.05,
+    power: float = 0.9,
+    window: int = 5,
+    min_effect: float = 0.0,
+    two_sided: bool = True,
+) -> float | None:
+    """Smallest relative drop a paired test at ``alpha`` (two-sided by default) detects with
+    ``power``.
+
+    ``case_sd`` is the sd of one run's score of one case (default: a pass/fail coin at
+    ``baseline_mean``, sd ``sqrt(p(1-p))``). For pass/fail scores (``binary``, the default when
+    ``case_sd`` is None) a drop also adds variance (a passing case now fails with probability
+    ``drop``), and enough cases must flip for an exact test to reach ``alpha`` (6 at a
+    two-sided 0.05). ``min_effect`` adds the paired rule's practical floor. ``None`` when the
+    baseline is zero or even a total drop would go unnoticed.
+    """
+    p = baseline_mean
+    if n_cases < 1 or not math.isfinite(p) or p <= 0:
+        return None
+    is_binary = case_sd is None if binary is None else binary
+    v0 = max(p * (1.0 - p), 0.0) if case_sd is None else case_sd**2
+    w = 1.0 / max(window, 1)
+    level = alpha / 2 if two_sided else alpha
+    za, zb = _z(1.0 - level), _z(power)
+
+    def detectable(drop: float) -> bool:
+        # the permutation null is scaled by the observed differences, shift included
+        v1 = v0 + (p * drop * (1.0 - drop) if is_binary else 0.0)
+        se1 = math.sqrt((v1 + v0 * w) / n_cases)
+        se_null = math.sqrt((v1 + v0 * w + (drop * p) ** 2) / n_cases)
+        return drop * p >= za * se_null + zb * se1 and drop >= min_effect + zb * se1 / p
+
+    if not detectable(1.0):
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(50):
+        mid = (low + high) / 2
+        low, high = (low, mid) if detectable(mid) else (mid, high)
+    floor = math.ceil(math.log2(1.0 / level)) / (n_cases * p) if is_binary else 0.0
+    return min(1.0, max(high, floor))
+
+
+def calibrate(
+    scores: ArrayLike | Sequence[Sequence[float]],
+    *,
+    false_alarm_rate: float = 0.05,
+    window: int = 5,
+    power: float = 0.9,
+    binary: bool | None = None,
+    min_effect: float = 0.0,
+) -> Calibration:
+    """Judge-noise calibration from repeated scores of the same outputs (cases × repeats).
+
+    Estimates each case's variance across repeats and the pooled noise sd, suggests a relative
+    threshold keeping false alarms at ``false_alarm_rate`` for this many cases, and gives the
+    minimal detectable drop at ``power``. Only judge noise is measured: a target whose own
+    outputs vary from run to run needs a wider threshold.
+    """
+    arr = np.asarray(scores, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 2:
+        raise ValueError("calibration needs a cases × repeats array with at least 2 repeats")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("calibration scores contain NaN or infinite values")
+    n, r = arr.shape
+    is_binary = bool(np.isin(arr, (0.0, 1.0)).all()) if binary is None else binary
+    var = arr.var(axis=1, ddof=1)
+    noise_sd = float(math.sqrt(var.mean()))
+    mean = float(arr.mean())
+    threshold = suggest_threshold(
+        n, noise_sd, mean, false_alarm_rate=false_alarm_rate, window=window
+    )
+    mdd = minimal_detectable_drop(
+        n, mean, case_sd=noise_sd, binary=is_binary,
+        alpha=false_alarm_rate, power=power, window=window, min_effect=min_effect,
+    )
+    return Calibration(
+        n_cases=n, repeats=r, binary=is_binary, mean=mean,
+        per_case_variance=[float(v) for v in var], noise_sd=noise_sd,
+        false_alarm_rate=false_alarm_rate, window=window, suggested_threshold=threshold,
+        minimal_detectable_drop=mdd, power=power,
+    )
