@@ -1,0 +1,142 @@
+"""The Messages-API client on ``anthropic.AsyncAnthropic``, with the shared retry policy."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import anthropic
+
+from evalloop.errors import ConfigError
+from evalloop.llm.errors import LLMCallFailed
+from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
+from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, call_with_retries
+from evalloop.llm.retry import parse_retry_after as _retry_after
+from evalloop.llm.types import LLMRequest, LLMResponse, TokenUsage
+from evalloop.llm.usage import record_usage
+
+DEFAULT_MODEL = "claude-haiku-4-5"
+
+
+class AnthropicClient:
+    """An :class:`~evalloop.llm.types.LLMClient` for the Anthropic Messages API.
+
+    ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``.
+    The SDK's own retries are off: :func:`~evalloop.llm.retry.call_with_retries` retries, so
+    both clients share one policy. At most ``concurrency`` calls are in flight at once.
+    """
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        concurrency: int = 8,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        prices: Mapping[str, PriceInput] | None = None,
+    ) -> None:
+        api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not api_key:
+            raise ConfigError(
+                "no Anthropic API key",
+                where="LLM client",
+                hint="set ANTHROPIC_API_KEY or use --engine local",
+            )
+        self.model = model
+        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+        self.policy = RetryPolicy(
+            max_retries=max_retries,
+            timeout=timeout,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+        )
+        self.prices: dict[str, Price] = price_table(prices)
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._sdk = anthropic.AsyncAnthropic(api_key=api_key, base_url=self.base_url, timeout=timeout, max_retries=0)
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Send ``request``; retry transient failures; record usage and cost."""
+        response, retries = await call_with_retries(
+            lambda: self._attempt(request),
+            self.policy,
+            semaphore=self._semaphore,
+            where=f"Anthropic API at {self.base_url}",
+            url_setting="ANTHROPIC_BASE_URL",
+        )
+        response.retries = retries
+        record_usage(response, retries)
+        return response
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP connections."""
+        await self._sdk.close()
+
+    def _params(self, request: LLMRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_tokens,
+            "messages": [m.model_dump() for m in request.messages],
+        }
+        if request.system is not None:
+            params["system"] = request.system
+        if request.temperature is not None:
+            params["extra_body"] = {"temperature": request.temperature}
+        if request.tool is not None:
+            params["tools"] = [request.tool.model_dump()]
+            params["tool_choice"] = {"type": "tool", "name": request.tool.name}
+        return params
+
+    async def _attempt(self, request: LLMRequest) -> LLMResponse:
+        try:
+            message = await self._sdk.messages.create(**self._params(request))
+        except anthropic.APITimeoutError as error:
+            raise TransientError("timeout", f"no reply within {self.policy.timeout:g} s") from error
+        except anthropic.APIConnectionError as error:
+            cause = error.__cause__ or error
+            raise TransientError("connection", f"{type(cause).__name__}: {cause}") from error
+        except anthropic.AuthenticationError as error:
+            raise ConfigError(
+                "the Anthropic API rejected the key (401)",
+                where=f"Anthropic API at {self.base_url}",
+                hint="check ANTHROPIC_API_KEY",
+            ) from error
+        except anthropic.APIStatusError as error:
+            text = f"HTTP {error.status_code} {error.type or ''}: {error.api_message or error.message}"
+            if error.status_code in RETRYABLE_STATUS:
+                retry_after = _retry_after(error.response.headers)
+                raise TransientError("status", text, status=error.status_code, retry_after=retry_after) from error
+            raise LLMCallFailed(text, status=error.status_code, where=f"Anthropic API at {self.base_url}") from error
+        return self._response(request, message)
+
+    def _response(self, request: LLMRequest, message: anthropic.types.Message) -> LLMResponse:
+        texts: list[str] = []
+        tool_input: dict | None = None
+        for block in message.content:
+            if block.type == "text":
+                texts.append(block.text)
+            elif (
+                block.type == "tool_use"
+                and tool_input is None
+                and isinstance(block.input, dict)
+                and (request.tool is None or block.name == request.tool.name)
+            ):
+                tool_input = dict(block.input)
+        usage = TokenUsage(input_tokens=message.usage.input_tokens, output_tokens=message.usage.output_tokens)
+        model = message.model or request.model
+        return LLMResponse(
+            text="".join(texts),
+            tool_input=tool_input,
+            usage=usage,
+            model=model,
+            stop_reason=message.stop_reason,
+            id=message.id,
+            cost_usd=cost_usd(model, usage, self.prices),
+        )

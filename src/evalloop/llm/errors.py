@@ -1,0 +1,46 @@
+"""Typed errors of the LLM layer, all :class:`evalloop.errors.EvalloopError` subclasses."""
+
+from __future__ import annotations
+
+from evalloop.errors import ConnectionFailed, EvalloopError
+
+
+class LLMError(EvalloopError):
+    """Base of every error raised by ``evalloop.llm``; a scorer turns it into an errored score."""
+
+    exit_code = 1
+
+
+class ReplyParseError(LLMError):
+    """A reply that could not be parsed into the expected structure (after one retry)."""
+
+    def __init__(self, what: str, *, raw: str = "", where: str | None = None, hint: str | None = None) -> None:
+        self.raw = raw
+        super().__init__(what, where=where, hint=hint)
+
+
+class RefusalError(LLMError):
+    """The model refused to answer (``stop_reason == "refusal"``)."""
+
+    def __init__(self, what: str, *, text: str = "", where: str | None = None) -> None:
+        self.text = text
+        super().__init__(what, where=where, hint="rephrase the prompt or use another model")
+
+
+class LLMCallFailed(LLMError):
+    """A call that failed for good: a non-retryable status, or retries exhausted."""
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        status: int | None = None,
+        where: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.status = status
+        super().__init__(what, where=where, hint=hint)
+
+
+class LLMConnectionFailed(ConnectionFailed, LLMError):
+    """The LLM server could not be reached (connection refused, DNS, TLS) after retries."""

@@ -1,0 +1,205 @@
+"""A client for OpenAI-compatible ``/chat/completions`` servers (Ollama, vLLM, llama.cpp)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from evalloop.errors import ConfigError
+from evalloop.llm.errors import LLMCallFailed
+from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
+from evalloop.llm.retry import (
+    RETRYABLE_STATUS,
+    RetryPolicy,
+    TransientError,
+    call_with_retries,
+    parse_retry_after,
+)
+from evalloop.llm.types import LLMRequest, LLMResponse, TokenUsage
+from evalloop.llm.usage import record_usage
+
+FINISH_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+class OpenAICompatClient:
+    """An :class:`~evalloop.llm.types.LLMClient` for an OpenAI-compatible chat endpoint.
+
+    ``base_url`` is the API root including ``/v1`` (e.g. ``http://localhost:11434/v1`` for
+    Ollama). A forced tool is sent as function calling (``tools`` + ``tool_choice``); servers
+    that answer in text instead leave ``tool_input`` empty and the text is parsed as JSON.
+    Retries, timeout and concurrency follow the same policy as the Anthropic client.
+    """
+
+    name = "openai-compat"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 4,
+        concurrency: int = 8,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        prices: Mapping[str, PriceInput] | None = None,
+    ) -> None:
+        if not model:
+            raise ConfigError(
+                "no model named for the OpenAI-compatible server",
+                where=base_url,
+                hint="set EVALLOOP_LLM_MODEL (e.g. llama3.1:8b)",
+            )
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.policy = RetryPolicy(
+            max_retries=max_retries,
+            timeout=timeout,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+        )
+        self.prices: dict[str, Price] = price_table(prices)
+        self._semaphore = asyncio.Semaphore(concurrency)
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            headers=headers,
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=max(concurrency, 1) * 2),
+        )
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Send ``request``; retry transient failures; record usage and cost."""
+        response, retries = await call_with_retries(
+            lambda: self._attempt(request),
+            self.policy,
+            semaphore=self._semaphore,
+            where=f"LLM server at {self.url}",
+            url_setting="EVALLOOP_LLM_BASE_URL",
+        )
+        response.retries = retries
+        record_usage(response, retries)
+        return response
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP connections."""
+        await self._http.aclose()
+
+    def _body(self, request: LLMRequest) -> dict[str, Any]:
+        messages: list[dict[str, str]] = []
+        if request.system is not None:
+            messages.append({"role": "system", "content": request.system})
+        messages += [m.model_dump() for m in request.messages]
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+        }
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.tool is not None:
+            function = {
+                "name": request.tool.name,
+                "description": request.tool.description,
+                "parameters": request.tool.input_schema,
+            }
+            body["tools"] = [{"type": "function", "function": function}]
+            body["tool_choice"] = {"type": "function", "function": {"name": request.tool.name}}
+        return body
+
+    async def _attempt(self, request: LLMRequest) -> LLMResponse:
+        try:
+            reply = await self._http.post(self.url, json=self._body(request))
+        except httpx.TimeoutException as error:
+            raise TransientError("timeout", f"no reply within {self.policy.timeout:g} s") from error
+        except httpx.TransportError as error:
+            raise TransientError("connection", f"{type(error).__name__}: {error}") from error
+        if reply.status_code in RETRYABLE_STATUS:
+            raise TransientError(
+                "status",
+                f"HTTP {reply.status_code}: {_error_text(reply)}",
+                status=reply.status_code,
+                retry_after=parse_retry_after(reply.headers),
+            )
+        if reply.status_code in (401, 403):
+            raise ConfigError(
+                f"the server rejected the key ({reply.status_code})",
+                where=self.url,
+                hint="check EVALLOOP_LLM_API_KEY",
+            )
+        if reply.status_code >= 400:
+            raise LLMCallFailed(
+                f"HTTP {reply.status_code}: {_error_text(reply)}",
+                status=reply.status_code,
+                where=self.url,
+            )
+        try:
+            return self._response(request, reply.json())
+        except (ValueError, KeyError, IndexError, TypeError) as error:
+            raise LLMCallFailed(f"not a chat completion: {error}", status=reply.status_code, where=self.url) from error
+
+    def _response(self, request: LLMRequest, data: dict[str, Any]) -> LLMResponse:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        text = message.get("content") or ""
+        tool_input: dict | None = None
+        for call in message.get("tool_calls") or []:
+            arguments = (call.get("function") or {}).get("arguments")
+            parsed = _arguments(arguments)
+            if parsed is not None:
+                tool_input = parsed
+                break
+            if isinstance(arguments, str) and not text:
+                text = arguments  # unparseable arguments: leave them to the text fallback
+        stop_reason = FINISH_REASONS.get(choice.get("finish_reason") or "", choice.get("finish_reason"))
+        if message.get("refusal"):
+            stop_reason, text = "refusal", text or str(message["refusal"])
+        raw_usage = data.get("usage") or {}
+        usage = TokenUsage(
+            input_tokens=int(raw_usage.get("prompt_tokens") or 0),
+            output_tokens=int(raw_usage.get("completion_tokens") or 0),
+        )
+        model = data.get("model") or request.model
+        return LLMResponse(
+            text=text,
+            tool_input=tool_input,
+            usage=usage,
+            model=model,
+            stop_reason=stop_reason,
+            id=data.get("id"),
+            cost_usd=cost_usd(model, usage, self.prices),
+        )
+
+
+def _arguments(arguments: object) -> dict | None:
+    if isinstance(arguments, dict):
+        return arguments
+    if isinstance(arguments, str):
+        try:
+            value = json.loads(arguments)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def _error_text(reply: httpx.Response) -> str:
+    try:
+        data = reply.json()
+    except ValueError:
+        return reply.text[:200]
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error or data)[:200]

@@ -1,0 +1,73 @@
+"""The LLM layer's boundary types: requests, responses, token usage and the client protocol."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+
+class Message(BaseModel):
+    """One conversation turn (text only)."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class ToolSpec(BaseModel):
+    """A tool the model is forced to call; its input is the structured reply."""
+
+    name: str
+    description: str
+    input_schema: dict
+
+
+class LLMRequest(BaseModel):
+    """One completion request; ``tool`` set means the reply is forced through that tool.
+
+    ``temperature`` is sent only when set: the current Messages API (and SDK) has no sampling
+    parameters, so for Anthropic it goes in the request body as an extra field.
+    """
+
+    model: str
+    system: str | None = None
+    messages: list[Message]
+    max_tokens: int = 1024
+    temperature: float | None = None
+    tool: ToolSpec | None = None
+
+
+class TokenUsage(BaseModel):
+    """Tokens billed for one call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class LLMResponse(BaseModel):
+    """One completion: the text, the forced tool's input if any, usage and cost.
+
+    ``stop_reason`` uses the Messages-API words (``end_turn``, ``max_tokens``, ``tool_use``,
+    ``refusal``); OpenAI-compatible finish reasons are mapped onto them. ``cached`` replies were
+    served from the response cache and cost nothing.
+    """
+
+    text: str
+    tool_input: dict | None = None
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    model: str
+    stop_reason: str | None = None
+    id: str | None = None
+    cached: bool = False
+    cost_usd: float = 0.0
+    retries: int = 0
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    """Anything that turns an :class:`LLMRequest` into an :class:`LLMResponse`."""
+
+    name: str
+    model: str
+
+    async def complete(self, request: LLMRequest) -> LLMResponse: ...

@@ -1,0 +1,59 @@
+"""Token and cost accounting per scope (a run, a case) through a ContextVar."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from pydantic import BaseModel
+
+from evalloop.llm.types import LLMResponse
+
+_SCOPES: ContextVar[tuple[UsageTotals, ...]] = ContextVar("evalloop_llm_usage", default=())
+
+
+class UsageTotals(BaseModel):
+    """What the calls made inside one scope used.
+
+    ``calls`` counts calls answered by an API (cache hits are counted in ``cache_hits`` only and
+    add no tokens or cost); ``retries`` counts transport retries.
+    """
+
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    retries: int = 0
+
+    def add(self, response: LLMResponse, retries: int = 0) -> None:
+        """Count one response."""
+        self.retries += retries
+        if response.cached:
+            self.cache_hits += 1
+            return
+        self.calls += 1
+        self.input_tokens += response.usage.input_tokens
+        self.output_tokens += response.usage.output_tokens
+        self.cost_usd += response.cost_usd
+
+
+@contextmanager
+def usage_scope() -> Iterator[UsageTotals]:
+    """Collect usage of every call made inside, including in tasks spawned inside.
+
+    Scopes nest: a call adds to every enclosing scope.
+    """
+    totals = UsageTotals()
+    token = _SCOPES.set((*_SCOPES.get(), totals))
+    try:
+        yield totals
+    finally:
+        _SCOPES.reset(token)
+
+
+def record_usage(response: LLMResponse, retries: int = 0) -> None:
+    """Add one response to every open scope (clients call this; nothing to do outside a scope)."""
+    for totals in _SCOPES.get():
+        totals.add(response, retries)

@@ -1,0 +1,338 @@
+"""A loopback LLM server for tests and benches: Messages API and OpenAI chat completions.
+
+One threaded HTTP server on 127.0.0.1 and a free port answers ``POST /v1/messages`` with real
+Messages-API shapes (``message`` objects with text and ``tool_use`` blocks, ``usage``,
+``stop_reason``, ids, ``error`` bodies) and ``POST /v1/chat/completions`` with chat-completion
+shapes (``tool_calls``, ``finish_reason``, ``usage``). Each request takes the next scripted
+:class:`Reply` from a queue, or asks ``responder`` when the queue is empty. It records every
+request, so tests can count API calls.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+
+@dataclass
+class Seen:
+    """One request the server received."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+    @property
+    def forced_tool(self) -> str | None:
+        """The tool the request forces, in either API's spelling."""
+        choice = self.body.get("tool_choice") or {}
+        if choice.get("type") == "tool":
+            return choice.get("name")
+        if choice.get("type") == "function":
+            return (choice.get("function") or {}).get("name")
+        return None
+
+    @property
+    def last_user_text(self) -> str:
+        """The content of the last user message."""
+        users = [m for m in self.body.get("messages", []) if m.get("role") == "user"]
+        content = users[-1]["content"] if users else ""
+        if isinstance(content, list):
+            return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+        return str(content)
+
+
+@dataclass
+class Reply:
+    """What the server answers to one request."""
+
+    status: int = 200
+    text: str | None = None
+    tool_input: dict[str, Any] | None = None
+    stop_reason: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    error_type: str = "api_error"
+    error_message: str = "Internal server error"
+    raw_body: bytes | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    model: str | None = None
+
+    @classmethod
+    def of_text(cls, text: str, **kw: Any) -> Reply:
+        """A text reply."""
+        return cls(text=text, **kw)
+
+    @classmethod
+    def of_tool(cls, tool_input: dict[str, Any], **kw: Any) -> Reply:
+        """A tool call of the forced tool with ``tool_input``."""
+        return cls(tool_input=tool_input, **kw)
+
+    @classmethod
+    def refusal(cls, text: str = "I can't help with that.", **kw: Any) -> Reply:
+        """A refusal (``stop_reason: refusal``; ``message.refusal`` on the OpenAI side)."""
+        return cls(text=text, stop_reason="refusal", **kw)
+
+    @classmethod
+    def error(cls, status: int, error_type: str, message: str, retry_after: float | None = None) -> Reply:
+        """An error response, optionally with ``retry-after`` seconds."""
+        headers = {"retry-after": f"{retry_after:g}"} if retry_after is not None else {}
+        return cls(status=status, error_type=error_type, error_message=message, headers=headers)
+
+    @classmethod
+    def rate_limited(cls, retry_after: float | None = None) -> Reply:
+        """429 rate_limit_error."""
+        return cls.error(429, "rate_limit_error", "Rate limited", retry_after)
+
+    @classmethod
+    def overloaded(cls) -> Reply:
+        """529 overloaded_error."""
+        return cls.error(529, "overloaded_error", "Overloaded")
+
+    @classmethod
+    def server_error(cls) -> Reply:
+        """500 api_error."""
+        return cls.error(500, "api_error", "Internal server error")
+
+
+Responder = Callable[[Seen], Reply]
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the listen backlog: bursts of new connections are not refused
+    daemon_threads = True
+    block_on_close = False
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class LLMServer:
+    """The loopback server; use as a context manager or call :meth:`start` / :meth:`stop`."""
+
+    def __init__(self, responder: Responder | None = None, latency: float = 0.0) -> None:
+        self.responder: Responder = responder or (lambda seen: Reply.of_text("ok"))
+        self.latency = latency
+        self.requests: list[Seen] = []
+        self._script: collections.deque[Reply] = collections.deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._active = 0
+        self.max_active = 0
+        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The root URL (the Anthropic SDK's ``base_url``)."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def openai_url(self) -> str:
+        """The OpenAI-compatible ``base_url`` (with ``/v1``)."""
+        return f"{self.url}/v1"
+
+    @property
+    def count(self) -> int:
+        """How many requests arrived."""
+        with self._lock:
+            return len(self.requests)
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies for the next requests, in order (then ``responder`` answers)."""
+        with self._lock:
+            self._script.extend(replies)
+
+    def start(self) -> LLMServer:
+        """Serve in a daemon thread."""
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket; slow replies in flight are abandoned."""
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> LLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next(self, seen: Seen) -> Reply:
+        with self._lock:
+            self.requests.append(seen)
+            scripted = self._script.popleft() if self._script else None
+            self._active += 1
+            self.max_active = max(self.max_active, self._active)
+        return scripted or self.responder(seen)
+
+    def _done(self) -> None:
+        with self._lock:
+            self._active -= 1
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # no 40 ms delayed-ACK stalls between writes
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {}
+                path = self.path.split("?")[0]
+                seen = Seen(path, {k.lower(): v for k, v in self.headers.items()}, body)
+                if path not in ("/v1/messages", "/v1/chat/completions"):
+                    self._send(404, {"error": {"type": "not_found_error", "message": path}}, {})
+                    return
+                reply = server._next(seen)
+                try:
+                    delay = server.latency + reply.delay
+                    if delay > 0 and server._stopping.wait(delay):
+                        return
+                    openai = path == "/v1/chat/completions"
+                    if reply.raw_body is not None:
+                        self._send_bytes(reply.status, reply.raw_body, reply.headers)
+                    elif reply.status >= 400:
+                        self._send(reply.status, _error_body(reply, openai), reply.headers)
+                    elif openai:
+                        self._send(200, _chat_completion(seen, reply), reply.headers)
+                    else:
+                        self._send(200, _message(seen, reply), reply.headers)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                finally:
+                    server._done()
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+                self._send_bytes(status, json.dumps(payload).encode(), headers)
+
+            def _send_bytes(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.send_header("request-id", f"req_{uuid.uuid4().hex[:24]}")
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+def _error_body(reply: Reply, openai: bool) -> dict[str, Any]:
+    if openai:
+        return {"error": {"message": reply.error_message, "type": reply.error_type, "code": None}}
+    return {
+        "type": "error",
+        "error": {"type": reply.error_type, "message": reply.error_message},
+        "request_id": f"req_{uuid.uuid4().hex[:24]}",
+    }
+
+
+def _usage(seen: Seen, reply: Reply) -> tuple[int, int]:
+    prompt = json.dumps(seen.body.get("messages", [])) + str(seen.body.get("system") or "")
+    out = (reply.text or "") + (json.dumps(reply.tool_input) if reply.tool_input else "")
+    return (
+        reply.input_tokens if reply.input_tokens is not None else _tokens(prompt),
+        reply.output_tokens if reply.output_tokens is not None else _tokens(out),
+    )
+
+
+def _tool_name(seen: Seen) -> str:
+    if seen.forced_tool:
+        return seen.forced_tool
+    tools = seen.body.get("tools") or [{}]
+    return tools[0].get("name") or (tools[0].get("function") or {}).get("name") or "tool"
+
+
+def _message(seen: Seen, reply: Reply) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if reply.text is not None:
+        content.append({"type": "text", "text": reply.text})
+    if reply.tool_input is not None:
+        content.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:24]}",
+                "name": _tool_name(seen),
+                "input": reply.tool_input,
+            }
+        )
+    stop = reply.stop_reason or ("tool_use" if reply.tool_input is not None else "end_turn")
+    input_tokens, output_tokens = _usage(seen, reply)
+    return {
+        "id": f"msg_{uuid.uuid4().hex[:24]}",
+        "type": "message",
+        "role": "assistant",
+        "model": reply.model or seen.body.get("model", "unknown"),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        },
+    }
+
+
+def _chat_completion(seen: Seen, reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+    finish = "stop"
+    if reply.stop_reason == "refusal":
+        message["content"], message["refusal"] = None, reply.text
+    elif reply.tool_input is not None:
+        finish = "tool_calls"
+        message["tool_calls"] = [
+            {
+                "id": f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": _tool_name(seen), "arguments": json.dumps(reply.tool_input)},
+            }
+        ]
+    if reply.stop_reason == "max_tokens":
+        finish = "length"
+    input_tokens, output_tokens = _usage(seen, reply)
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": reply.model or seen.body.get("model", "unknown"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": {
+            "prompt_tokens": input_tokens,
+            "completion_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        },
+    }
+
+
+@pytest.fixture
+def llm_server() -> Iterator[LLMServer]:
+    """A started :class:`LLMServer` answering "ok" unless told otherwise."""
+    with LLMServer() as server:
+        yield server
