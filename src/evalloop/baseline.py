@@ -1,9 +1,10 @@
-"""Rolling baselines and regressions: a finished run compared with the runs before it.
+"""Rolling baselines and verdicts: a finished run compared with the runs before it.
 
-The baseline of a scorer is the mean of its means over the last N (default 5) completed,
-valid runs of the same suite before this run. Drop = (baseline − current) / baseline; a
-regression is a drop at or above the scorer's threshold. Zero or missing baselines give no
-drop (and never NaN). This module reads history; it knows nothing of memories.
+The baseline of a scorer is its mean over the last N (default 5) completed, valid runs of the
+same suite before this run; drop = (baseline − current) / baseline. The verdict itself — the
+ADR threshold rule with significance beside it, or evalloop's paired rule — comes from
+:mod:`evalloop.verdict`, with the policy the run recorded for each scorer. This module reads
+history; it knows nothing of memories.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import math
 from dataclasses import dataclass, field
 
 from evalloop.history.models import Run, ScorerSummary
-from evalloop.history.store import HistoryStore
+from evalloop.history.store import HistoryStore, dumps
+from evalloop.verdict import Verdict, VerdictPolicy, decide
 
 EPS = 1e-9
 MAX_LISTED = 20
@@ -39,6 +41,7 @@ class ScorerComparison:
     newly_failing: list[tuple[str, str]] = field(default_factory=list)
     newly_passing: list[str] = field(default_factory=list)
     previous_run: str | None = None
+    evidence: Verdict | None = None
 
 
 @dataclass
@@ -74,68 +77,52 @@ def relative_drop(baseline: float | None, current: float | None) -> float | None
 def compare_run(store: HistoryStore, run: Run, *, window: int = 5) -> Comparison:
     """Compare every scorer of ``run`` with its rolling baseline, and store the verdicts."""
     summaries = store.summaries(run.id)
-    results = [_compare_scorer(store, run, summary, window) for summary in summaries.values()]
+    results = [compare_scorer(store, run, summary, window) for summary in summaries.values()]
     store.update_summaries(run.id, {
-        r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop} for r in results
+        r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop,
+                   "details": _with_evidence(summaries[r.scorer].details, r.evidence)}
+        for r in results
     })
     return Comparison(run, results)
 
 
-def _compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int) -> ScorerComparison:
+def _with_evidence(details: str, evidence: Verdict | None) -> str:
+    data = json.loads(details or "{}")
+    if evidence is not None:
+        data["evidence"] = evidence.model_dump(
+            mode="json", include={"p_value", "stars", "test", "ci_low", "ci_high", "effect_size",
+                                  "n_paired", "n_unpaired", "flaky", "quarantined", "rule",
+                                  "paired_drop", "reason"})
+    return dumps(data)
+
+
+def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int) -> ScorerComparison:
+    """One scorer of one run against the last ``window`` valid runs before it."""
     details = json.loads(summary.details or "{}")
-    pass_mark = float(details.get("pass_mark", 0.5))
-    base = ScorerComparison(
+    policy = VerdictPolicy(**{"threshold": summary.threshold,
+                              "pass_mark": details.get("pass_mark", 0.5), **details.get("policy", {})})
+    out = ScorerComparison(
         scorer=summary.scorer, kind=summary.kind, current=summary.mean, n=summary.n,
         errored=summary.errored, skipped=summary.skipped, threshold=summary.threshold,
         baseline=None, window_runs=0, drop=None, verdict="", is_regression=False,
     )
     if summary.skipped:
-        base.verdict, base.reason = "skipped", details.get("skip") or "scorer did not run"
-        return base
+        out.verdict, out.reason = "skipped", details.get("skip") or "scorer did not run"
+        return out
     prior = store.baseline_runs(run.suite, summary.scorer, run, window)
-    base.window_runs = len(prior)
-    means = [s.mean for _, s in prior if s.mean is not None and math.isfinite(s.mean)]
-    base.baseline = sum(means) / len(means) if means else None
-    base.drop = relative_drop(base.baseline, summary.mean)
+    current = store.case_scores(run.id, summary.scorer)
+    windows = [store.case_scores(r.id, summary.scorer) for r, _ in prior]
+    evidence = decide(current, windows, policy, binary=details.get("binary"),
+                      known_bad=details.get("controls", []), valid=run.valid)
+    if evidence.status == "invalid run":
+        evidence.reason = run.invalid_reason or evidence.reason
+    out.evidence = evidence
+    out.window_runs = evidence.window_runs
+    out.baseline, out.drop = evidence.baseline_mean, evidence.drop
+    out.verdict, out.is_regression, out.reason = evidence.status.value, evidence.is_regression, evidence.reason
     if prior:
-        previous = prior[-1][0]
-        base.previous_run = previous.id
-        _flips(store, run, previous, summary.scorer, pass_mark, base)
-    if not run.valid:
-        base.verdict, base.reason = "invalid run", run.invalid_reason or "run is not valid"
-        return base
-    if details.get("controls_passed"):
-        passed = details["controls_passed"]
-        base.verdict = "scorer broken"
-        base.reason = (f"passed {len(passed)} known-bad case(s) (expect: fail): "
-                       f"{', '.join(passed[:5])}")
-        return base
-    if base.baseline is None:
-        base.verdict, base.reason = "no baseline yet", "no completed valid run before this one"
-        return base
-    if base.drop is None:
-        base.verdict = "steady"
-        base.reason = "baseline is 0: no relative drop" if base.current is not None \
-            else "no graded cases in this run"
-        return base
-    if base.drop >= summary.threshold - EPS:
-        base.verdict, base.is_regression = "regressed", True
-        base.reason = f"drop {base.drop:.1%} ≥ threshold {summary.threshold:.0%}"
-    elif -base.drop >= summary.threshold - EPS:
-        base.verdict, base.reason = "improved", f"rise {-base.drop:.1%}"
-    else:
-        base.verdict, base.reason = "steady", f"drop {base.drop:.1%} < threshold {summary.threshold:.0%}"
-    return base
-
-
-def _flips(store: HistoryStore, run: Run, previous: Run, scorer: str, pass_mark: float,
-           out: ScorerComparison) -> None:
-    now = store.case_scores(run.id, scorer)
-    before = store.case_scores(previous.id, scorer)
-    failing = sorted(c for c, v in now.items() if v < pass_mark and before.get(c, 0.0) >= pass_mark
-                     and c in before)
-    passing = sorted(c for c, v in now.items() if v >= pass_mark and c in before
-                     and before[c] < pass_mark)
-    messages = store.case_messages(run.id, scorer, failing[:MAX_LISTED])
-    out.newly_failing = [(c, messages.get(c, "")) for c in failing]
-    out.newly_passing = passing
+        out.previous_run = prior[-1][0].id
+    messages = store.case_messages(run.id, summary.scorer, evidence.newly_failing[:MAX_LISTED])
+    out.newly_failing = [(c, messages.get(c, "")) for c in evidence.newly_failing]
+    out.newly_passing = list(evidence.newly_passing)
+    return out

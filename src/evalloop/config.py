@@ -18,6 +18,19 @@ from evalloop.errors import ConfigError
 CONFIG_FILE = "evalloop.toml"
 
 
+class VerdictSettings(BaseModel):
+    """How verdicts are reached (see the README, "Verdicts you can trust")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: Literal["threshold", "paired"] = "threshold"
+    require_significance: bool = False
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    min_effect: float | None = Field(default=None, ge=0, lt=1)
+    flaky_flips: int = Field(default=2, ge=0)
+    quarantine_flaky: bool = False
+
+
 class Settings(BaseModel):
     """Everything a run needs to know about the project it runs in."""
 
@@ -34,7 +47,16 @@ class Settings(BaseModel):
     memory_path: str | None = None
     learn: bool = True
     run_log: bool = True
+    timezone: str | None = None
+    misfire_grace_seconds: int = Field(default=3600, ge=1)
+    lock_stale_seconds: float = Field(default=600.0, gt=0)
+    scheduler_poll_seconds: float = Field(default=5.0, gt=0)
+    sinks: list[str] = Field(default_factory=lambda: ["log", "webhook"])
+    webhook_url: str | None = None
+    webhook_timeout: float = Field(default=10.0, gt=0)
+    webhook_retries: int = Field(default=3, ge=1, le=20)
     thresholds: dict[str, float] = Field(default_factory=dict)
+    verdict: VerdictSettings = Field(default_factory=VerdictSettings)
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
     @property
@@ -65,7 +87,10 @@ _ENV = {
     "EVALLOOP_CACHE": "cache",
     "EVALLOOP_MEMORY_PATH": "memory_path",
     "EVALLOOP_LEARN": "learn",
+    "EVALLOOP_TIMEZONE": "timezone",
+    "EVALLOOP_WEBHOOK_URL": "webhook_url",
 }
+_ENV_VERDICT = {"EVALLOOP_VERDICT_RULE": "rule", "EVALLOOP_REQUIRE_SIGNIFICANCE": "require_significance"}
 
 
 def _file_settings(project_dir: Path) -> tuple[dict[str, Any], Path | None]:
@@ -94,6 +119,9 @@ def load_settings(project_dir: Path | None = None, **overrides: Any) -> Settings
     for env, key in _ENV.items():
         if env in os.environ:
             data[key] = os.environ[env]
+    for env, key in _ENV_VERDICT.items():
+        if env in os.environ:
+            data["verdict"] = {**data.get("verdict", {}), key: os.environ[env]}
     data.update({k: v for k, v in overrides.items() if v is not None})
     data["project_dir"] = project_dir
     try:

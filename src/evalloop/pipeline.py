@@ -15,6 +15,7 @@ from typing import Any
 from evalloop.baseline import Comparison, compare_run
 from evalloop.config import Settings, load_settings
 from evalloop.context import Services
+from evalloop.history import runlog
 from evalloop.history.store import HistoryStore, code_version
 from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.scoring.registry import Registry, discover
@@ -60,10 +61,13 @@ async def arun_suite(
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
     suite_obj = load(suite, settings)
-    prepared = prepare(suite_obj, registry, project_dir=settings.project_dir,
-                       settings_thresholds=settings.thresholds)
-    store = store or HistoryStore(settings.database_url)
     services = services or Services()
+    prepared = prepare(suite_obj, registry, project_dir=settings.project_dir,
+                       settings_thresholds=settings.thresholds, services=services,
+                       verdict_defaults=settings.verdict.model_dump(exclude_none=True))
+    store = store or HistoryStore(settings.database_url)
+    if settings.run_log:  # a fresh clone gets its baseline from the committed run log
+        runlog.sync_suite(store, settings.history_dir, suite_obj.name)
     if on_start is not None:
         on_start(prepared)
     outcome = await execute(
@@ -73,7 +77,13 @@ async def arun_suite(
         progress=progress, notes={"engine": services.engine},
     )
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window)
-    return RunReport(prepared, outcome, comparison)
+    report = RunReport(prepared, outcome, comparison)
+    if settings.run_log:
+        try:
+            runlog.append_run(store, settings.history_dir, outcome.run.id)
+        except OSError as exc:
+            report.notices.append(f"run log not written: {exc}")
+    return report
 
 
 def run_suite(suite: str | Path | Suite, **kwargs: Any) -> RunReport:

@@ -38,7 +38,7 @@ class BoundScorer:
     params: dict[str, Any]
     threshold: float
     pass_mark: float
-    require_significance: bool | None = None
+    policy: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -86,12 +86,12 @@ class ScorerTally:
     skipped: int = 0
     skip_message: str = ""
     first_error: str = ""
-    controls: int = 0
+    controls: list[str] = field(default_factory=list)
     controls_passed: list[str] = field(default_factory=list)
 
     def add(self, score: Score, control: bool, case_id: str, pass_mark: float) -> None:
         if control and not (score.skipped or score.errored):
-            self.controls += 1
+            self.controls.append(case_id)
             if score.value >= pass_mark:
                 self.controls_passed.append(case_id)
             return
@@ -124,7 +124,8 @@ class RunOutcome:
 
 def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
             settings_thresholds: dict[str, float] | None = None,
-            target_params: dict[str, Any] | None = None) -> PreparedRun:
+            target_params: dict[str, Any] | None = None, services: Services | None = None,
+            verdict_defaults: dict[str, Any] | None = None) -> PreparedRun:
     """Validate the suite's cases, bind its scorers, and resolve its target. Writes nothing."""
     where = str(suite.path or suite.name)
     n_cases = suite.validate_cases()
@@ -136,12 +137,16 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
                      or (settings_thresholds or {}).get(ref.name)
                      or (settings_thresholds or {}).get(spec.kind.value)
                      or spec.effective_threshold)
-        bound.append(BoundScorer(spec, dict(ref.params), threshold,
-                                 ref.pass_mark if ref.pass_mark is not None else spec.pass_mark,
-                                 ref.require_significance))
+        pass_mark = ref.pass_mark if ref.pass_mark is not None else spec.pass_mark
+        policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
+                  "pass_mark": pass_mark}
+        if ref.require_significance is not None:
+            policy["require_significance"] = ref.require_significance
+        _check_policy(policy, where)
+        bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy))
     params = {**suite.target.params, **(target_params or {})}
     target = resolve_target(suite.target.ref, params, project_dir=project_dir,
-                            threads=suite.target_threads)
+                            threads=suite.target_threads, services=services)
     cases_hash = _cases_hash(suite)
     fingerprint = {
         "target": target.ref,
@@ -152,6 +157,20 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         "cases": cases_hash,
     }
     return PreparedRun(suite, n_cases, bound, target, fingerprint)
+
+
+def _check_policy(policy: dict[str, Any], where: str) -> None:
+    from pydantic import ValidationError
+
+    from evalloop.errors import FixtureError
+    from evalloop.verdict import VerdictPolicy
+
+    try:
+        VerdictPolicy(**policy)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise FixtureError(f"verdict setting '{'.'.join(map(str, err['loc']))}': {err['msg']}", where=where,
+                           hint="see the README, 'Verdicts you can trust'") from None
 
 
 def _cases_hash(suite: Suite) -> str:
@@ -283,7 +302,8 @@ class _RunState:
             self.case_errors += 1
             self.first_case_error = self.first_case_error or f"case '{case.id}': {error}"
         row: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
-                               "tags": ",".join(case.tags) or None, "output": None if error else dumps(output), "error": error,
+                               "tags": ",".join(case.tags) or None,
+                               "output": None if error else dumps(output), "error": error,
                                "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
                                "output_tokens": 0}
         if usage is not None:
@@ -326,7 +346,8 @@ class _RunState:
                 threshold=bound.threshold,
                 details=dumps({"pass_mark": bound.pass_mark, "skip": tally.skip_message,
                                "first_error": tally.first_error, "controls": tally.controls,
-                               "controls_passed": tally.controls_passed[:50]}),
+                               "controls_passed": tally.controls_passed, "policy": bound.policy,
+                               "binary": bound.spec.binary or None}),
             )
         mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
         run = self.store.finish_run(

@@ -92,6 +92,7 @@ class Suite(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     target_threads: bool = False
     window: int | None = Field(default=None, ge=1, le=100)
+    verdict: dict[str, Any] = Field(default_factory=dict)
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None

@@ -104,7 +104,7 @@ def _import(ref: str, project_dir: Path | None) -> Any:
 
 def resolve_target(
     ref: str, params: Mapping[str, Any] | None = None, *, project_dir: Path | None = None,
-    threads: bool = False,
+    threads: bool = False, services: Any = None,
 ) -> Target:
     """Resolve a target reference and check its parameters. Raises TargetError."""
     params = dict(params or {})
@@ -133,7 +133,8 @@ def resolve_target(
     describe = getattr(obj, "fingerprint", None)
     fingerprint: dict[str, Any] = {}
     if callable(describe):
-        fingerprint = dict(describe(params))
+        takes_services = len(inspect.signature(describe).parameters) >= 2
+        fingerprint = dict(describe(params, services) if takes_services else describe(params))
     return Target(
         ref=ref, fn=obj, params=params, is_async=inspect.iscoroutinefunction(call),
         wants_ctx=wants_ctx, threads=threads, fingerprint=fingerprint,

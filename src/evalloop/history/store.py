@@ -57,11 +57,34 @@ def get_engine(url: str) -> Engine:
             cur.close()
     try:
         SQLModel.metadata.create_all(engine)
+        _add_missing_columns(engine)
     except OperationalError as exc:
         raise ConfigError(f"cannot open history database: {exc.orig}", where=url,
                           hint="check the path/URL and its permissions") from None
     _ENGINES[url] = engine
     return engine
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Bring a database made by an older evalloop up to date: add new (nullable) columns.
+
+    Columns are only ever added, never dropped or changed, so older histories stay readable.
+    """
+    from sqlalchemy import inspect as sa_inspect
+    from sqlalchemy.schema import CreateColumn
+
+    inspector = sa_inspect(engine)
+    with engine.begin() as conn:
+        for table in SQLModel.metadata.sorted_tables:
+            if not inspector.has_table(table.name):
+                continue
+            present = {c["name"] for c in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in present:
+                    continue
+                ddl = CreateColumn(column).compile(dialect=engine.dialect)
+                ddl_text = str(ddl).replace(" NOT NULL", "")
+                conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl_text}")
 
 
 class HistoryStore:

@@ -45,6 +45,9 @@ def run_summary(report: RunReport) -> dict[str, Any]:
                 "reason": s.reason,
                 "newly_failing": [{"case": c, "message": m} for c, m in s.newly_failing],
                 "newly_passing": s.newly_passing,
+                "evidence": s.evidence.model_dump(
+                    mode="json", exclude={"newly_failing", "newly_passing", "status", "is_regression"})
+                if s.evidence else None,
             }
             for s in report.comparison.scorers
         ],

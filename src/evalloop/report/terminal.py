@@ -39,14 +39,17 @@ def print_run(report: RunReport, console: Console) -> None:
         head += f"  {run.llm_calls} LLM calls ({run.cache_hits} cached), ${run.cost_usd:.4f}"
     console.print(head)
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("scorer", "kind", "current", "n", "errored", "baseline", "drop", "threshold",
-                "verdict"):
+    for col in ("scorer", "kind", "current", "95% CI", "n", "errored", "baseline", "drop", "threshold",
+                "p", "verdict"):
         table.add_column(col, justify="right" if col not in ("scorer", "kind", "verdict") else "left")
     for s in report.comparison.scorers:
         style = VERDICT_STYLE.get(s.verdict, "")
         base = num(s.baseline) + (f" ({s.window_runs})" if s.window_runs else "")
-        table.add_row(s.scorer, s.kind, num(s.current), str(s.n), str(s.errored), base,
-                      pct(s.drop), pct(s.threshold), f"[{style}]{s.verdict}[/]" if style else s.verdict)
+        ev = s.evidence
+        ci = f"{ev.ci_low:.2f}–{ev.ci_high:.2f}" if ev and ev.ci_low is not None else "—"
+        p = f"{ev.p_value:.3g}{ev.stars}" if ev and ev.p_value is not None else "—"
+        table.add_row(s.scorer, s.kind, num(s.current), ci, str(s.n), str(s.errored), base,
+                      pct(s.drop), pct(s.threshold), p, f"[{style}]{s.verdict}[/]" if style else s.verdict)
     console.print(table)
     for s in report.comparison.scorers:
         _print_details(s, console)
@@ -60,8 +63,17 @@ def print_run(report: RunReport, console: Console) -> None:
 
 
 def _print_details(s: ScorerComparison, console: Console) -> None:
-    if s.verdict in ("skipped", "scorer broken") or (s.reason and s.is_regression):
-        console.print(f"  {s.scorer}: {s.reason}", highlight=False)
+    if s.verdict in ("skipped", "scorer broken", "invalid run") or s.verdict.startswith("regressed"):
+        console.print(f"  {s.scorer}: {s.reason}", highlight=False, markup=False)
+    ev = s.evidence
+    if ev is not None and ev.n_unpaired:
+        console.print(f"  {s.scorer}: {ev.n_unpaired} case(s) unpaired with the baseline window",
+                      highlight=False)
+    if ev is not None and ev.flaky:
+        label = "quarantined" if ev.quarantined else "flagged"
+        console.print(f"  {s.scorer}: flaky cases ({label}): {', '.join(ev.flaky[:MAX_FLIPS_SHOWN])}"
+                      + (f" (+{len(ev.flaky) - MAX_FLIPS_SHOWN} more)" if len(ev.flaky) > MAX_FLIPS_SHOWN else ""),
+                      highlight=False)
     if s.newly_failing:
         shown = ", ".join(c for c, _ in s.newly_failing[:MAX_FLIPS_SHOWN])
         more = len(s.newly_failing) - MAX_FLIPS_SHOWN
