@@ -19,6 +19,7 @@ from evalloop.history import runlog
 from evalloop.history.store import HistoryStore, code_version
 from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.scoring.registry import Registry, discover
+from evalloop.services import build_services, close_services
 from evalloop.suites import Suite, find_suite
 
 
@@ -56,12 +57,36 @@ async def arun_suite(
     concurrency: int | None = None,
     progress: Callable[[int], None] | None = None,
     on_start: Callable[[PreparedRun], None] | None = None,
+    engine: str | None = None,
+    model: str | None = None,
+    cache: str | None = None,
 ) -> RunReport:
-    """Run one suite and compare it with its rolling baseline (async)."""
+    """Run one suite and compare it with its rolling baseline (async).
+
+    ``engine`` (auto/local/llm), ``model`` and ``cache`` (use/off/only) choose the services
+    when none are given; services built here are closed when the run ends.
+    """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
     suite_obj = load(suite, settings)
-    services = services or Services()
+    notices: list[str] = []
+    owned = services is None
+    if services is None:
+        services, notices = build_services(settings, engine=engine, model=model, cache=cache)
+    try:
+        report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
+                            concurrency, progress, on_start)
+    finally:
+        if owned:
+            await close_services(services)
+    report.notices[:0] = notices
+    return report
+
+
+async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: HistoryStore | None,
+               services: Services, epochs: int | None, limit: int | None, concurrency: int | None,
+               progress: Callable[[int], None] | None,
+               on_start: Callable[[PreparedRun], None] | None) -> RunReport:
     prepared = prepare(suite_obj, registry, project_dir=settings.project_dir,
                        settings_thresholds=settings.thresholds, services=services,
                        verdict_defaults=settings.verdict.model_dump(exclude_none=True))
@@ -74,7 +99,8 @@ async def arun_suite(
         prepared, store, services=services, epochs=epochs, limit=limit,
         concurrency=concurrency or settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
-        progress=progress, notes={"engine": services.engine},
+        progress=progress,
+        notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},
     )
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window)
     report = RunReport(prepared, outcome, comparison)

@@ -57,7 +57,10 @@ class BoundScorer:
             if self.spec.is_async or asyncio.iscoroutine(raw):
                 raw = await raw
             return coerce_score(raw)
-        except EvalloopError:
+        except EvalloopError as exc:
+            if _is_case_level(exc):
+                return Score.error(f"scorer {self.name}: {exc.one_line()}")
+            exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
             raise
         except Exception as exc:  # the grader failed: errored, never a real score
             return Score.error(f"scorer {self.name} raised {type(exc).__name__}: {exc}")
@@ -203,6 +206,20 @@ def _usage_scope() -> contextlib.AbstractContextManager[Any]:
     return _usage_scope_factory()()
 
 
+def _is_case_level(exc: EvalloopError) -> bool:
+    """An LLM reply that could not be used fails grading of one case; anything else stops the run."""
+    from evalloop.errors import ConnectionFailed, ReplayMiss
+    from evalloop.llm.errors import LLMError
+
+    return isinstance(exc, LLMError) and not isinstance(exc, ConnectionFailed | ReplayMiss)
+
+
+try:
+    from evalloop.llm.cache import current_epoch as _EPOCH
+except ImportError:  # pragma: no cover - the LLM layer is part of the package
+    _EPOCH = None
+
+
 async def execute(
     prepared: PreparedRun,
     store: HistoryStore,
@@ -277,15 +294,20 @@ class _RunState:
         prepared, run_id = self.prepared, self.run.id
         ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services)
         error: str | None = None
+        grading_failed = False
         output: Any = None
+        epoch_token = _EPOCH.set(epoch) if _EPOCH is not None else None
         with _usage_scope() as usage:
             started = time.perf_counter()
             try:
                 call = prepared.target(case.input, ctx)
                 timeout = prepared.suite.timeout
                 output = await (asyncio.wait_for(call, timeout) if timeout else call)
-            except EvalloopError:
-                raise
+            except EvalloopError as exc:
+                if not _is_case_level(exc):
+                    exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
+                    raise
+                error, grading_failed = f"{type(exc).__name__}: {exc.what}", True
             except TimeoutError:
                 error = f"target timed out after {prepared.suite.timeout} s"
             except Exception as exc:
@@ -293,11 +315,15 @@ class _RunState:
             latency_ms = (time.perf_counter() - started) * 1000.0
             scores = []
             for bound in prepared.scorers:
-                if error is not None:
+                if grading_failed:
+                    score = Score.error(f"LLM operation failed: {error}")
+                elif error is not None:
                     score = Score(value=0.0, message=f"target error: {error}")
                 else:
                     score = await bound.score(case, output, ctx)
                 scores.append((bound.name, score))
+        if epoch_token is not None:
+            _EPOCH.reset(epoch_token)
         if error is not None:
             self.case_errors += 1
             self.first_case_error = self.first_case_error or f"case '{case.id}': {error}"

@@ -8,6 +8,7 @@ import json
 import sqlite3
 import threading
 import time
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 
@@ -89,6 +90,10 @@ class ResponseCache:
             self._db.close()
 
 
+current_epoch: ContextVar[int] = ContextVar("evalloop_epoch", default=0)
+"""The epoch of the case being run (the runner sets it), added to the cache key."""
+
+
 class CachedClient:
     """An :class:`LLMClient` that serves repeated requests from a :class:`ResponseCache`.
 
@@ -119,7 +124,7 @@ class CachedClient:
         """A cached reply if there is one (per ``mode``), else the inner client's."""
         if self.mode == "off":
             return await self.inner.complete(request)
-        key = cache_key(request, self.epoch)
+        key = cache_key(request, self.epoch + current_epoch.get())
         hit = self.cache.get(key)
         if hit is not None:
             return self._hit(hit)

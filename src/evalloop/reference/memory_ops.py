@@ -1,25 +1,67 @@
-"""Reference memory operations: decide (NOOP / UPDATE / CREATE), the first system under test.
+"""Reference memory operations — decide, merge, assess_quality — the first system under test.
 
-The ``local`` engine needs no network: exact duplicates are NOOP, near paraphrases UPDATE,
-the rest CREATE, judged by normalised text and token overlap.
+Each operation has two engines. ``llm`` asks the run's LLM client (Claude by default) with the
+prompt in ``prompts/<operation>.md`` and a forced-tool schema. ``local`` needs no network: the
+shipped static embedder (lexical overlap when it is unavailable) and rules. The engine comes
+from the target's ``engine`` parameter, else from the run (``evalloop run --engine``). When the
+learning loop is on, past failure memories of the suite are appended to the prompt; the prompt
+actually used is hashed into the run's fingerprint.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import re
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from evalloop.errors import ConfigError
+from evalloop.untrusted import fence
+
+PROMPTS = Path(__file__).parent / "prompts"
+SIMILAR_AT = 0.55          # cosine above which the local engine calls two memories the same subject
+LEXICAL_SIMILAR_AT = 0.5   # Jaccard threshold when no embedder is available
 _TOKEN = re.compile(r"[a-z0-9]+")
-SIMILAR_AT = 0.5
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
 class Decision(BaseModel):
     """What to do with an incoming memory given an existing one."""
 
-    action: str
-    reason: str
+    action: str = Field(description="NOOP, UPDATE or CREATE", pattern="^(NOOP|UPDATE|CREATE)$")
+    reason: str = Field(description="One short sentence; 'identical content' for NOOP")
+
+
+class Merged(BaseModel):
+    """The merged memory."""
+
+    content: str = Field(description="The merged memory text")
+
+
+class QualityAssessment(BaseModel):
+    """A memory's usefulness."""
+
+    score: int = Field(ge=0, le=100, description="0 useless … 100 excellent")
+    issues: list[str] = Field(default_factory=list)
+
+
+@functools.cache
+def prompt_text(operation: str) -> str:
+    return (PROMPTS / f"{operation}.md").read_text(encoding="utf-8")
+
+
+def prompt_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def system_prompt(operation: str, services: Any = None) -> str:
+    """The operation's prompt, with the suite's past failure patterns when learning provides them."""
+    base = prompt_text(operation)
+    extra = getattr(services, "extras", {}).get("prompt_context", {}).get(operation) if services else None
+    return f"{base}\n\nPast failure patterns:\n{extra}" if extra else base
 
 
 def _content(memory: Any) -> str:
@@ -35,31 +77,164 @@ def _tokens(text: str) -> set[str]:
 def lexical_similarity(a: str, b: str) -> float:
     """Jaccard overlap of word tokens (the fallback when no embedder is available)."""
     ta, tb = _tokens(a), _tokens(b)
-    if not ta or not tb:
-        return 0.0
-    return len(ta & tb) / len(ta | tb)
+    return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
 
 
+@functools.cache
+def _embedder() -> Any:
+    try:
+        from evalloop.memory.embedders import default_embedder
+
+        return default_embedder()
+    except Exception:  # noqa: BLE001 - the local engine degrades to lexical overlap
+        return None
+
+
+def similarity(a: str, b: str) -> tuple[float, str]:
+    """Cosine of the default embedder (or Jaccard overlap), and which measure it was."""
+    embedder = _embedder()
+    if embedder is None:
+        return lexical_similarity(a, b), "lexical"
+    vectors = embedder.embed([a, b])
+    return float(vectors[0] @ vectors[1]), "cosine"
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _engine(engine: str | None, ctx: Any) -> str:
+    chosen = engine or (ctx.services.engine if ctx is not None else "local")
+    if chosen not in ("local", "llm"):
+        raise ConfigError(f"unknown engine '{chosen}'", hint="use engine: local or llm")
+    return chosen
+
+
+def _client(ctx: Any) -> Any:
+    client = ctx.services.llm if ctx is not None else None
+    if client is None:
+        raise ConfigError("the llm engine needs an LLM client", where="memory operation",
+                          hint="set ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL) or use --engine local")
+    return client
+
+
+# -- decide ---------------------------------------------------------------------------------
 def decide_local(existing: str, incoming: str) -> Decision:
-    """Exact duplicate → NOOP; similar enough → UPDATE; otherwise CREATE."""
+    """Exact duplicate → NOOP; same subject (embedding cosine) → UPDATE; otherwise CREATE."""
     if existing == incoming:
         return Decision(action="NOOP", reason="identical content")
-    if " ".join(existing.split()).casefold() == " ".join(incoming.split()).casefold():
+    if _normalised(existing) == _normalised(incoming):
         return Decision(action="NOOP", reason="identical content apart from case and spacing")
-    sim = lexical_similarity(existing, incoming)
-    if sim >= SIMILAR_AT:
-        return Decision(action="UPDATE", reason=f"similar content (overlap {sim:.2f})")
-    return Decision(action="CREATE", reason=f"different content (overlap {sim:.2f})")
+    sim, measure = similarity(existing, incoming)
+    cut = SIMILAR_AT if measure == "cosine" else LEXICAL_SIMILAR_AT
+    if sim >= cut:
+        return Decision(action="UPDATE", reason=f"same subject ({measure} {sim:.2f})")
+    return Decision(action="CREATE", reason=f"different subject ({measure} {sim:.2f})")
 
 
-def decide(input: dict[str, Any], engine: str = "local") -> dict[str, str]:
+async def decide(input: dict[str, Any], engine: str | None = None, ctx: Any = None) -> dict[str, str]:
     """Decide what to do with ``input['incoming']`` given ``input['existing']``."""
     existing, incoming = _content(input.get("existing")), _content(input.get("incoming"))
-    return decide_local(existing, incoming).model_dump()
+    if _engine(engine, ctx) == "local":
+        return decide_local(existing, incoming).model_dump()
+    from evalloop.llm.structured import structured
+
+    prompt = f"{fence('EXISTING MEMORY', existing)}\n\n{fence('INCOMING MEMORY', incoming)}"
+    result = await structured(_client(ctx), Decision, prompt=prompt,
+                              system=system_prompt("decide", ctx.services), max_tokens=256)
+    return result.model_dump()
 
 
-def _fingerprint(params: dict[str, Any]) -> dict[str, Any]:
-    return {"operation": "decide", "engine": params.get("engine", "local")}
+# -- merge ----------------------------------------------------------------------------------
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
 
 
-decide.fingerprint = _fingerprint  # type: ignore[attr-defined]
+def merge_local(original: str, incoming: str) -> str:
+    """Incoming sentences, then original sentences that no incoming sentence already covers."""
+    kept = _sentences(incoming)
+    for sentence in _sentences(original):
+        covered = any(similarity(sentence, other)[0] >= 0.8 for other in kept)
+        if not covered:
+            kept.append(sentence)
+    return " ".join(s if s[-1] in ".!?;" else s + "." for s in kept)
+
+
+async def merge(input: dict[str, Any], engine: str | None = None, ctx: Any = None) -> dict[str, str]:
+    """Merge ``input['incoming']`` into ``input['original']``; returns ``{"content": ...}``."""
+    original, incoming = _content(input.get("original")), _content(input.get("incoming"))
+    if _engine(engine, ctx) == "local":
+        return {"content": merge_local(original, incoming)}
+    from evalloop.llm.structured import structured
+
+    prompt = f"{fence('ORIGINAL MEMORY', original)}\n\n{fence('INCOMING MEMORY', incoming)}"
+    result = await structured(_client(ctx), Merged, prompt=prompt,
+                              system=system_prompt("merge", ctx.services), max_tokens=512)
+    return result.model_dump()
+
+
+# -- assess_quality -------------------------------------------------------------------------
+_VAGUE = re.compile(r"\b(stuff|things?|something|somehow|various|etc|misc|some issues?|"
+                    r"discussed|talked about|looked into|it|this|that)\b", re.I)
+_SPECIFIC = re.compile(r"\d|[A-Z][a-z]+[A-Z]|[a-z]+[._/-][a-z0-9]+|`|\b[A-Z]{2,}\b")
+
+
+def assess_local(memory: str) -> QualityAssessment:
+    """Rules for specificity, substance and vagueness; 0–100."""
+    words = memory.split()
+    issues: list[str] = []
+    score = 50
+    specifics = len(_SPECIFIC.findall(memory))
+    vague = len(_VAGUE.findall(memory))
+    score += min(30, 10 * specifics)
+    score -= min(40, 10 * vague)
+    if len(words) < 4:
+        score -= 30
+        issues.append("too short to stand alone")
+    elif len(words) > 80:
+        score -= 10
+        issues.append("long; may bury the fact")
+    if specifics == 0:
+        score -= 15
+        issues.append("no concrete names, numbers or identifiers")
+    if vague >= 2:
+        issues.append("vague wording")
+    if re.search(r"\b(should|must|use|prefer|avoid|always|never|set|run|is|are|needs?)\b", memory, re.I):
+        score += 10
+    else:
+        issues.append("not actionable")
+    return QualityAssessment(score=max(0, min(100, score)), issues=issues)
+
+
+async def assess_quality(input: Any, engine: str | None = None, ctx: Any = None) -> dict[str, Any]:
+    """Rate a memory's usefulness: ``{"score": 0..1, "issues": [...]}``."""
+    memory = _content(input.get("memory") if isinstance(input, dict) else input)
+    if _engine(engine, ctx) == "local":
+        result = assess_local(memory)
+    else:
+        from evalloop.llm.structured import structured
+
+        result = await structured(_client(ctx), QualityAssessment, prompt=fence("MEMORY", memory),
+                                  system=system_prompt("quality", ctx.services), max_tokens=384)
+    return {"score": result.score / 100, "issues": result.issues}
+
+
+def _describe(operation: str):
+    def fingerprint(params: dict[str, Any], services: Any = None) -> dict[str, Any]:
+        engine = params.get("engine") or getattr(services, "engine", "local")
+        text = system_prompt(operation, services)
+        info: dict[str, Any] = {"operation": operation, "engine": engine,
+                                "prompt_sha": prompt_hash(text)}
+        if engine == "llm":
+            info["model"] = getattr(getattr(services, "llm", None), "model", None)
+        else:
+            embedder = _embedder()
+            info["embedder"] = getattr(embedder, "name", "lexical")
+        return info
+
+    return fingerprint
+
+
+decide.fingerprint = _describe("decide")  # type: ignore[attr-defined]
+merge.fingerprint = _describe("merge")  # type: ignore[attr-defined]
+assess_quality.fingerprint = _describe("quality")  # type: ignore[attr-defined]

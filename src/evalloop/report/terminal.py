@@ -58,8 +58,6 @@ def print_run(report: RunReport, console: Console) -> None:
                       f"first: {report.outcome.first_case_error}", markup=True, highlight=False)
     if not run.valid:
         console.print(f"[magenta]run is invalid and kept out of baselines:[/] {run.invalid_reason}")
-    for notice in report.notices:
-        console.print(notice, highlight=False)
 
 
 def _print_details(s: ScorerComparison, console: Console) -> None:

@@ -1,0 +1,62 @@
+"""Building a run's services: which engine runs the operations, and the LLM and judge clients.
+
+With no API key, ``auto`` picks the local engine and judges are skipped, each said in one line;
+asking for ``--engine llm`` without a key is an error that says how to fix it. LLM replies go
+through the response cache under ``history/`` unless ``--no-cache``; ``--cache-only`` replays.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalloop.config import Settings
+from evalloop.context import Services
+from evalloop.errors import ConfigError
+
+CACHE_FILE = "llm-cache.db"
+
+
+def build_services(
+    settings: Settings,
+    *,
+    engine: str | None = None,
+    model: str | None = None,
+    cache: str | None = None,
+    client: Any = None,
+) -> tuple[Services, list[str]]:
+    """The services for a run, and one-line notices about what was chosen and why."""
+    from evalloop.llm.clients import MISSING, client_from_env
+
+    engine = engine or settings.engine
+    cache = cache or settings.cache
+    if engine not in ("auto", "local", "llm"):
+        raise ConfigError(f"unknown engine '{engine}'", hint="use --engine auto, local or llm")
+    notices: list[str] = []
+    llm = client if client is not None else client_from_env(model or settings.model)
+    if llm is None:
+        if engine == "llm":
+            raise ConfigError("--engine llm needs an LLM, and none is configured",
+                              where="environment", hint=MISSING)
+        if cache == "only":
+            raise ConfigError("--cache-only needs an LLM model to look replies up for",
+                              where="environment", hint=MISSING)
+        notices.append("no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL): memory operations run on the "
+                       "local engine; LLM judges are skipped")
+        return Services(engine="local"), notices
+    if cache != "off":
+        from evalloop.llm.cache import CachedClient
+
+        llm = CachedClient(llm, settings.history_dir / CACHE_FILE, mode=cache)  # type: ignore[arg-type]
+    chosen = "llm" if engine in ("auto", "llm") else "local"
+    return Services(engine=chosen, llm=llm if chosen == "llm" else None, judge=llm), notices
+
+
+async def close_services(services: Services) -> None:
+    """Close the clients a run opened (the cache is shared by the operation and the judge)."""
+    seen: set[int] = set()
+    for client in (services.llm, services.judge):
+        if client is not None and id(client) not in seen:
+            seen.add(id(client))
+            close = getattr(client, "aclose", None)
+            if close is not None:
+                await close()
