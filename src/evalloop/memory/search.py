@@ -1,0 +1,113 @@
+"""Hybrid search over the memory file: tag filtering, full-text and vector candidates, and
+reciprocal rank fusion of the two lists."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from evalloop.memory.textsearch import TextSearcher
+from evalloop.memory.vectors import EXACT_FILTER_LIMIT, Hit, VectorIndex
+
+RRF_K = 60
+#: With broad tags, fetch this many times more unfiltered candidates (at most) and filter.
+MAX_WIDEN = 20
+
+
+class Fused(NamedTuple):
+    """One fused hit, before its record is read."""
+
+    pk: int
+    score: float
+    text_rank: int | None
+    vector_rank: int | None
+    similarity: float | None
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def tagged_sql(tags: Sequence[str]) -> tuple[str, list[str]]:
+    """SQL selecting the pks that carry every tag in ``tags``, and its parameters. The first tag
+    drives the scan (put the rarest first); the others are primary-key probes."""
+    probes = "".join(
+        " AND EXISTS (SELECT 1 FROM memory_tags t WHERE t.tag = ? AND t.memory_pk = t0.memory_pk)" for _ in tags[1:]
+    )
+    return f"SELECT t0.memory_pk FROM memory_tags t0 WHERE t0.tag = ?{probes}", list(tags)
+
+
+def rrf(text_hits: Sequence[int], vector_hits: Sequence[Hit], limit: int) -> list[Fused]:
+    """Reciprocal rank fusion: ``Σ 1 / (60 + rank)`` over the lists a pk appears in."""
+    text_rank = {pk: i + 1 for i, pk in enumerate(text_hits)}
+    vector_rank = {pk: i + 1 for i, (pk, _) in enumerate(vector_hits)}
+    similarity = dict(vector_hits)
+    scores: dict[int, float] = {}
+    for ranks in (text_rank, vector_rank):
+        for pk, rank in ranks.items():
+            scores[pk] = scores.get(pk, 0.0) + 1.0 / (RRF_K + rank)
+    best = sorted(scores, key=lambda pk: (-scores[pk], -similarity.get(pk, -2.0), pk))[:limit]
+    return [Fused(pk, scores[pk], text_rank.get(pk), vector_rank.get(pk), similarity.get(pk)) for pk in best]
+
+
+class HybridSearcher:
+    """Runs one ``find`` against a connection, its vector index and its text index."""
+
+    def __init__(self, conn: Any, index: VectorIndex, text: TextSearcher) -> None:
+        self.conn = conn
+        self.index = index
+        self.text = text
+
+    def _with_tags(self, pks: Sequence[int], tags: Sequence[str]) -> set[int]:
+        if not pks:
+            return set()
+        sql = (
+            f"SELECT memory_pk FROM memory_tags WHERE tag IN ({_marks(len(tags))}) "
+            f"AND memory_pk IN ({_marks(len(pks))}) "
+            f"GROUP BY memory_pk HAVING count(*) = {len(tags)}"
+        )
+        return {r[0] for r in self.conn.execute(sql, [*tags, *pks])}
+
+    def _counts(self, tags: Sequence[str]) -> list[tuple[int, str]]:
+        """(memories carrying it, tag) for each tag, rarest first."""
+        sql = f"SELECT tag, n FROM memory_tag_counts WHERE tag IN ({_marks(len(tags))})"
+        known = dict(self.conn.execute(sql, list(tags)).fetchall())
+        return sorted((known.get(t, 0), t) for t in tags)
+
+    def search(self, query: str, qvec: np.ndarray, limit: int, tags: Sequence[str]) -> list[Fused]:
+        pool = max(2 * limit, 20)
+        if not tags:
+            return rrf(self.text.search(query, 2 * pool), self.index.search(qvec, pool, None), limit)
+        counts = self._counts(tags)
+        narrowest, tags = counts[0][0], [t for _, t in counts]
+        if narrowest == 0:
+            return []
+        if narrowest > EXACT_FILTER_LIMIT:
+            fused = self._post_filtered(query, qvec, limit, pool, tags, narrowest)
+            if fused is not None:
+                return fused
+        sql, params = tagged_sql(tags)
+        allowed = [r[0] for r in self.conn.execute(sql, params)]
+        if not allowed:
+            return []
+        text_hits = self.text.search(query, 2 * pool, f"+rowid IN ({sql})", params)
+        return rrf(text_hits, self.index.search(qvec, pool, allowed), limit)
+
+    def _post_filtered(
+        self, query: str, qvec: np.ndarray, limit: int, pool: int, tags: Sequence[str], n: int
+    ) -> list[Fused] | None:
+        """Broad tags: search unfiltered with a wider pool, then keep tagged hits. None when
+        too few survive (the caller then filters first)."""
+        (top,) = self.conn.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()
+        widen = min(MAX_WIDEN, max(1, math.ceil(top / n)))
+        vector_hits = self.index.search(qvec, pool * widen, None)
+        text_hits = self.text.search(query, 2 * pool * widen)
+        keep = self._with_tags(list({*text_hits, *(pk for pk, _ in vector_hits)}), tags)
+        vector_hits = [h for h in vector_hits if h[0] in keep][:pool]
+        if len(vector_hits) < min(limit, n):
+            return None
+        text_hits = [pk for pk in text_hits if pk in keep][: 2 * pool]
+        return rrf(text_hits, vector_hits, limit)

@@ -1,0 +1,120 @@
+"""Opening SQLite with the sqlite-vec extension when any available driver can load it.
+
+Many Python builds (pyenv, macOS system Python) ship a ``sqlite3`` without
+``enable_load_extension``. We try, in order: the stdlib driver, ``sqlean`` (sqlean-py, a
+dependency), and ``pysqlite3`` if importable. If none can load sqlite-vec, the store falls back to
+exact NumPy search and says so once. ``EVALLOOP_SQLITE_VEC=off`` forces that fallback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("evalloop.memory")
+
+ENV_SWITCH = "EVALLOOP_SQLITE_VEC"
+_OFF_VALUES = {"off", "0", "false", "no", "numpy"}
+_DRIVERS = ("sqlite3", "sqlean", "pysqlite3.dbapi2")
+_noticed = False
+
+
+def sqlite_vec_disabled() -> bool:
+    """Whether the environment forces the NumPy fallback."""
+    return os.environ.get(ENV_SWITCH, "").strip().lower() in _OFF_VALUES
+
+
+def _open(module: Any, path: str) -> Any:
+    conn = module.connect(path, check_same_thread=False, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    if path != ":memory:":
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+def _loads_vec(module: Any) -> bool:
+    """Whether ``module``'s SQLite can load sqlite-vec (probed on ``:memory:``, never on the
+    user's file: two SQLite libraries touching one file in one process break its locks)."""
+    try:
+        import sqlite_vec
+    except ImportError:
+        return False
+    conn = module.connect(":memory:")
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.execute("SELECT vec_version()").fetchone()
+    except Exception:  # no enable_load_extension, or the extension failed to load
+        return False
+    finally:
+        conn.close()
+    return True
+
+
+@functools.cache
+def vec_driver() -> Any | None:
+    """The first driver module that can load sqlite-vec, or None; decided once per process."""
+    for name in _DRIVERS:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if _loads_vec(module):
+            return module
+    return None
+
+
+def _has_fts5(module: Any) -> bool:
+    conn = module.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE fts5_probe USING fts5(x)")
+    except Exception:
+        return False
+    finally:
+        conn.close()
+    return True
+
+
+def _plain_connection(path: str) -> Any:
+    """A connection without sqlite-vec, preferring the stdlib driver if it has FTS5."""
+    if _has_fts5(sqlite3):
+        return _open(sqlite3, path)
+    import sqlean  # sqlean always ships FTS5
+
+    return _open(sqlean, path)
+
+
+def connect_sqlite(path: str | Path) -> tuple[Any, bool]:
+    """Open ``path`` with the best driver available; return the connection and whether
+    sqlite-vec is loaded. Connections are in autocommit mode (``isolation_level=None``).
+
+    With ``EVALLOOP_SQLITE_VEC=off`` the stdlib driver is used, as on a Python that cannot load
+    extensions; do not keep such a connection open on a file another driver has open.
+    """
+    global _noticed
+    target = str(path)
+    if sqlite_vec_disabled():
+        log.info("sqlite-vec disabled by %s; using exact NumPy vector search", ENV_SWITCH)
+        return _plain_connection(target), False
+    module = vec_driver()
+    if module is not None:
+        import sqlite_vec
+
+        conn = _open(module, target)
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+        return conn, True
+    if not _noticed:
+        _noticed = True
+        log.warning(
+            "evalloop: no SQLite driver here can load sqlite-vec; "
+            "using exact NumPy vector search instead (slower on large stores)"
+        )
+    return _plain_connection(target), False

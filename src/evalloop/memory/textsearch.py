@@ -1,0 +1,99 @@
+"""Full-text side of ``find``: safe FTS5 MATCH expressions from arbitrary user text, pruned to
+the query's rarest terms so BM25 ranking stays fast on large stores."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_TERMS = 32
+#: BM25 costs about a microsecond per matching row; OR-ed terms are kept, rarest first, until
+#: their document frequencies add up to this (the rarest term is always kept).
+POSTINGS_BUDGET = 6_000
+TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+# Words too common to help ranking; dropping them keeps OR-queries cheap on large stores.
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    """
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def query_words(text: str) -> list[str]:
+    """Distinct lower-cased words of ``text``, stop words dropped unless nothing else is left."""
+    words = list(dict.fromkeys(_WORD.findall(text.lower())))
+    return ([w for w in words if w not in STOPWORDS] or words)[:MAX_TERMS]
+
+
+def quoted_or(words: Sequence[str]) -> str:
+    """``"a" OR "b"``: quoting makes FTS5 syntax in user text plain words."""
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+def match_expression(text: str) -> str | None:
+    """An FTS5 query that ORs the distinct words of ``text``, each as a quoted string.
+
+    Quoting makes FTS5 syntax in user text (``AND``, ``NEAR``, ``*``, ``"``, ``:``, ``-``) plain
+    words. Stop words are dropped unless nothing else is left. None when there are no words.
+    """
+    words = query_words(text)
+    return quoted_or(words) if words else None
+
+
+class TextSearcher:
+    """BM25 search over the ``memory_fts`` table of one connection."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts_vocab USING fts5vocab(memory_fts, row)")
+        conn.execute(f"CREATE VIRTUAL TABLE temp.query_words USING fts5(w, tokenize='{TOKENIZE}')")
+        conn.execute("CREATE VIRTUAL TABLE temp.query_stems USING fts5vocab(temp, query_words, instance)")
+
+    def _document_frequencies(self, words: list[str]) -> list[int]:
+        """How many memories contain each word (after the same stemming FTS5 applies)."""
+        self.conn.execute("DELETE FROM temp.query_words")
+        self.conn.executemany("INSERT INTO temp.query_words(rowid, w) VALUES (?, ?)", list(enumerate(words)))
+        stems: dict[int, set[str]] = {}
+        for term, doc in self.conn.execute("SELECT term, doc FROM temp.query_stems"):
+            stems.setdefault(doc, set()).add(term)
+        df: dict[str, int] = {}
+        for term in set().union(*stems.values()) if stems else ():
+            row = self.conn.execute("SELECT doc FROM memory_fts_vocab WHERE term = ?", (term,)).fetchone()
+            df[term] = row[0] if row else 0
+        return [max((df[t] for t in stems.get(i, ())), default=0) for i in range(len(words))]
+
+    def expression(self, text: str) -> str | None:
+        """The MATCH expression for ``text``: its rarest words within the postings budget."""
+        words = query_words(text)
+        if not words:
+            return None
+        freqs = self._document_frequencies(words)
+        ranked = sorted((f, i, w) for i, (w, f) in enumerate(zip(words, freqs, strict=True)) if f)
+        kept: list[str] = []
+        total = 0
+        for freq, _, word in ranked:
+            if kept and total + freq > POSTINGS_BUDGET:
+                break
+            kept.append(word)
+            total += freq
+        return quoted_or(kept) if kept else None
+
+    def search(self, text: str, limit: int, where: str = "", params: Sequence[Any] = ()) -> list[int]:
+        """Memory pks best first. ``where`` is extra SQL on ``rowid`` (written ``+rowid`` so
+        FTS5 does not re-run the match per row)."""
+        expr = self.expression(text)
+        if expr is None:
+            return []
+        sql = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?"
+        if where:
+            sql += f" AND {where}"
+        rows = self.conn.execute(sql + " ORDER BY rank LIMIT ?", [expr, *params, limit])
+        return [r[0] for r in rows]

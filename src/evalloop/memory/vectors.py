@@ -1,0 +1,177 @@
+"""Vector search over the stored float32 embeddings: sqlite-vec (binary-quantised KNN, then
+exact rescoring) or, without the extension, an exact NumPy matrix product.
+
+Both read the same source of truth, the ``memory_vectors`` table (rowid → float32 blob), so a
+file written on one path can be searched on the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+import numpy as np
+
+Backend = Literal["sqlite-vec", "numpy"]
+Hit = tuple[int, float]  # (rowid, cosine similarity)
+
+#: With a tag filter this small or smaller, score the allowed rows exactly instead of KNN.
+EXACT_FILTER_LIMIT = 4096
+#: Binary-quantised KNN fetches this many candidates per wanted hit (at least MIN_KNN) before
+#: exact rescoring; vec0's KNN cost grows with k, so this trades recall for latency.
+OVERSAMPLE = 6
+MIN_KNN = 100
+_VEC0_MAX_K = 4096
+
+
+def _top(rowids: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
+    if k <= 0 or scores.size == 0:
+        return []
+    part = np.argpartition(-scores, k - 1)[:k] if scores.size > k else np.arange(scores.size)
+    order = part[np.argsort(-scores[part], kind="stable")]
+    return [(int(rowids[i]), float(scores[i])) for i in order if np.isfinite(scores[i])]
+
+
+def exact_scores(conn: Any, rowids: Sequence[int], query: np.ndarray, k: int) -> list[Hit]:
+    """Exact cosine top-k among ``rowids``, reading their vectors from ``memory_vectors``."""
+    found: list[int] = []
+    blobs: list[bytes] = []
+    ids = list(rowids)
+    for start in range(0, len(ids), 900):  # stay under SQLite's parameter limit
+        chunk = ids[start : start + 900]
+        marks = ",".join("?" * len(chunk))
+        for rowid, blob in conn.execute(f"SELECT rowid, embedding FROM memory_vectors WHERE rowid IN ({marks})", chunk):
+            found.append(rowid)
+            blobs.append(blob)
+    if not found:
+        return []
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(found), -1)
+    return _top(np.asarray(found), matrix @ query, k)
+
+
+class VectorIndex(Protocol):
+    """Search structure kept beside ``memory_vectors``; the store calls it in its transactions."""
+
+    backend: Backend
+
+    def add(self, rowids: Sequence[int], vectors: np.ndarray) -> None: ...
+
+    def remove(self, rowids: Sequence[int]) -> None: ...
+
+    def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | None) -> list[Hit]: ...
+
+
+class SqliteVecIndex:
+    """A vec0 table of sign bits (``bit[dim]``): Hamming KNN, then exact cosine rescoring."""
+
+    backend: Backend = "sqlite-vec"
+
+    def __init__(self, conn: Any, dim: int) -> None:
+        self.conn = conn
+        self.dim = dim
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec_bits USING vec0(embedding bit[{dim}])")
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        """Bring the bit index in line with ``memory_vectors`` (written by a NumPy-path run)."""
+        (n_vec,) = self.conn.execute("SELECT count(*) FROM memory_vectors").fetchone()
+        (n_bit,) = self.conn.execute("SELECT count(*) FROM memory_vec_bits").fetchone()
+        if n_vec == n_bit:
+            return
+        self.conn.execute("BEGIN")
+        self.conn.execute("DELETE FROM memory_vec_bits WHERE rowid NOT IN (SELECT rowid FROM memory_vectors)")
+        self.conn.execute(
+            "INSERT INTO memory_vec_bits(rowid, embedding) "
+            "SELECT rowid, vec_quantize_binary(embedding) FROM memory_vectors "
+            "WHERE rowid NOT IN (SELECT rowid FROM memory_vec_bits)"
+        )
+        self.conn.execute("COMMIT")
+
+    def add(self, rowids: Sequence[int], vectors: np.ndarray) -> None:
+        self.conn.executemany(
+            "INSERT INTO memory_vec_bits(rowid, embedding) VALUES (?, vec_quantize_binary(?))",
+            [(int(r), v.tobytes()) for r, v in zip(rowids, vectors, strict=True)],
+        )
+
+    def remove(self, rowids: Sequence[int]) -> None:
+        self.conn.executemany("DELETE FROM memory_vec_bits WHERE rowid = ?", [(int(r),) for r in rowids])
+
+    def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | None) -> list[Hit]:
+        if allowed is not None and len(allowed) <= EXACT_FILTER_LIMIT:
+            return exact_scores(self.conn, allowed, query, k)
+        wanted = k * OVERSAMPLE
+        allowed_set = set(allowed) if allowed is not None else None
+        if allowed is not None:
+            (total,) = self.conn.execute("SELECT count(*) FROM memory_vectors").fetchone()
+            wanted = int(wanted * total / max(len(allowed), 1))
+        knn_k = min(max(wanted, MIN_KNN), _VEC0_MAX_K)
+        rows = self.conn.execute(
+            "SELECT rowid FROM memory_vec_bits WHERE embedding MATCH vec_quantize_binary(?) AND k = ?",
+            (query.astype(np.float32).tobytes(), knn_k),
+        ).fetchall()
+        candidates = [r for (r,) in rows if allowed_set is None or r in allowed_set]
+        if allowed is not None and len(candidates) < k and len(rows) == knn_k:
+            return exact_scores(self.conn, allowed, query, k)  # filter too sparse for KNN
+        return exact_scores(self.conn, candidates, query, k)
+
+
+class NumpyIndex:
+    """All vectors in one float32 matrix; exact cosine by a matrix product. Reloads when
+    another connection has changed the file (``PRAGMA data_version``)."""
+
+    backend: Backend = "numpy"
+
+    def __init__(self, conn: Any, dim: int) -> None:
+        self.conn = conn
+        self.dim = dim
+        self._load()
+
+    def _data_version(self) -> int:
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def _load(self) -> None:
+        rows = self.conn.execute("SELECT rowid, embedding FROM memory_vectors ORDER BY rowid")
+        rowids: list[int] = []
+        blobs: list[bytes] = []
+        for rowid, blob in rows:
+            rowids.append(rowid)
+            blobs.append(blob)
+        n = len(rowids)
+        self._rowids = np.zeros(max(n, 1024), dtype=np.int64)
+        self._matrix = np.zeros((max(n, 1024), self.dim), dtype=np.float32)
+        self._rowids[:n] = rowids
+        if n:
+            self._matrix[:n] = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(n, -1)
+        self._n = n
+        self._version = self._data_version()
+
+    def add(self, rowids: Sequence[int], vectors: np.ndarray) -> None:
+        need = self._n + len(rowids)
+        if need > len(self._rowids):
+            size = max(need, 2 * len(self._rowids))
+            self._rowids = np.resize(self._rowids, size)
+            matrix = np.zeros((size, self.dim), dtype=np.float32)
+            matrix[: self._n] = self._matrix[: self._n]
+            self._matrix = matrix
+        self._rowids[self._n : need] = rowids
+        self._matrix[self._n : need] = vectors
+        self._n = need
+
+    def remove(self, rowids: Sequence[int]) -> None:
+        keep = ~np.isin(self._rowids[: self._n], np.asarray(list(rowids), dtype=np.int64))
+        n = int(keep.sum())
+        self._rowids[:n] = self._rowids[: self._n][keep]
+        self._matrix[:n] = self._matrix[: self._n][keep]
+        self._n = n
+
+    def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | None) -> list[Hit]:
+        if self._data_version() != self._version:
+            self._load()
+        rowids = self._rowids[: self._n]
+        if allowed is not None and len(allowed) <= EXACT_FILTER_LIMIT:
+            positions = np.flatnonzero(np.isin(rowids, np.asarray(allowed, dtype=np.int64)))
+            return _top(rowids[positions], self._matrix[positions] @ query, k)
+        scores = self._matrix[: self._n] @ query
+        if allowed is not None:
+            scores[~np.isin(rowids, np.asarray(allowed, dtype=np.int64))] = -np.inf
+        return _top(rowids, scores, k)
