@@ -45,7 +45,10 @@ class Settings(BaseModel):
     model: str | None = None
     cache: Literal["use", "off", "only"] = "use"
     memory_path: str | None = None
+    memory_url: str | None = None
+    memory_http: dict[str, Any] = Field(default_factory=dict)
     learn: bool = True
+    inject_failures: bool = True
     run_log: bool = True
     timezone: str | None = None
     misfire_grace_seconds: int = Field(default=3600, ge=1)
@@ -87,6 +90,8 @@ _ENV = {
     "EVALLOOP_CACHE": "cache",
     "EVALLOOP_MEMORY_PATH": "memory_path",
     "EVALLOOP_LEARN": "learn",
+    "EVALLOOP_MEMORY_URL": "memory_url",
+    "EVALLOOP_INJECT_FAILURES": "inject_failures",
     "EVALLOOP_TIMEZONE": "timezone",
     "EVALLOOP_WEBHOOK_URL": "webhook_url",
 }

@@ -12,10 +12,14 @@ from evalloop.errors import EvalloopError
 from evalloop.history.store import HistoryStore
 from evalloop.report.terminal import print_history
 
+history_app = typer.Typer(help="Stored runs; `export`/`import` move them to and from the run log.")
+app.add_typer(history_app, name="history")
 
-@app.command()
+
+@history_app.callback(invoke_without_command=True)
 @friendly
 def history(
+    ctx: typer.Context,
     suite: Annotated[str | None, typer.Option("--suite", "-s", help="Only this suite.")] = None,
     limit: Annotated[int, typer.Option(min=1, help="How many runs.")] = 20,
     run_id: Annotated[str | None, typer.Option("--run", help="Show one run (id or prefix).")] = None,
@@ -26,6 +30,8 @@ def history(
 
     Example: [bold]evalloop history --suite exact-match[/bold]
     """
+    if ctx.invoked_subcommand is not None:
+        return
     settings = settings_for(project)
     store = HistoryStore(settings.database_url)
     if run_id:
@@ -49,3 +55,41 @@ def history(
         out().print(f"no runs yet{f' for {suite}' if suite else ''} in {settings.database_url}")
         return
     print_history(runs, summaries, out())
+
+
+SuitesOpt = Annotated[list[str] | None, typer.Option("--suite", "-s",
+                      help="Only this suite (repeat for several; default: all).")]
+
+
+@history_app.command("export")
+@friendly
+def history_export(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
+    """Append the database's completed runs that history/<suite>.jsonl lacks.
+
+    Example: [bold]evalloop history export --suite exact-match[/bold]
+    """
+    from evalloop.history.runlog import export_runs
+
+    settings = settings_for(project)
+    counts = export_runs(HistoryStore(settings.database_url), settings.history_dir, suite or None)
+    for name, n in sorted(counts.items()):
+        out().print(f"{name}: {n} run(s) appended to {settings.history_dir / (name + '.jsonl')}")
+    if not counts:
+        out().print("no runs to export")
+
+
+@history_app.command("import")
+@friendly
+def history_import(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
+    """Read runs from history/<suite>.jsonl into the database (those it lacks; idempotent).
+
+    Example: [bold]evalloop history import[/bold]
+    """
+    from evalloop.history.runlog import import_logs
+
+    settings = settings_for(project)
+    counts = import_logs(HistoryStore(settings.database_url), settings.history_dir, suite or None)
+    for name, n in sorted(counts.items()):
+        out().print(f"{name}: {n} run(s) imported")
+    if not counts:
+        out().print(f"no run logs in {settings.history_dir}")

@@ -1,0 +1,273 @@
+"""The run log: a compact, append-only ``history/<suite>.jsonl`` a project commits beside its code.
+
+One line per completed run: its metadata, per-scorer summary and per-case scores (no outputs).
+A fresh clone with an empty database reads the runs it lacks from the log (``origin="log"``),
+so its rolling baseline is the one the team saw. Lines are independent and keyed by run id, so
+importing twice changes nothing, and ``merge=union`` in ``.gitattributes`` merges logs cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from sqlalchemy import insert
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, col, select
+
+from evalloop.errors import EvalloopError
+from evalloop.history.models import CaseScore, Run, RunStatus, ScorerSummary
+from evalloop.history.store import HistoryStore, dumps
+
+FORMAT_VERSION = 1
+MESSAGE_CHARS = 300
+_ID = re.compile(r'"id"\s*:\s*"([^"]+)"')
+_RUN_SKIP = {"notes", "origin", "fingerprint"}
+_SUMMARY_SKIP = {"id", "run_id", "scorer", "details"}
+
+
+class RunLogError(EvalloopError):
+    """A run log line that cannot be read (often a merge conflict left in the file)."""
+
+
+class LoggedScorer(BaseModel):
+    """One scorer of a logged run: its summary columns and per-case scores."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str
+    mean: float | None = None
+    n: int = 0
+    details: dict[str, Any] = {}
+    cases: dict[str, float] = {}
+    errored_cases: list[str] = []
+    messages: dict[str, str] = {}
+
+
+class LoggedRun(BaseModel):
+    """One line of the run log. Run columns travel as extra fields, so new columns travel too."""
+
+    model_config = ConfigDict(extra="allow")
+
+    v: int = FORMAT_VERSION
+    id: str
+    suite: str
+    started_at: datetime
+    fingerprint: dict[str, Any] = {}
+    scorers: dict[str, LoggedScorer] = {}
+
+
+def log_path(history_dir: Path, suite: str) -> Path:
+    """``history/<suite>.jsonl`` (path separators in a suite name become '_')."""
+    safe = re.sub(r"[\\/:\0]", "_", suite)
+    return Path(history_dir) / f"{safe}.jsonl"
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+# -- writing ------------------------------------------------------------------------------
+def entry_for(store: HistoryStore, run: Run) -> LoggedRun:
+    """The log line of a stored run."""
+    summaries = store.summaries(run.id)
+    with Session(store.engine) as session:
+        rows = session.exec(
+            select(CaseScore.case_id, CaseScore.scorer, CaseScore.value, CaseScore.errored,
+                   CaseScore.skipped, CaseScore.message)
+            .where(CaseScore.run_id == run.id).order_by(col(CaseScore.id))).all()
+    graded: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    errored: dict[str, set[str]] = defaultdict(set)
+    first_message: dict[tuple[str, str], str] = {}
+    for case_id, scorer, value, is_errored, is_skipped, message in rows:
+        if is_skipped:
+            continue
+        if is_errored:
+            errored[scorer].add(case_id)
+        else:
+            graded[scorer][case_id].append(value)
+        if message:
+            first_message.setdefault((scorer, case_id), message)
+    scorers: dict[str, LoggedScorer] = {}
+    for name, summary in summaries.items():
+        details = json.loads(summary.details or "{}")
+        pass_mark = float(details.get("pass_mark", 0.5))
+        cases = {c: sum(v) / len(v) for c, v in graded[name].items()}
+        scorers[name] = LoggedScorer(
+            **summary.model_dump(mode="json", exclude=_SUMMARY_SKIP), details=details,
+            cases=cases, errored_cases=sorted(errored[name] - cases.keys()),
+            messages={c: first_message[(name, c)][:MESSAGE_CHARS] for c in sorted(cases)
+                      if cases[c] < pass_mark and (name, c) in first_message},
+        )
+    data = run.model_dump(mode="json", exclude=_RUN_SKIP)
+    data["started_at"] = _utc(run.started_at)
+    data["ended_at"] = _utc(run.ended_at).isoformat() if run.ended_at else None  # type: ignore[union-attr]
+    return LoggedRun(**data, fingerprint=json.loads(run.fingerprint or "{}"), scorers=scorers)
+
+
+def _line(entry: LoggedRun) -> bytes:
+    head = {"v": entry.v, "id": entry.id}
+    body = entry.model_dump(mode="json", exclude={"v", "id"})
+    return (dumps({**head, **body}) + "\n").encode("utf-8")
+
+
+def _append(path: Path, lines: Iterable[bytes]) -> None:
+    """Append whole lines with one write each (O_APPEND), so concurrent writers never interleave."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size:
+            with open(path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    os.write(fd, b"\n")
+        for line in lines:
+            os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def append_run(store: HistoryStore, history_dir: Path, run_id: str) -> Path | None:
+    """Append a completed run to its suite's log; runs read from a log are not written back."""
+    run = store.get_run(run_id)
+    if run is None or run.status != RunStatus.COMPLETED or run.origin == "log":
+        return None
+    path = log_path(history_dir, run.suite)
+    _append(path, [_line(entry_for(store, run))])
+    return path
+
+
+# -- reading ------------------------------------------------------------------------------
+def _lines(path: Path) -> Iterator[tuple[int, str, str]]:
+    """(line number, run id, line) for every non-blank line; a line without an id is an error."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            found = _ID.search(line, 0, 200)
+            if not found:
+                raise _bad_line(path, number, "not a run log entry")
+            yield number, found.group(1), line
+
+
+def _bad_line(path: Path, number: int, why: str) -> RunLogError:
+    return RunLogError(f"cannot read run log line: {why}", where=f"{path}:{number}",
+                       hint="resolve any merge conflict (every line is one run: keep both sides), "
+                            "or delete the line")
+
+
+def read_log(path: Path) -> Iterator[LoggedRun]:
+    """Every entry of a log file, in file order."""
+    for number, _, line in _lines(path):
+        yield _parse(path, number, line)
+
+
+def _parse(path: Path, number: int, line: str) -> LoggedRun:
+    try:
+        return LoggedRun.model_validate_json(line)
+    except ValidationError as exc:
+        raise _bad_line(path, number, exc.errors()[0]["msg"]) from None
+
+
+def logged_ids(path: Path) -> set[str]:
+    return {run_id for _, run_id, _ in _lines(path)} if path.is_file() else set()
+
+
+def _known_ids(store: HistoryStore, suite: str | None = None) -> set[str]:
+    with Session(store.engine) as session:
+        query = select(Run.id)
+        if suite is not None:
+            query = query.where(Run.suite == suite)
+        return set(session.exec(query).all())
+
+
+def sync_suite(store: HistoryStore, history_dir: Path, suite: str) -> int:
+    """Import the runs of one suite's log that the database lacks; returns how many."""
+    path = log_path(history_dir, suite)
+    if not path.is_file():
+        return 0
+    known = _known_ids(store)
+    missing = [(n, line) for n, run_id, line in _lines(path) if run_id not in known]
+    count = 0
+    for number, line in missing:
+        entry = _parse(path, number, line)
+        if entry.id in known:
+            continue
+        count += _insert(store, entry)
+        known.add(entry.id)
+    return count
+
+
+def _insert(store: HistoryStore, entry: LoggedRun) -> int:
+    """One logged run into the database, in one transaction; 0 when it is already there."""
+    data = entry.model_dump(exclude={"v", "scorers", "fingerprint"})
+    fields = {k: v for k, v in data.items() if k in Run.model_fields}
+    for key in ("started_at", "ended_at"):
+        if isinstance(fields.get(key), str):
+            fields[key] = datetime.fromisoformat(fields[key])
+        fields[key] = _utc(fields.get(key))
+    run = Run.model_validate({**fields, "fingerprint": dumps(entry.fingerprint),
+                              "notes": dumps({"origin": "log"}), "origin": "log"})
+    scores: list[dict[str, Any]] = []
+    summaries = []
+    for name, logged in entry.scorers.items():
+        extra = logged.model_dump(exclude={"details", "cases", "errored_cases", "messages"})
+        summaries.append(ScorerSummary.model_validate(
+            {k: v for k, v in extra.items() if k in ScorerSummary.model_fields}
+            | {"run_id": entry.id, "scorer": name, "details": dumps(logged.details)}))
+        for case_id, value in logged.cases.items():
+            scores.append({"run_id": entry.id, "case_id": case_id, "epoch": 0, "scorer": name,
+                           "value": value, "errored": False, "skipped": False,
+                           "message": logged.messages.get(case_id, "")})
+        for case_id in logged.errored_cases:
+            scores.append({"run_id": entry.id, "case_id": case_id, "epoch": 0, "scorer": name,
+                           "value": 0.0, "errored": True, "skipped": False, "message": "errored"})
+    try:
+        with Session(store.engine) as session:
+            session.add(run)
+            session.flush()
+            for summary in summaries:
+                session.add(summary)
+            if scores:
+                session.connection().execute(insert(CaseScore), scores)
+            session.commit()
+    except IntegrityError:  # another process imported it first
+        return 0
+    return 1
+
+
+def log_suites(history_dir: Path) -> list[str]:
+    """Suites that have a log file, by file name."""
+    return sorted(p.stem for p in Path(history_dir).glob("*.jsonl"))
+
+
+def import_logs(store: HistoryStore, history_dir: Path,
+                suites: Iterable[str] | None = None) -> dict[str, int]:
+    """Import missing runs from the logs of the given suites (default: every log)."""
+    names = list(suites) if suites is not None else log_suites(history_dir)
+    return {name: sync_suite(store, history_dir, name) for name in names}
+
+
+def export_runs(store: HistoryStore, history_dir: Path,
+                suites: Iterable[str] | None = None) -> dict[str, int]:
+    """Append the database's completed runs that a log lacks (oldest first); returns counts."""
+    names = list(suites) if suites is not None else store.suites()
+    counts: dict[str, int] = {}
+    for name in names:
+        path = log_path(history_dir, name)
+        present = logged_ids(path)
+        runs = [r for r in reversed(store.runs(name, limit=None, statuses=[RunStatus.COMPLETED]))
+                if r.id not in present]
+        if runs:
+            _append(path, (_line(entry_for(store, r)) for r in runs))
+        counts[name] = len(runs)
+    return counts

@@ -1,0 +1,1 @@
+"""Scheduling helpers: triggers (cron/every with explicit zones) and the schedule ledger."""

@@ -1,0 +1,119 @@
+"""The schedule ledger: what each scheduled fire did (per suite: run, skip, error) and its verdict."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+from pydantic import BaseModel
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, select, update
+from sqlalchemy.engine import Engine
+
+from evalloop.history.store import get_engine
+
+_META = MetaData()
+ENTRIES = Table(
+    "evalloop_schedule_runs", _META,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_id", String(191), index=True, nullable=False),
+    Column("fire_id", String(40), nullable=False),
+    Column("suite", String(191), nullable=False),
+    Column("owner", String(191), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("verdict", String(40)),
+    Column("run_id", String(64)),
+    Column("detail", String(1000)),
+    Column("started_at", Float, nullable=False),
+    Column("ended_at", Float),
+)
+_READY: set[int] = set()
+_LOCK = threading.Lock()
+
+#: statuses: running → completed | interrupted | error; skipped (suite locked elsewhere)
+SEVERITY = ["ok", "no baseline yet", "skipped", "invalid run", "error", "interrupted",
+            "scorer broken", "regressed"]
+
+
+class LedgerEntry(BaseModel):
+    """One suite of one scheduled fire."""
+
+    job_id: str
+    fire_id: str
+    suite: str
+    owner: str
+    status: str
+    verdict: str | None = None
+    run_id: str | None = None
+    detail: str | None = None
+    started_at: float
+    ended_at: float | None = None
+
+
+class LastFire(BaseModel):
+    """The latest fire of a job: when, its worst verdict across suites, and its runs."""
+
+    at: float
+    verdict: str
+    runs: list[str]
+    entries: list[LedgerEntry]
+
+
+def _engine(url: str) -> Engine:
+    engine = get_engine(url)
+    if id(engine) not in _READY:
+        with _LOCK:
+            _META.create_all(engine)
+            _READY.add(id(engine))
+    return engine
+
+
+def start(url: str, *, job_id: str, fire_id: str, suite: str, owner: str,
+          status: str = "running", detail: str | None = None) -> int:
+    """Record the start of one suite of a fire (or a skip); returns the entry id."""
+    now = time.time()
+    with _engine(url).begin() as conn:
+        result = conn.execute(insert(ENTRIES).values(
+            job_id=job_id, fire_id=fire_id, suite=suite, owner=owner, status=status,
+            detail=(detail or "")[:1000] or None, started_at=now,
+            ended_at=None if status == "running" else now))
+        return int(result.inserted_primary_key[0])
+
+
+def finish(url: str, entry_id: int, *, status: str, verdict: str | None = None,
+           run_id: str | None = None, detail: str | None = None) -> None:
+    with _engine(url).begin() as conn:
+        conn.execute(update(ENTRIES).where(ENTRIES.c.id == entry_id).values(
+            status=status, verdict=verdict, run_id=run_id,
+            detail=(detail or "")[:1000] or None, ended_at=time.time()))
+
+
+def entries(url: str, job_id: str | None = None, limit: int = 200) -> list[LedgerEntry]:
+    """Newest first."""
+    query = select(ENTRIES).order_by(ENTRIES.c.id.desc()).limit(limit)
+    if job_id is not None:
+        query = query.where(ENTRIES.c.job_id == job_id)
+    with _engine(url).connect() as conn:
+        rows = conn.execute(query).mappings().all()
+    return [LedgerEntry.model_validate({k: v for k, v in row.items() if k != "id"}) for row in rows]
+
+
+def last_fires(url: str, job_ids: list[str]) -> dict[str, LastFire]:
+    """The latest fire of each job that has one."""
+    out: dict[str, LastFire] = {}
+    for job_id in job_ids:
+        recent = entries(url, job_id, limit=50)
+        if not recent:
+            continue
+        fire = recent[0].fire_id
+        rows = [e for e in recent if e.fire_id == fire]
+        out[job_id] = LastFire(at=min(e.started_at for e in rows), verdict=worst(rows),
+                               runs=[e.run_id for e in rows if e.run_id], entries=rows)
+    return out
+
+
+def worst(rows: list[LedgerEntry]) -> str:
+    """The most severe outcome among the suites of one fire."""
+    outcomes = [e.verdict or e.status for e in rows]
+    ranked = defaultdict(lambda: -1, {name: i for i, name in enumerate(SEVERITY)})
+    return max(outcomes, key=lambda o: ranked[o]) if outcomes else "—"

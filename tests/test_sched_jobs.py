@@ -1,0 +1,169 @@
+"""Schedules on a real APScheduler with a SQLite job store: persistence, coalescing, grace, admin."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from evalloop.config import load_settings
+from evalloop.history.store import HistoryStore
+from evalloop.scheduler import (
+    ScheduleError,
+    add_schedule,
+    list_schedules,
+    pause_schedule,
+    remove_schedule,
+    resume_schedule,
+    serve,
+)
+from evalloop.scheduling import ledger
+from support.project import make_project
+
+EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
+ECHO = {"name": "echo", "target": "sut:echo", "scorers": ["equals"],
+        "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(3)]}
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return load_settings(make_project(tmp_path, {"echo": ECHO}))
+
+
+@contextmanager
+def serving(settings):
+    stop, result = threading.Event(), {}
+    thread = threading.Thread(target=lambda: result.update(code=serve(settings, stop=stop, poll_seconds=0.1)))
+    thread.start()
+    try:
+        yield result
+    finally:
+        stop.set()
+        thread.join(20)
+        assert not thread.is_alive()
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def runs(settings, suite="echo"):
+    return HistoryStore(settings.database_url).runs(suite, limit=None)
+
+
+def test_schedules_persist_across_restarts_and_record_their_last_run(settings):
+    add_schedule(settings, ["echo"], cron="30 2 * * *", tz="Europe/Berlin", job_id="nightly")
+    add_schedule(settings, ["echo"], every="1h", job_id="soon", first_run=datetime.now(UTC))
+    # another process on the same database sees both
+    listed = subprocess.run([EVALLOOP, "schedule", "list", "--json", "-C", str(settings.project_dir)],
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    by_id = {s["id"]: s for s in json.loads(listed.stdout)}
+    assert by_id["nightly"]["trigger"] == "cron 30 2 * * * Europe/Berlin"
+    assert by_id["soon"]["trigger"].startswith("every 1:00:00")
+    assert by_id["nightly"]["last_verdict"] is None
+
+    with serving(settings) as result:
+        assert wait_for(lambda: len(runs(settings)) == 1)
+    assert result["code"] == 0
+    first = {s.id: s for s in list_schedules(settings)}
+    assert first["soon"].last_verdict == "no baseline yet"
+    assert first["soon"].last_runs == [runs(settings)[0].id]
+    next_soon = first["soon"].next_run
+    assert next_soon > datetime.now(UTC) + timedelta(minutes=59)
+    nightly_next = first["nightly"].next_run.astimezone(UTC).astimezone(
+        __import__("zoneinfo").ZoneInfo("Europe/Berlin"))
+    assert nightly_next.strftime("%H:%M") == "02:30"
+
+    # a restart: the persisted job is due again (moved into the past), and runs once more
+    from evalloop.scheduler import _admin
+
+    with _admin(settings) as scheduler:
+        scheduler.modify_job("soon", next_run_time=datetime.now(UTC))
+    with serving(settings):
+        assert wait_for(lambda: len(runs(settings)) == 2)
+    again = {s.id: s for s in list_schedules(settings)}
+    assert again["soon"].last_verdict == "ok" and set(again) == {"nightly", "soon"}
+    # both runs were appended to the committed run log
+    assert len((settings.history_dir / "echo.jsonl").read_text().splitlines()) == 2
+
+
+def test_missed_fires_after_downtime_coalesce_into_one_run(settings):
+    # down for 2.5 h with an hourly job: three fires missed; the latest is 30 min late
+    info = add_schedule(settings, ["echo"], every="1h", grace_seconds=3600, job_id="hourly",
+                        first_run=datetime.now(UTC) - timedelta(hours=2, minutes=30))
+    assert info.misfire_grace_seconds == 3600
+    with serving(settings):
+        assert wait_for(lambda: len(runs(settings)) >= 1)
+        time.sleep(0.5)  # room for any further (wrong) fires
+    assert len(runs(settings)) == 1
+    assert len(ledger.entries(settings.database_url, "hourly")) == 1
+    (after,) = list_schedules(settings)
+    assert timedelta(minutes=25) < after.next_run - datetime.now(UTC) < timedelta(minutes=31)
+
+
+def test_a_fire_later_than_the_grace_time_is_skipped(settings):
+    add_schedule(settings, ["echo"], every="1h", grace_seconds=60, job_id="strict",
+                 first_run=datetime.now(UTC) - timedelta(hours=2, minutes=30))
+    with serving(settings):
+        assert wait_for(lambda: list_schedules(settings)[0].next_run > datetime.now(UTC))
+        time.sleep(0.4)
+    assert runs(settings) == []
+    assert ledger.entries(settings.database_url, "strict") == []
+
+
+def test_pause_resume_remove_and_unknown_ids(settings):
+    add_schedule(settings, ["echo"], cron="0 3 * * 0", tz="UTC", job_id="weekly")
+    add_schedule(settings, ["echo"], every="6h", tz="UTC", job_id="sixhourly")
+    assert pause_schedule(settings, "week") == "weekly"  # a unique prefix is enough
+    paused = {s.id: s for s in list_schedules(settings)}
+    assert paused["weekly"].paused and paused["weekly"].next_run is None
+    resume_schedule(settings, "weekly")
+    resumed = {s.id: s for s in list_schedules(settings)}["weekly"]
+    assert not resumed.paused and resumed.next_run.strftime("%a %H:%M") == "Sun 03:00"
+    remove_schedule(settings, "weekly")
+    assert [s.id for s in list_schedules(settings)] == ["sixhourly"]
+    with pytest.raises(ScheduleError, match="no schedule 'weekly'"):
+        remove_schedule(settings, "weekly")
+    with pytest.raises(ScheduleError, match="exists"):
+        add_schedule(settings, ["echo"], every="1h", job_id="sixhourly")
+
+
+def test_cli_add_list_remove_and_bad_input(settings):
+    from typer.testing import CliRunner
+
+    from evalloop.cli import app
+
+    root = str(settings.project_dir)
+
+    def cli(*args):
+        return CliRunner().invoke(app, [*args, "-C", root], env={"NO_COLOR": "1"})
+
+    added = cli("schedule", "add", "--suite", "echo", "--cron", "0 3 * * *", "--tz",
+                "America/New_York", "--id", "n1")
+    assert added.exit_code == 0, added.output
+    assert "added n1: echo cron 0 3 * * * America/New_York" in added.stdout
+    bad = cli("schedule", "add", "--suite", "nope", "--every", "6h")
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "nope" in bad.stderr
+    bad_tz = cli("schedule", "add", "--suite", "echo", "--every", "6h", "--tz", "Nowhere/City")
+    assert bad_tz.exit_code == 2 and "unknown time zone 'Nowhere/City'" in bad_tz.stderr
+    listed = cli("schedule", "list")
+    assert "n1" in listed.stdout and "America/New_York" in listed.stdout
+    assert cli("schedule", "pause", "n1").exit_code == 0
+    assert "paused" in cli("schedule", "list").stdout
+    assert cli("schedule", "remove", "n1").exit_code == 0
+    gone = cli("schedule", "remove", "n1")
+    assert gone.exit_code == 2 and "no schedule 'n1'" in gone.stderr
