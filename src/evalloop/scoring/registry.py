@@ -22,7 +22,7 @@ from typing import Any
 from evalloop.errors import ScorerError
 from evalloop.score import ScorerKind
 
-BUILTIN_MODULES = ("evalloop.scoring.heuristic",)
+BUILTIN_MODULES = ("evalloop.scoring.heuristic", "evalloop.scoring.retrieval")
 OPTIONAL_BUILTIN_MODULES = ("evalloop.scoring.llm",)
 ENTRY_POINT_GROUP = "evalloop.scorers"
 _POSITIONAL = ("input", "output", "expected")

@@ -1,0 +1,157 @@
+"""``evalloop bench generate`` and ``evalloop compare-targets``: memory-system benchmarks as suites."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+import yaml
+from rich.table import Table
+
+from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
+from evalloop.errors import FixtureError
+
+bench_app = typer.Typer(help="Generate memory-system benchmark datasets and suites.",
+                        no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+IR_SCORERS = ["recall@5", "recall@10", "ndcg@10", "mrr"]
+SUBSTRING_SCORERS = ["substring-hit", "substring-mrr", "change-detection", "null-rejection"]
+
+
+def write_benchmark(out_dir: Path, *, weeks: int = 4, seed: int = 42, mode: str = "fast",
+                    delivery: str = "facts", kind: str = "qrels", retriever: str = "bm25",
+                    name: str | None = None, force: bool = False) -> tuple[Path, Path]:
+    """Write a seed-000 synthetic corpus as a dataset folder and a suite file beside it."""
+    from evalloop.retrieval.dataset import write_dataset
+    from evalloop.retrieval.generator import generate_corpus, to_dataset
+
+    suite_file = out_dir.parent / f"{out_dir.name}.yaml"
+    if not force and (suite_file.exists() or (out_dir / "corpus.jsonl").exists()):
+        raise FixtureError("benchmark files already exist", where=str(out_dir),
+                           hint="pass --force to overwrite, or choose another --out")
+    corpus = generate_corpus(weeks=weeks, mode=mode, seed=seed)  # type: ignore[arg-type]
+    dataset = to_dataset(corpus, delivery=delivery)  # type: ignore[arg-type]
+    params: dict[str, object] = {"retriever": retriever, "k": 20}
+    if kind == "qrels":
+        write_dataset(dataset, out_dir)
+        scorers: list[str] = IR_SCORERS
+        what = f"{len(dataset.queries)} queries with graded qrels"
+    else:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with (out_dir / "corpus.jsonl").open("w", encoding="utf-8") as fh:
+            for doc in dataset.corpus:
+                fh.write(json.dumps(doc.model_dump(mode="json"), ensure_ascii=False) + "\n")
+        queries = [q for q in corpus.queries_for() if q.scorable]
+        with (out_dir / "substring.jsonl").open("w", encoding="utf-8") as fh:
+            for q in queries:
+                fh.write(q.model_dump_json(exclude_defaults=True) + "\n")
+        for stale in ("queries.jsonl", "qrels.jsonl"):
+            (out_dir / stale).unlink(missing_ok=True)
+        scorers, params = SUBSTRING_SCORERS, {**params, "k": 5, "returns": "texts"}
+        what = f"{len(queries)} substring-judged queries"
+    suite = {
+        "name": name or out_dir.name,
+        "description": f"Synthetic memory corpus (seed 000): {weeks} weeks, {mode}, seed {seed}, "
+                       f"{delivery} delivery, {len(dataset.corpus)} docs, {what}.",
+        "target": {"ref": "evalloop.retrieval.suite:RetrieverTarget", "params": params},
+        "scorers": scorers,
+        "dataset": out_dir.name,
+    }
+    suite_file.write_text(yaml.safe_dump(suite, sort_keys=False, width=100), encoding="utf-8")
+    return out_dir, suite_file
+
+
+@bench_app.command("generate")
+@friendly
+def generate(
+    out_dir: Annotated[Path, typer.Option("--out", help="Dataset folder to write; the suite "
+                                          "file goes beside it as <folder>.yaml.")],
+    weeks: Annotated[int, typer.Option(min=1, max=52, help="Weeks of memories.")] = 4,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same corpus).")] = 42,
+    mode: Annotated[Literal["fast", "full"], typer.Option(help="Facts per week.")] = "fast",
+    delivery: Annotated[Literal["facts", "journal"], typer.Option(
+        help="One doc per fact, or one per markdown journal file.")] = "facts",
+    kind: Annotated[Literal["qrels", "substring"], typer.Option(
+        help="Graded qrels (IR metrics) or substring relevance (seed 000 query sets).")] = "qrels",
+    retriever: Annotated[str, typer.Option(help="Suite target: bm25, hybrid, memory, "
+                                           "or module:Class.")] = "bm25",
+    name: Annotated[str | None, typer.Option(help="Suite name (default: the folder name).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+) -> None:
+    """Write a synthetic memory benchmark (corpus, queries, judgments) and a suite that runs it.
+
+    Example: [bold]evalloop bench generate --out fixtures/memory-bench --weeks 4[/bold]
+    """
+    folder, suite_file = write_benchmark(out_dir, weeks=weeks, seed=seed, mode=mode,
+                                         delivery=delivery, kind=kind, retriever=retriever,
+                                         name=name, force=force)
+    out().print(f"wrote {folder}/ and {suite_file}; run it with "
+                f"[bold]evalloop run --suite {suite_file}[/bold]")
+
+
+def _cell(value: float | None, diff: object = None) -> str:
+    text = "—" if value is None else f"{value:.3f}"
+    if diff is not None and getattr(diff, "p_value", None) is not None:
+        from evalloop.stats import stars
+
+        text += f" ({diff.diff:+.3f}{stars(diff.p_value)})"  # type: ignore[attr-defined]
+    return text
+
+
+def _ms(value: object) -> str:
+    return "—" if not isinstance(value, int | float) else f"{value:.2f}"
+
+
+@app.command("compare-targets")
+@friendly
+def compare_targets_cmd(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite name or file.")],
+    target: Annotated[list[str], typer.Option("--target", "-t", help="A retriever (bm25, hybrid, "
+                      "memory, module:Class) or a module:function target. Repeat; the first is "
+                      "the reference.")],
+    record: Annotated[bool, typer.Option("--record", help="Store each run in the project "
+                      "history as suite <suite>.<target> (own baselines).")] = False,
+    strata: Annotated[bool, typer.Option("--strata", help="Also print per-stratum means.")] = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
+    json_out: JsonOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Run one suite against several targets and print their metrics side by side.
+
+    Differences from the first target are tested with a paired permutation test on per-case
+    scores (* p<0.05, ** p<0.01, *** p<0.001).
+    Example: [bold]evalloop compare-targets -s retrieval-bm25 -t bm25 -t hybrid -t memory[/bold]
+    """
+    from evalloop.retrieval.suite_compare import acompare_targets
+
+    settings = settings_for(project)
+    result = asyncio.run(acompare_targets(suite, target, settings=settings, record=record,
+                                          limit=limit))
+    if json_out:
+        print(result.model_dump_json(indent=2))
+        return
+    console = out()
+    console.print(f"[bold]{result.suite}[/bold]  {result.n_cases} cases  "
+                  f"reference: {result.reference}")
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("target")
+    for s in result.scorers:
+        table.add_column(s, justify="right")
+    for col in ("p50 ms", "p95 ms", "build ms", "index KB"):
+        table.add_column(col, justify="right")
+    for r in result.results:
+        size, build = r.stats.get("index_bytes"), r.stats.get("build_s")
+        table.add_row(r.target, *[_cell(r.means.get(s), r.vs_reference.get(s)) for s in result.scorers],
+                      _ms(r.stats.get("latency_p50_ms")), _ms(r.stats.get("latency_p95_ms")),
+                      _ms(None if build is None else build * 1000.0),
+                      "—" if size is None else f"{size / 1024:.0f}")
+    console.print(table)
+    if strata:
+        from evalloop.report.strata import strata_table
+
+        for r in result.results:
+            console.print(strata_table(r.strata, title=f"{r.target} per stratum"))

@@ -1,0 +1,228 @@
+"""Benchmark datasets as suites: the cases of a ``dataset:`` folder, and the targets that answer them.
+
+A suite may say ``dataset: <folder>`` instead of ``cases:``. The folder's files decide its kind:
+
+- ``corpus.jsonl`` + ``queries.jsonl`` + ``qrels.jsonl`` (seed 001): one case per query,
+  ``input = {query, stratum}``, ``expected = {relevance: {doc_id: grade}}``, tagged by stratum;
+- ``corpus.jsonl`` + ``substring.jsonl`` (seed 000): queries judged by expected substrings;
+- ``questions.jsonl`` + ``conversations.jsonl`` (seed 002): one case per QA pair;
+- ``scenarios.jsonl`` (seed 003): one case per multi-turn scenario.
+
+Every case carries the folder in ``metadata["dataset"]``, so a target (see
+:mod:`evalloop.retrieval.suite_targets`) loads the same data without repeating its path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from evalloop.errors import FixtureError
+from evalloop.retrieval.dataset import CORPUS_FILE, QRELS_FILE, Dataset, _jsonl, _parse, load_dataset
+from evalloop.retrieval.qa import QAPair
+from evalloop.retrieval.scenarios import Scenario
+from evalloop.retrieval.substring import SubstringQuery
+from evalloop.retrieval.types import Doc
+from evalloop.suites import Case
+
+DatasetKind = Literal["retrieval", "substring", "qa", "scenarios"]
+SUBSTRING_FILE = "substring.jsonl"
+QUESTIONS_FILE = "questions.jsonl"
+CONVERSATIONS_FILE = "conversations.jsonl"
+SCENARIOS_FILE = "scenarios.jsonl"
+
+
+class Conversation(BaseModel):
+    """One ``conversations.jsonl`` line: the turns (or facts) a QA pair's answer hides in."""
+
+    id: str
+    turns: list[str] = Field(min_length=1)
+
+
+class QuestionLine(BaseModel):
+    """One ``questions.jsonl`` line; ``answer`` (or ``ground_truth``) is the expected substring."""
+
+    id: str
+    question: str
+    answer: str = Field(min_length=1)
+    category: str = "all"
+    conversation_id: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ground_truth(cls, data: object) -> object:
+        if isinstance(data, dict) and "answer" not in data and "ground_truth" in data:
+            return {**data, "answer": data["ground_truth"]}
+        return data
+
+
+class QADataset(BaseModel):
+    """Validated QA data: every question's conversation exists."""
+
+    conversations: dict[str, Conversation]
+    pairs: list[QAPair]
+
+
+def dataset_kind(folder: Path) -> DatasetKind:
+    """Which benchmark a dataset folder holds, from the files in it."""
+    if not folder.is_dir():
+        raise FixtureError("dataset folder not found", where=str(folder),
+                           hint="'dataset:' is a folder relative to the suite file")
+    if (folder / QUESTIONS_FILE).is_file():
+        return "qa"
+    if (folder / SCENARIOS_FILE).is_file():
+        return "scenarios"
+    if (folder / SUBSTRING_FILE).is_file() and not (folder / QRELS_FILE).is_file():
+        return "substring"
+    return "retrieval"
+
+
+def _stamp(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    """A cache key that changes when any JSONL file of the folder changes."""
+    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(folder.glob("*.jsonl")))
+
+
+@lru_cache(maxsize=8)
+def _retrieval(folder: Path, _stamp: object) -> Dataset:
+    return load_dataset(folder)
+
+
+def retrieval_dataset(folder: str | Path) -> Dataset:
+    """The validated seed-001 dataset of a folder (loaded once while its files are unchanged)."""
+    path = Path(folder).resolve()
+    return _retrieval(path, _stamp(path))
+
+
+def load_corpus(folder: str | Path) -> list[Doc]:
+    """The documents of ``corpus.jsonl`` (ids unique), for suites judged without qrels."""
+    path = Path(folder) / CORPUS_FILE
+    docs: dict[str, Doc] = {}
+    for lineno, obj in _jsonl(path):
+        doc = _parse(Doc, obj, f"{path}:{lineno}")
+        if doc.key in docs:
+            raise FixtureError(f"duplicate doc id {doc.id!r}", where=f"{path}:{lineno}",
+                               hint="doc ids must be unique")
+        docs[doc.key] = doc
+    if not docs:
+        raise FixtureError("corpus is empty", where=str(path), hint="add one document per line")
+    return list(docs.values())
+
+
+def retrieval_corpus(folder: str | Path) -> list[Doc]:
+    """The corpus of any retrieval-kind folder (with or without qrels)."""
+    path = Path(folder).resolve()
+    if dataset_kind(path) == "retrieval":
+        return retrieval_dataset(path).corpus
+    return load_corpus(path)
+
+
+def load_substring_queries(folder: str | Path) -> list[SubstringQuery]:
+    """The seed-000 queries of ``substring.jsonl`` (ids unique)."""
+    path = Path(folder) / SUBSTRING_FILE
+    seen: dict[str, int] = {}
+    out: list[SubstringQuery] = []
+    for lineno, obj in _jsonl(path):
+        q = _parse(SubstringQuery, obj, f"{path}:{lineno}")
+        if q.query_id in seen:
+            raise FixtureError(f"duplicate query_id {q.query_id!r} (first on line {seen[q.query_id]})",
+                               where=f"{path}:{lineno}", hint="query ids must be unique")
+        seen[q.query_id] = lineno
+        out.append(q)
+    return out
+
+
+@lru_cache(maxsize=8)
+def _qa(folder: Path, _stamp: object) -> QADataset:
+    conv_path, q_path = folder / CONVERSATIONS_FILE, folder / QUESTIONS_FILE
+    conversations: dict[str, Conversation] = {}
+    for lineno, obj in _jsonl(conv_path):
+        conv = _parse(Conversation, obj, f"{conv_path}:{lineno}")
+        if conv.id in conversations:
+            raise FixtureError(f"duplicate conversation id {conv.id!r}", where=f"{conv_path}:{lineno}",
+                               hint="conversation ids must be unique")
+        conversations[conv.id] = conv
+    pairs: list[QAPair] = []
+    seen: set[str] = set()
+    for lineno, obj in _jsonl(q_path):
+        line = _parse(QuestionLine, obj, f"{q_path}:{lineno}")
+        if line.conversation_id not in conversations:
+            raise FixtureError(f"conversation_id {line.conversation_id!r} is not in {CONVERSATIONS_FILE}",
+                               where=f"{q_path}:{lineno}", hint="add the conversation or fix the id")
+        if line.id in seen:
+            raise FixtureError(f"duplicate question id {line.id!r}", where=f"{q_path}:{lineno}",
+                               hint="question ids must be unique")
+        seen.add(line.id)
+        pairs.append(QAPair(id=line.id, question=line.question, ground_truth=line.answer,
+                            category=line.category, conversation_id=line.conversation_id,
+                            conversation=conversations[line.conversation_id].turns))
+    return QADataset(conversations=conversations, pairs=pairs)
+
+
+def qa_dataset(folder: str | Path) -> QADataset:
+    """The validated seed-002 QA data of a folder."""
+    path = Path(folder).resolve()
+    return _qa(path, _stamp(path))
+
+
+def load_scenarios(folder: str | Path) -> list[Scenario]:
+    """The seed-003 scenarios of ``scenarios.jsonl`` (ids unique, at least one graded turn)."""
+    path = Path(folder) / SCENARIOS_FILE
+    out: dict[str, Scenario] = {}
+    for lineno, obj in _jsonl(path):
+        where = f"{path}:{lineno}"
+        scenario = _parse(Scenario, obj, where)
+        if scenario.id in out:
+            raise FixtureError(f"duplicate scenario id {scenario.id!r}", where=where,
+                               hint="scenario ids must be unique")
+        if not any(t.graded for t in scenario.turns):
+            raise FixtureError(f"scenario {scenario.id!r} has no graded turn", where=where,
+                               hint="give at least one turn 'keywords'")
+        out[scenario.id] = scenario
+    return list(out.values())
+
+
+def dataset_cases(folder: str | Path) -> Iterator[Case]:
+    """One case per query, QA pair or scenario of a dataset folder (validated first)."""
+    path = Path(folder).resolve()
+    meta = {"dataset": str(path)}
+    kind = dataset_kind(path)
+    if kind == "retrieval":
+        ds = retrieval_dataset(path)
+        for q in ds.queries:
+            yield Case(id=q.query_id, input={"query": q.text, "stratum": q.stratum},
+                       expected={"relevance": ds.qrels[q.query_id]}, tags=[q.stratum], metadata=meta)
+    elif kind == "substring":
+        load_corpus(path)
+        for sq in load_substring_queries(path):
+            if not sq.scorable:
+                continue
+            yield Case(id=sq.query_id, input={"query": sq.text, "set": sq.set},
+                       expected=sq.model_dump(include={"set", "expected", "old_keywords", "new_keywords"}),
+                       tags=[sq.set], metadata=meta)
+    elif kind == "qa":
+        for pair in qa_dataset(path).pairs:
+            yield Case(id=pair.id, input={"question": pair.question,
+                                          "conversation_id": pair.conversation_id},
+                       expected={"answer": pair.ground_truth}, tags=[pair.category], metadata=meta)
+    else:
+        for sc in load_scenarios(path):
+            yield Case(id=sc.id, input={"turns": [t.text for t in sc.turns]},
+                       expected={"turns": [t.model_dump() for t in sc.turns]}, tags=[sc.category],
+                       metadata={**meta, "description": sc.description})
+
+
+_TARGETS = ("RetrieverTarget", "QATarget", "ScenarioTarget", "MemoryStoreRetriever",
+            "record_target_stats", "target_stats", "retriever_factory")
+
+
+def __getattr__(name: str) -> object:
+    """The suite targets, so suites may name ``evalloop.retrieval.suite:RetrieverTarget``."""
+    if name in _TARGETS:
+        from evalloop.retrieval import suite_targets
+
+        return getattr(suite_targets, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

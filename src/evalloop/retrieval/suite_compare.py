@@ -1,0 +1,138 @@
+"""Side by side: one suite run against several targets, with paired significance per scorer.
+
+Every target runs the same cases through the ordinary pipeline, as suite ``<suite>.<target>``.
+By default the runs go to a throw-away history; with ``record=True`` they are stored in the
+project history, so every target keeps its own rolling baseline, verdicts and failure memories. Differences are
+tested against the first target with a paired permutation test over per-case scores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from evalloop.config import Settings
+from evalloop.errors import TargetError
+from evalloop.history.store import HistoryStore
+from evalloop.pipeline import arun_suite
+from evalloop.report.strata import StrataReport, latency_summary, strata_means
+from evalloop.retrieval.suite_targets import record_target_stats, retriever_factory, target_stats
+from evalloop.scoring.registry import Registry, discover
+from evalloop.suites import Suite, TargetRef, find_suite
+
+SUITE_TARGETS = "evalloop.retrieval.suite:"
+
+
+class Difference(BaseModel):
+    """A target's mean minus the reference target's, over the cases both graded."""
+
+    diff: float
+    p_value: float | None = Field(description="two-sided paired permutation test; None without stats")
+    n: int
+
+
+class TargetResult(BaseModel):
+    """One target's run: means per scorer, measurements, strata, and differences."""
+
+    target: str
+    run_id: str
+    suite: str
+    means: dict[str, float | None]
+    stats: dict[str, Any] = Field(default_factory=dict)
+    strata: StrataReport
+    vs_reference: dict[str, Difference] = Field(default_factory=dict)
+    verdicts: dict[str, str] = Field(default_factory=dict, description="against its own baseline")
+
+
+class TargetComparison(BaseModel):
+    """The table ``evalloop compare-targets`` prints."""
+
+    suite: str
+    n_cases: int
+    scorers: list[str]
+    reference: str
+    results: list[TargetResult]
+
+
+def _paired_p(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Two-sided paired permutation p-value (None when the stats module is unavailable)."""
+    try:
+        from evalloop.stats import paired_permutation_test
+    except ImportError:  # pragma: no cover - stats ships with evalloop
+        return None
+    return float(paired_permutation_test(x, y, alternative="two-sided").p_value)
+
+
+def _slug(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", label.split(":")[-1]).strip("-") or "target"
+
+
+def _with_target(suite: Suite, label: str) -> tuple[Suite, dict[str, Any]]:
+    """The suite aimed at ``label``: a retriever for the built-in suite targets, else a ref."""
+    if suite.target.ref.startswith(SUITE_TARGETS):
+        retriever_factory(label)  # an unknown retriever fails here, before any run
+        return suite, {"retriever": label}
+    if ":" not in label:
+        raise TargetError(f"'{label}' is not a target for suite '{suite.name}'",
+                          where=str(suite.path or suite.name),
+                          hint=f"its target is {suite.target.ref}; give --target module:function")
+    return suite.model_copy(update={"target": TargetRef(ref=label)}), {}
+
+
+async def acompare_targets(
+    suite: str | Path | Suite, targets: Sequence[str], *, settings: Settings,
+    registry: Registry | None = None, record: bool = False, limit: int | None = None,
+) -> TargetComparison:
+    """Run ``suite`` once per target and tabulate means, strata, costs and significance."""
+    if not targets:
+        raise TargetError("no target to compare", hint="give --target at least once")
+    base = suite if isinstance(suite, Suite) else find_suite(str(suite), settings.project_dir)
+    registry = registry or discover(settings.project_dir)
+    aimed_at = [_with_target(base, label) for label in targets]
+    with tempfile.TemporaryDirectory(prefix="evalloop-compare-") as tmp:
+        run_settings = settings if record else settings.model_copy(update={
+            "history_url": f"sqlite:///{Path(tmp) / 'compare.db'}", "run_log": False, "learn": False})
+        store = HistoryStore(run_settings.database_url)
+        results: list[TargetResult] = []
+        per_case: list[dict[str, dict[str, float]]] = []
+        for label, (aimed, params) in zip(targets, aimed_at, strict=True):
+            ref = TargetRef(ref=aimed.target.ref, params={**aimed.target.params, **params})
+            named = aimed.model_copy(update={"name": f"{base.name}.{_slug(label)}", "target": ref})
+            report = await arun_suite(named, settings=run_settings, registry=registry, store=store,
+                                      limit=limit)
+            run_id = report.outcome.run.id
+            stats = target_stats(report.prepared.target) or {}
+            stats.update({f"runner_{k}": v for k, v in latency_summary(store, run_id).items()})
+            record_target_stats(store, run_id, stats)
+            scorers = [b.name for b in report.prepared.scorers]
+            per_case.append({s: store.case_scores(run_id, s) for s in scorers})
+            results.append(TargetResult(
+                target=label, run_id=run_id, suite=named.name,
+                means={s: report.outcome.summaries[s].mean for s in scorers}, stats=stats,
+                verdicts={c.scorer: c.verdict for c in report.comparison.scorers},
+                strata=strata_means(store, run_id, order=scorers)))
+        if not record:
+            store.engine.dispose()
+    scorers = [s.name for s in base.scorers]
+    for result, cases in zip(results[1:], per_case[1:], strict=True):
+        for s in scorers:
+            common = sorted(set(cases[s]) & set(per_case[0][s]))
+            if not common:
+                continue
+            x = [cases[s][c] for c in common]
+            y = [per_case[0][s][c] for c in common]
+            result.vs_reference[s] = Difference(diff=sum(x) / len(x) - sum(y) / len(y),
+                                                p_value=_paired_p(x, y), n=len(common))
+    return TargetComparison(suite=base.name, n_cases=results[0].strata.n if results else 0,
+                            scorers=scorers, reference=targets[0], results=results)
+
+
+def compare_targets(suite: str | Path | Suite, targets: Sequence[str], **kwargs: Any) -> TargetComparison:
+    """Synchronous :func:`acompare_targets`."""
+    return asyncio.run(acompare_targets(suite, targets, **kwargs))

@@ -1,0 +1,369 @@
+"""Suite targets for memory benchmarks: a retriever, a QA memory, and a memory-backed chat.
+
+Each is a class a suite names with params (``target: {ref: evalloop.retrieval.suite:RetrieverTarget,
+params: {retriever: bm25, k: 20}}``); it loads the suite's dataset folder from the first case
+(or from a ``dataset`` param: absolute, or relative to the working directory), builds its index
+once, and reports what it measured through ``run_stats()`` (index build seconds, index bytes,
+per-query latency p50/p95), which :func:`record_target_stats` stores in the run's notes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from sqlmodel import Session
+
+from evalloop.errors import TargetError
+from evalloop.history.models import Run
+from evalloop.history.store import HistoryStore, dumps
+from evalloop.retrieval.baselines import Fts5Bm25Retriever, OpenClawHybridRetriever
+from evalloop.retrieval.fts import database_bytes
+from evalloop.retrieval.runner import build_index
+from evalloop.retrieval.suite import qa_dataset, retrieval_corpus
+from evalloop.retrieval.types import Doc, Retriever, as_retriever, retriever_name
+
+ALIASES = {"bm25": "bm25", "fts5": "bm25", "fts5-bm25": "bm25", "hybrid": "hybrid",
+           "openclaw-hybrid": "hybrid", "memory": "memory", "evalloop-memory": "memory"}
+
+
+class MemoryStoreRetriever:
+    """evalloop's own :class:`~evalloop.memory.MemoryStore` (FTS5 + vectors, RRF) as a Retriever."""
+
+    name = "evalloop-memory"
+
+    def __init__(self, embedder: Any = None, path: str = ":memory:") -> None:
+        self.embedder, self.path = embedder, path
+        self._store: Any = None
+        self._docs: dict[str, list[str]] = {}
+
+    def build_index(self, corpus: list[Doc]) -> None:
+        from evalloop.memory import MemoryStore
+
+        if self._store is not None:
+            self._store.close()
+        self._store = MemoryStore(self.path, self.embedder)
+        ids = self._store.store_many([{"information": d.content, "metadata": {"doc_id": d.key}}
+                                      for d in corpus])
+        self._docs = {}
+        for mem_id, doc in zip(ids, corpus, strict=True):  # identical texts share one memory
+            self._docs.setdefault(mem_id, []).append(doc.key)
+
+    def _find(self, query: str, k: int) -> list[Any]:
+        return self._store.find(query, k) if self._store is not None else []
+
+    def retrieve(self, query: str, k: int) -> list[str]:
+        out = [doc for hit in self._find(query, k) for doc in self._docs.get(hit.record.id, [])]
+        return out[:k]
+
+    def search_texts(self, query: str, k: int) -> list[str]:
+        return [hit.information for hit in self._find(query, k)]
+
+    def index_size_bytes(self) -> int:
+        conn = getattr(self._store, "_conn", None)
+        return database_bytes(conn) if conn is not None else 0
+
+
+def _embedder(spec: str | None) -> Any:
+    from evalloop.memory.embedders import resolve_embedder
+
+    return resolve_embedder(spec)
+
+
+def retriever_factory(spec: str, *, embedder: str | None = None,
+                      options: Mapping[str, Any] | None = None) -> Callable[[], Retriever]:
+    """A factory of fresh retrievers: ``bm25`` | ``hybrid`` | ``memory`` | ``module:Class``.
+
+    ``options`` are keyword arguments for the retriever; ``embedder`` is an embedder spec
+    (``default``, ``hashing:256``, …) for the retrievers that embed. A ``module:function`` that
+    is not a class is used as a bare ``retrieve(query, k)`` callable.
+    """
+    opts = dict(options or {})
+    kind = ALIASES.get(spec)
+    if kind == "bm25":
+        return lambda: Fts5Bm25Retriever(**opts)
+    if kind == "hybrid":
+        return lambda: OpenClawHybridRetriever(_embedder(embedder), **opts)
+    if kind == "memory":
+        return lambda: MemoryStoreRetriever(_embedder(embedder), **opts)
+    if ":" not in spec:
+        raise TargetError(f"unknown retriever {spec!r}",
+                          hint="use bm25, hybrid, memory, or module:Class for your own")
+    from evalloop.targets import _import
+
+    obj = _import(spec, Path.cwd())
+    if isinstance(obj, type):
+        return lambda: as_retriever(obj(**opts))
+    return lambda: as_retriever(obj)
+
+
+def _dataset_folder(param: str | None, ctx: Any) -> Path:
+    if param is not None:
+        return Path(param).expanduser().resolve()
+    folder = getattr(getattr(ctx, "case", None), "metadata", {}).get("dataset")
+    if not folder:
+        raise TargetError("this target needs a dataset folder",
+                          hint="use it in a suite with 'dataset:', or give the target a "
+                               "'dataset' param")
+    return Path(folder)
+
+
+def _percentiles(latencies: Sequence[float]) -> dict[str, float | None]:
+    lat = np.asarray(latencies, dtype=np.float64)
+    if not lat.size:
+        return {"latency_p50_ms": None, "latency_p95_ms": None}
+    p50, p95 = np.percentile(lat, [50, 95])
+    return {"latency_p50_ms": round(float(p50), 4), "latency_p95_ms": round(float(p95), 4)}
+
+
+class _Measured:
+    """Shared bookkeeping: retriever spec, lazy one-time setup under a lock, timings."""
+
+    def __init__(self, retriever: str, k: int, embedder: str | None,
+                 options: Mapping[str, Any] | None, dataset: str | None) -> None:
+        if k < 1:
+            raise TargetError(f"k must be at least 1, got {k}")
+        self.spec, self.k, self.embedder, self.options = retriever, k, embedder, dict(options or {})
+        self.factory = retriever_factory(retriever, embedder=embedder, options=options)
+        self.dataset = dataset
+        self.build_s: float | None = None
+        self.index_bytes: int | None = None
+        self.n_docs = 0
+        self.latencies: list[float] = []
+        self._lock = threading.Lock()
+        self._ready = False
+        self.label = retriever
+
+    def fingerprint(self, _params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return {"retriever": self.spec, "k": self.k, "embedder": self.embedder,
+                "options": self.options, "kind": type(self).__name__}
+
+    def ensure(self, ctx: Any) -> None:
+        if self._ready:
+            return
+        with self._lock:
+            if not self._ready:
+                self.setup(_dataset_folder(self.dataset, ctx))
+                self._ready = True
+
+    def setup(self, folder: Path) -> None:  # overridden
+        raise NotImplementedError
+
+    def timed(self, fn: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        out = fn()
+        self.latencies.append((time.perf_counter() - start) * 1000.0)
+        return out
+
+    def run_stats(self) -> dict[str, Any]:
+        """What this run measured: build time, index size, per-query latency percentiles."""
+        return {"retriever": self.label, "build_s": None if self.build_s is None
+                else round(self.build_s, 4), "index_bytes": self.index_bytes,
+                "n_docs": self.n_docs, "n_queries": len(self.latencies),
+                **_percentiles(self.latencies)}
+
+
+class RetrieverTarget(_Measured):
+    """A Retriever over the suite's corpus: the case's query in, ranked doc ids (or texts) out."""
+
+    def __init__(self, retriever: str = "bm25", k: int = 20, dataset: str | None = None,
+                 embedder: str | None = None, returns: Literal["ids", "texts"] = "ids",
+                 options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(retriever, k, embedder, options, dataset)
+        if returns not in ("ids", "texts"):
+            raise TargetError(f"returns must be 'ids' or 'texts', not {returns!r}")
+        self.returns = returns
+        self.retriever: Retriever | None = None
+        self._texts: Callable[[str, int], Sequence[str]] | None = None
+        if dataset is not None:
+            self.ensure(None)
+
+    def fingerprint(self, _params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return {**super().fingerprint(), "returns": self.returns}
+
+    def setup(self, folder: Path) -> None:
+        from evalloop.retrieval.substring import text_search
+
+        corpus = retrieval_corpus(folder)
+        retriever = self.factory()
+        self.label = retriever_name(retriever, self.spec)
+        self.build_s, self.index_bytes = build_index(retriever, _Corpus(corpus))
+        self.n_docs = len(corpus)
+        self.retriever = retriever
+        self._texts = text_search(retriever, corpus)
+
+    def __call__(self, input: Any, ctx: Any = None) -> list[str]:
+        self.ensure(ctx)
+        query = input.get("query", "") if isinstance(input, Mapping) else str(input)
+        if self.returns == "texts":
+            return list(self.timed(lambda: self._texts(query, self.k)))  # type: ignore[misc]
+        ids = self.timed(lambda: self.retriever.retrieve(query, self.k))  # type: ignore[union-attr]
+        return list(dict.fromkeys(str(i) for i in ids))[: self.k]
+
+
+class _Corpus:
+    """The slice of a Dataset that :func:`build_index` reads."""
+
+    def __init__(self, corpus: list[Doc]) -> None:
+        self.corpus = corpus
+
+
+class TextMemory:
+    """A growing list of texts searched through any Retriever (re-indexed when texts change)."""
+
+    def __init__(self, factory: Callable[[], Retriever]) -> None:
+        self.factory = factory
+        self.docs: list[Doc] = []
+        self._retriever: Retriever | None = None
+        self._search: Callable[[str, int], Sequence[str]] | None = None
+        self.build_s = 0.0
+
+    def reset(self) -> None:
+        self.docs, self._retriever, self._search = [], None, None
+
+    def add(self, text: str, metadata: Mapping[str, Any] | None = None) -> None:
+        self.docs.append(Doc(id=str(len(self.docs)), content=text))
+        self._search = None
+
+    def search(self, query: str, k: int) -> list[str]:
+        if not self.docs:
+            return []
+        if self._search is None:
+            from evalloop.retrieval.substring import text_search
+
+            retriever = self.factory()
+            start = time.perf_counter()
+            build_index(retriever, _Corpus(self.docs))
+            self.build_s += time.perf_counter() - start
+            self._retriever, self._search = retriever, text_search(retriever, self.docs)
+        return list(self._search(query, k))
+
+
+class QATarget(_Measured):
+    """A memory answering seed-002 questions: returns the top-k texts for the case's question.
+
+    ``mode: accumulate`` writes every conversation of the dataset once, then asks (the published
+    LoCoMo / LongMemEval protocol); ``mode: reset`` gives each question a fresh memory holding
+    only its own conversation (isolated, order-independent).
+    """
+
+    def __init__(self, retriever: str = "memory", k: int = 5,
+                 mode: Literal["accumulate", "reset"] = "accumulate", dataset: str | None = None,
+                 embedder: str | None = None, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(retriever, k, embedder, options, dataset)
+        if mode not in ("accumulate", "reset"):
+            raise TargetError(f"mode must be 'accumulate' or 'reset', not {mode!r}")
+        self.mode = mode
+        self.conversations: dict[str, list[str]] = {}
+        self.shared: TextMemory | None = None
+
+    def fingerprint(self, _params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return {**super().fingerprint(), "mode": self.mode}
+
+    def setup(self, folder: Path) -> None:
+        data = qa_dataset(folder)
+        self.conversations = {cid: c.turns for cid, c in data.conversations.items()}
+        if self.mode == "accumulate":
+            self.shared = TextMemory(self.factory)
+            for turns in self.conversations.values():
+                for turn in turns:
+                    self.shared.add(turn)
+            self.n_docs = len(self.shared.docs)
+            self.shared.search("warm-up", 1)  # build the index now, timed apart from queries
+            self.build_s = self.shared.build_s
+            self.index_bytes = _size(self.shared._retriever)
+
+    def __call__(self, input: Any, ctx: Any = None) -> list[str]:
+        self.ensure(ctx)
+        question = input.get("question", "") if isinstance(input, Mapping) else str(input)
+        memory = self.shared
+        if memory is None:
+            cid = input.get("conversation_id") if isinstance(input, Mapping) else None
+            if cid not in self.conversations:
+                raise TargetError(f"unknown conversation_id {cid!r}")
+            memory = TextMemory(self.factory)
+            for turn in self.conversations[cid]:
+                memory.add(turn)
+        return self.timed(lambda: memory.search(question, self.k))
+
+
+def _size(retriever: Any) -> int | None:
+    hook = getattr(retriever, "index_size_bytes", None)
+    return int(hook()) if callable(hook) else None
+
+
+class ScenarioTarget(_Measured):
+    """A memory-backed chat for seed-003 scenarios: the case's turns in, one reply per turn out.
+
+    With ``chat: module:Class`` the turns go to your own ChatTarget (``send(message)``, and
+    ``reset()`` before each scenario). Without it, a reference assistant answers offline:
+    statements are remembered ("Noted."), questions are answered with the best ``k`` memories.
+    """
+
+    def __init__(self, retriever: str = "memory", k: int = 1, chat: str | None = None,
+                 embedder: str | None = None, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(retriever, k, embedder, options, dataset=None)
+        self.chat = chat
+        self._ready = True  # needs no dataset: every case holds its whole conversation
+
+    def fingerprint(self, _params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return {**super().fingerprint(), "chat": self.chat}
+
+    def __call__(self, input: Any, ctx: Any = None) -> list[str]:
+        turns = input.get("turns", []) if isinstance(input, Mapping) else list(input)
+        if self.chat:
+            return self._user_chat([str(t) for t in turns])
+        memory = TextMemory(self.factory)
+        replies = []
+        for text in map(str, turns):
+            if _is_question(text):
+                replies.append(" ".join(self.timed(lambda t=text: memory.search(t, self.k))))
+            else:
+                memory.add(text)
+                replies.append("Noted.")
+        return replies
+
+    def _user_chat(self, turns: list[str]) -> list[str]:
+        from evalloop.targets import _import
+
+        obj = _import(self.chat or "", Path.cwd())
+        bot = obj() if isinstance(obj, type) else obj
+        if callable(getattr(bot, "reset", None)):
+            bot.reset()
+        send = getattr(bot, "send", None) or bot
+        return [str(self.timed(lambda t=t: send(t))) for t in turns]
+
+
+_QUESTION_WORDS = ("what", "which", "who", "whom", "where", "when", "why", "how", "do", "does",
+                   "did", "is", "are", "was", "can", "should", "remind", "tell")
+
+
+def _is_question(text: str) -> bool:
+    words = text.strip().lower().split()
+    return text.strip().endswith("?") or bool(words and words[0] in _QUESTION_WORDS)
+
+
+def target_stats(target: Any) -> dict[str, Any] | None:
+    """The ``run_stats()`` of a resolved target's object (``Target.fn``), if it has one."""
+    hook = getattr(getattr(target, "fn", target), "run_stats", None)
+    return dict(hook()) if callable(hook) else None
+
+
+def record_target_stats(store: HistoryStore, run_id: str, stats: Mapping[str, Any] | None) -> None:
+    """Merge a target's measurements into the run's notes under ``target_stats``."""
+    if not stats:
+        return
+    with Session(store.engine) as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            return
+        notes = json.loads(run.notes or "{}")
+        notes["target_stats"] = dict(stats)
+        run.notes = dumps(notes)
+        session.add(run)
+        session.commit()
