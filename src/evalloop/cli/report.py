@@ -1,0 +1,85 @@
+"""``evalloop report``: trends of stored runs as HTML (with charts), Markdown, JSON or a table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
+from evalloop.history.store import HistoryStore
+from evalloop.report.trends import DEFAULT_LAST, TrendReport, build_trends
+
+
+@app.command()
+@friendly
+def report(
+    suite: Annotated[list[str] | None, typer.Option(
+        "--suite", "-s", help="Suite to report on. Repeat for several (default: every suite).")] = None,
+    all_suites: Annotated[bool, typer.Option("--all", help="Every suite with runs (the default).")] = False,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="Write a self-contained HTML report with trend charts to this file.",
+        dir_okay=False)] = None,
+    markdown: Annotated[bool, typer.Option(
+        "--markdown", help="Print a Markdown summary (for a pull-request comment).")] = False,
+    markdown_file: Annotated[Path | None, typer.Option(
+        "--markdown-file", help="Write the Markdown summary to this file.", dir_okay=False)] = None,
+    last: Annotated[int, typer.Option(min=1, max=500, help="How many recent runs per suite.")] = DEFAULT_LAST,
+    title: Annotated[str, typer.Option(help="Title of the HTML/Markdown report.")] = "evalloop report",
+    fail_on_regression: Annotated[bool, typer.Option(
+        "--fail-on-regression", help="Exit 1 when the latest run of any suite regressed.")] = False,
+    json_out: JsonOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Report score trends over the last runs: rolling baseline band, threshold, flipped cases.
+
+    Example: [bold]evalloop report --suite similarity --html report.html[/bold]
+    """
+    settings = settings_for(project)
+    store = HistoryStore(settings.database_url)
+    names = None if all_suites else (suite or None)
+    trends = build_trends(store, names, last=last, window=settings.window,
+                          memory_file=settings.memory_file)
+    if html is not None:
+        from evalloop.report.html import write_html
+
+        write_html(trends, html, title=title)
+        err().print(f"wrote {html}")
+    if markdown or markdown_file is not None:
+        from evalloop.report.markdown import render_markdown
+
+        text = render_markdown(trends, title=title)
+        if markdown_file is not None:
+            markdown_file.parent.mkdir(parents=True, exist_ok=True)
+            markdown_file.write_text(text, encoding="utf-8")
+            err().print(f"wrote {markdown_file}")
+        if markdown:
+            print(text, end="")
+    if json_out:
+        print(trends.model_dump_json(indent=2))
+    if html is None and not markdown and markdown_file is None and not json_out:
+        _print_table(trends)
+    if fail_on_regression and trends.regressed_suites:
+        err().print(f"regression in {', '.join(s.suite for s in trends.regressed_suites)}")
+        raise typer.Exit(1)
+
+
+def _print_table(trends: TrendReport) -> None:
+    from evalloop.report.markdown import sparkline
+    from evalloop.report.terminal import VERDICT_STYLE, num, pct
+
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("suite", "scorer", "runs", "latest", "baseline", "drop", "verdict", "trend"):
+        table.add_column(col)
+    for s in trends.suites:
+        for t in s.scorers:
+            p = t.latest
+            verdict = (p.verdict if p else None) or ""
+            style = VERDICT_STYLE.get(verdict, "")
+            table.add_row(s.suite, t.scorer, str(len(t.points)), num(p.mean if p else None),
+                          num(p.baseline if p else None), pct(p.drop if p else None),
+                          f"[{style}]{verdict}[/]" if style else verdict,
+                          sparkline([q.mean for q in t.points]))
+    out().print(table)

@@ -1,0 +1,283 @@
+"""The HTML report: one self-contained file with inline SVG trend charts, rendered with Jinja2.
+
+No script, no stylesheet or font from the network: the file opens offline in any browser.
+Chart geometry is computed here; ``templates/report.html.j2`` only places what it is given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
+
+TEMPLATES = Path(__file__).parent / "templates"
+WIDTH, HEIGHT, SMALL_HEIGHT = 1064, 290, 170
+LEFT, RIGHT, TOP, BOTTOM = 56, 16, 22, 44
+INSET = 30  # room inside the plot so the first and last points' labels fit
+MAX_XLABELS = 12
+MAX_FLIP_RUNS = 8
+
+
+@dataclass
+class Marker:
+    x: float
+    y: float
+    r: float
+    css: str
+    title: str
+    label: str = ""
+
+
+@dataclass
+class Chart:
+    """An SVG line chart: polygons (bands), polylines, point markers and axis labels."""
+
+    width: int
+    height: int
+    lo: float
+    hi: float
+    n: int
+    yticks: list[tuple[float, str]] = field(default_factory=list)
+    xlabels: list[tuple[float, str]] = field(default_factory=list)
+    polygons: list[tuple[str, str]] = field(default_factory=list)
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+    title: str = ""
+
+    @property
+    def plot_left(self) -> int:
+        return LEFT
+
+    @property
+    def plot_right(self) -> int:
+        return self.width - RIGHT
+
+    @property
+    def plot_top(self) -> int:
+        return TOP
+
+    @property
+    def plot_bottom(self) -> int:
+        return self.height - BOTTOM
+
+    def x(self, i: int) -> float:
+        span = self.plot_right - self.plot_left - 2 * INSET
+        return self.plot_left + INSET + (span / 2 if self.n <= 1 else span * i / (self.n - 1))
+
+    def y(self, value: float) -> float:
+        frac = (self.hi - value) / (self.hi - self.lo)
+        return self.plot_top + frac * (self.plot_bottom - self.plot_top)
+
+    def segments(self, values: Sequence[float | None]) -> list[list[tuple[float, float]]]:
+        """Runs of consecutive present values, as (x, y) points."""
+        out: list[list[tuple[float, float]]] = [[]]
+        for i, v in enumerate(values):
+            if v is None:
+                if out[-1]:
+                    out.append([])
+                continue
+            out[-1].append((self.x(i), self.y(v)))
+        return [s for s in out if s]
+
+    def add_line(self, values: Sequence[float | None], css: str) -> None:
+        for seg in self.segments(values):
+            if len(seg) == 1:  # a lone value still shows, as a short tick
+                (x, y), = seg
+                seg = [(x - 6, y), (x + 6, y)]
+            self.lines.append((_pts(seg), css))
+
+    def add_band(self, low: Sequence[float | None], high: Sequence[float | None], css: str) -> None:
+        run: list[tuple[float, float, float]] = []  # x, y of low, y of high
+        pairs = [*zip(low, high, strict=True), (None, None)]
+        for i, (a, b) in enumerate(pairs):
+            if a is not None and b is not None:
+                run.append((self.x(i), self.y(a), self.y(b)))
+                continue
+            if not run:
+                continue
+            if len(run) == 1:
+                x, y_low, y_high = run[0]
+                run = [(x - 6, y_low, y_high), (x + 6, y_low, y_high)]
+            top = [(x, y_high) for x, _, y_high in run]
+            bottom = [(x, y_low) for x, y_low, _ in reversed(run)]
+            self.polygons.append((_pts(top + bottom), css))
+            run = []
+
+
+def _pts(points: Sequence[tuple[float, float]]) -> str:
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+
+
+def nice_range(values: Sequence[float], floor: float | None = None,
+               ceiling: float | None = None) -> tuple[float, float, float]:
+    """An axis range around ``values`` on round numbers, and its tick step."""
+    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+    if hi - lo < 1e-9:
+        pad = abs(hi) * 0.1 or 0.1
+        lo, hi = lo - pad, hi + pad
+    raw = (hi - lo) / 5
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    lo, hi = math.floor(lo / step) * step, math.ceil(hi / step) * step
+    if floor is not None:
+        lo = max(lo, floor)
+    if ceiling is not None:
+        hi = min(hi, ceiling)
+    return lo, hi, step
+
+
+def _ticks(lo: float, hi: float, step: float) -> list[float]:
+    count = int(round((hi - lo) / step))
+    return [lo + k * step for k in range(count + 1)] if count <= 12 else [lo, hi]
+
+
+def _xlabels(chart: Chart, stamps: Sequence[datetime]) -> None:
+    """Run start times under the x axis, as precise as the span of the runs needs."""
+    if not stamps:
+        return
+    span = (max(stamps) - min(stamps)).total_seconds()
+    fmt = "%H:%M:%S" if span < 3600 else "%H:%M" if span < 86400 else "%m-%d %H:%M"
+    every = max(1, math.ceil(len(stamps) / MAX_XLABELS))
+    for i, at in enumerate(stamps):
+        if i % every == 0 or i == len(stamps) - 1:
+            chart.xlabels.append((chart.x(i), at.strftime(fmt)))
+
+
+def score_chart(trend: ScorerTrend) -> Chart:
+    """The scorer's mean per run with the rolling band, baseline and threshold line."""
+    pts = trend.points
+    seen = [v for p in pts for v in (p.mean, p.band_low, p.band_high, p.threshold_line)
+            if v is not None]
+    lo, hi, step = nice_range(seen, floor=0.0, ceiling=1.0)
+    chart = Chart(WIDTH, HEIGHT, lo, hi, len(pts), title=f"{trend.scorer} over {len(pts)} runs")
+    digits = 2 if step < 0.1 else 1
+    chart.yticks = [(chart.y(t), f"{t:.{digits}f}") for t in _ticks(lo, hi, step)]
+    _xlabels(chart, [p.started_at for p in pts])
+    chart.add_band([p.band_low for p in pts], [p.band_high for p in pts], "band")
+    chart.add_line([p.baseline for p in pts], "baseline")
+    chart.add_line([p.threshold_line for p in pts], "threshold")
+    chart.add_line([p.mean for p in pts], "mean")
+    for i, p in enumerate(pts):
+        if p.mean is None:
+            continue
+        css, label = _marker_style(p)
+        chart.markers.append(Marker(chart.x(i), chart.y(p.mean), 6.5 if p.regression else 4.5, css,
+                                    _marker_title(trend, p), label))
+    return chart
+
+
+def _marker_style(p: TrendPoint) -> tuple[str, str]:
+    drop = f"−{p.drop:.0%}" if p.drop is not None and p.drop > 0 else ""
+    if p.regression:
+        return ("regressed" if p.significant else "weak"), f"▼ {drop}".strip()
+    if not p.eligible:
+        return "ineligible", ""
+    if p.verdict == "improved":
+        return "improved", ""
+    if p.verdict == "scorer broken":
+        return "broken", "broken"
+    return "ok", ""
+
+
+def _marker_title(trend: ScorerTrend, p: TrendPoint) -> str:
+    parts = [f"run {p.run_id}", p.started_at.strftime("%Y-%m-%d %H:%M UTC"),
+             f"{trend.scorer}: {p.mean:.3f} (n={p.n}" + (f", {p.errored} errored)" if p.errored else ")")]
+    if p.baseline is not None:
+        parts.append(f"baseline {p.baseline:.3f} over {p.window_runs} runs"
+                     + (f", threshold line {p.threshold_line:.3f}" if p.threshold_line is not None else ""))
+    if p.drop is not None:
+        parts.append(f"drop {p.drop:+.1%}")
+    parts.append(f"verdict: {p.verdict or '—'}")
+    if p.newly_failing:
+        parts.append(f"newly failing: {', '.join(c.case_id for c in p.newly_failing[:8])}")
+    return "\n".join(parts)
+
+
+def latency_chart(suite: SuiteTrend) -> Chart | None:
+    """Target latency per run (mean and p95, milliseconds)."""
+    runs = suite.runs
+    values = [v for r in runs for v in (r.latency_mean_ms, r.latency_p95_ms) if v is not None]
+    if not values:
+        return None
+    lo, hi, step = nice_range([0.0, *values], floor=0.0)
+    chart = Chart(WIDTH, SMALL_HEIGHT, lo, hi, len(runs), title="target latency per run")
+    chart.yticks = [(chart.y(t), _ms(t)) for t in _ticks(lo, hi, step)]
+    _xlabels(chart, [r.started_at for r in runs])
+    chart.add_line([r.latency_p95_ms for r in runs], "p95")
+    chart.add_line([r.latency_mean_ms for r in runs], "latency")
+    for i, r in enumerate(runs):
+        if r.latency_mean_ms is not None:
+            chart.markers.append(Marker(chart.x(i), chart.y(r.latency_mean_ms), 3.5, "latency",
+                                        f"run {r.run_id}\nmean {_ms(r.latency_mean_ms)}, "
+                                        f"p95 {_ms(r.latency_p95_ms)}\ncost ${r.cost_usd:.4f}"))
+    return chart
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.3g} ms"
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "—"
+    return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _slug(*parts: str) -> str:
+    text = "-".join(parts).lower()
+    return "".join(ch if ch.isalnum() else "-" for ch in text)
+
+
+def verdict_class(point: TrendPoint | None) -> str:
+    """The CSS class of a verdict."""
+    verdict = (point.verdict if point else None) or ""
+    if verdict == "regressed":
+        return "v-regressed"
+    if verdict.startswith("regressed"):
+        return "v-weak"
+    return {"improved": "v-improved", "invalid run": "v-invalid", "skipped": "v-skipped",
+            "scorer broken": "v-regressed"}.get(verdict, "v-none" if not verdict else "")
+
+
+@lru_cache(maxsize=1)
+def _env() -> Environment:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["j2", "html"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(pct=_pct, num=_num, ms=_ms)
+    env.filters["dt"] = lambda at: at.strftime("%Y-%m-%d %H:%M") if at else "—"
+    env.filters["usd"] = lambda v: f"${v:,.4f}" if v else "—"
+    return env
+
+
+def render_html(report: TrendReport, title: str = "evalloop report") -> str:
+    """The report as one self-contained HTML document."""
+    charts = {(s.suite, t.scorer): score_chart(t) for s in report.suites for t in s.scorers}
+    latency = {s.suite: latency_chart(s) for s in report.suites}
+    flips = {(s.suite, t.scorer): [p for p in reversed(t.points)
+                                   if p.newly_failing or p.newly_passing][:MAX_FLIP_RUNS]
+             for s in report.suites for t in s.scorers}
+    return _env().get_template("report.html.j2").render(
+        report=report, title=title, charts=charts, latency=latency, flips=flips, slug=_slug,
+        vclass=verdict_class,
+    )
+
+
+def write_html(report: TrendReport, path: Path, title: str = "evalloop report") -> Path:
+    """Render and write the report; returns the path written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(report, title), encoding="utf-8")
+    return path

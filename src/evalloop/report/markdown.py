@@ -1,0 +1,135 @@
+"""The Markdown report: a compact summary for a pull-request comment (GitHub-flavoured).
+
+Per suite a table of scorers (latest mean, baseline, drop, threshold, verdict, a sparkline of
+the last runs), then the cases that flipped in the latest run inside ``<details>``.
+"""
+
+from __future__ import annotations
+
+from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
+
+SPARKS = "▁▂▃▄▅▆▇█"
+MAX_CASES = 15
+MAX_MESSAGE = 120
+MAX_MEMORIES = 3
+
+
+def sparkline(values: list[float | None]) -> str:
+    """One block character per value, scaled between the smallest and largest value."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return ""
+    lo, hi = min(present), max(present)
+    span = hi - lo
+    out = []
+    for v in values:
+        if v is None:
+            out.append("·")
+        else:
+            level = 0 if span < 1e-9 else round((v - lo) / span * (len(SPARKS) - 1))
+            out.append(SPARKS[level if span >= 1e-9 else len(SPARKS) // 2])
+    return "".join(out)
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    text = " ".join(str(text).split())
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE - 1] + "…"
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _clip_lines(text: str, limit: int = 16) -> list[str]:
+    lines = text.splitlines()
+    return lines if len(lines) <= limit else [*lines[:limit - 1], "…"]
+
+
+def _num(v: float | None) -> str:
+    return "—" if v is None else f"{v:.3f}"
+
+
+def _pct(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return "—"
+    return f"{v:+.1%}" if signed else f"{v:.1%}"
+
+
+def _verdict(p: TrendPoint | None) -> str:
+    verdict = (p.verdict if p else None) or "—"
+    if verdict == "regressed" or verdict == "scorer broken":
+        return f"❌ **{verdict}**"
+    if verdict.startswith("regressed"):
+        return f"⚠️ {verdict}"
+    if verdict == "improved":
+        return f"✅ {verdict}"
+    return verdict
+
+
+def render_markdown(report: TrendReport, title: str = "evalloop") -> str:
+    """The report as Markdown for a pull-request comment."""
+    regressed = report.regressed_suites
+    lines = [f"### {title}: " + (
+        f"❌ regression in {', '.join(f'`{s.suite}`' for s in regressed)}" if regressed
+        else f"✅ no regression in {len(report.suites)} suite{'s' if len(report.suites) != 1 else ''}"
+    ), ""]
+    for suite in report.suites:
+        lines += _suite(suite, report.window)
+    lines.append(f"<sub>last {report.last} runs per suite · baseline = mean of the "
+                 f"{report.window} valid runs before · generated "
+                 f"{report.generated_at:%Y-%m-%d %H:%M} UTC by evalloop</sub>")
+    return "\n".join(lines) + "\n"
+
+
+def _suite(suite: SuiteTrend, window: int) -> list[str]:
+    latest = suite.runs[-1] if suite.runs else None
+    head = f"#### `{suite.suite}`"
+    if latest is not None:
+        head += f" — run `{latest.run_id}`, {latest.n_cases} cases"
+        if latest.cost_usd:
+            head += f", ${latest.cost_usd:.4f}"
+        if latest.latency_p95_ms is not None:
+            head += f", p95 latency {latest.latency_p95_ms:.0f} ms"
+        if not latest.valid:
+            head += f" — ⚠️ invalid run: {_cell(latest.invalid_reason or '')}"
+    lines = [head, "",
+             "| scorer | latest | baseline | change | threshold | verdict | trend |",
+             "|---|--:|--:|--:|--:|---|---|"]
+    for t in suite.scorers:
+        p = t.latest
+        change = -p.drop if p is not None and p.drop is not None else None
+        lines.append(f"| `{t.scorer}` | {_num(p.mean if p else None)} | "
+                     f"{_num(p.baseline if p else None)} | {_pct(change, True)} | "
+                     f"{_pct(t.threshold)} | {_verdict(p)} | {sparkline([q.mean for q in t.points])} |")
+    lines.append("")
+    for t in suite.scorers:
+        lines += _flips(t)
+    if suite.memories:
+        lines += ["<details><summary>"
+                  f"{len(suite.memories)} failure memor{'y' if len(suite.memories) == 1 else 'ies'} "
+                  "stored for this suite</summary>", ""]
+        for m in suite.memories[:MAX_MEMORIES]:
+            lines += [f"Run `{m.run_id}`:" if m.run_id else "Memory:", "", "```text",
+                      *_clip_lines(m.information.replace("```", "ʼʼʼ")), "```", ""]
+        lines += ["</details>", ""]
+    return lines
+
+
+def _flips(t: ScorerTrend) -> list[str]:
+    p = t.latest
+    if p is None or not (p.newly_failing or p.newly_passing):
+        return []
+    summary = (f"<code>{t.scorer}</code>: {len(p.newly_failing)} newly failing, "
+               f"{len(p.newly_passing)} newly passing vs run <code>{p.previous_run}</code>")
+    lines = [f"<details{' open' if p.regression else ''}><summary>{summary}</summary>", "",
+             "| case | flip | before → after | message |", "|---|---|---|---|"]
+    for c in p.newly_failing[:MAX_CASES]:
+        lines.append(f"| `{_cell(c.case_id)}` | pass → **fail** | {c.before:.2f} → {c.after:.2f} | "
+                     f"{_cell(c.message or c.error or '')} |")
+    for c in p.newly_passing[:MAX_CASES]:
+        lines.append(f"| `{_cell(c.case_id)}` | fail → pass | {c.before:.2f} → {c.after:.2f} | "
+                     f"{_cell(c.message)} |")
+    hidden = max(0, len(p.newly_failing) - MAX_CASES) + max(0, len(p.newly_passing) - MAX_CASES)
+    if hidden:
+        lines.append(f"| … | {hidden} more | | |")
+    lines += ["", "</details>", ""]
+    return lines

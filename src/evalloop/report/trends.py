@@ -1,0 +1,354 @@
+"""Trend data for reports: per suite and scorer, the last N runs with band, threshold and flips.
+
+Both the HTML and the Markdown report render a :class:`TrendReport`; nothing here knows how it
+is drawn. The band around each point is the range (min..max) of the scorer's means over the
+``window`` completed, valid runs before it — the same runs its rolling baseline is the mean of.
+The threshold line is ``baseline × (1 − threshold)``: a mean below it is a regression.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, computed_field
+
+from evalloop.errors import EvalloopError
+from evalloop.history.models import Run, RunStatus, ScorerSummary
+from evalloop.history.store import HistoryStore
+
+DEFAULT_LAST = 20
+MAX_FLIPS = 50
+MAX_OUTPUT_CHARS = 300
+MAX_MEMORIES = 50
+
+
+class FlippedCase(BaseModel):
+    """A case whose pass/fail changed between a run and the previous baseline-eligible run."""
+
+    case_id: str
+    before: float
+    after: float
+    message: str = ""
+    output: str | None = None
+    error: str | None = None
+
+
+class TrendPoint(BaseModel):
+    """One scorer in one run: its mean, the rolling window before it, and what flipped."""
+
+    run_id: str
+    started_at: datetime
+    mean: float | None
+    n: int
+    errored: int
+    skipped: bool
+    verdict: str | None
+    drop: float | None
+    baseline: float | None
+    band_low: float | None = None
+    band_high: float | None = None
+    window_runs: int = 0
+    threshold_line: float | None = None
+    eligible: bool = True
+    previous_run: str | None = None
+    newly_failing: list[FlippedCase] = Field(default_factory=list)
+    newly_passing: list[FlippedCase] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def regression(self) -> bool:
+        """Any regression verdict, significant or not."""
+        return (self.verdict or "").startswith("regressed")
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict == "regressed"
+
+
+class ScorerTrend(BaseModel):
+    """One scorer of one suite over the last N runs, oldest first."""
+
+    scorer: str
+    kind: str
+    threshold: float
+    pass_mark: float
+    points: list[TrendPoint]
+
+    @property
+    def latest(self) -> TrendPoint | None:
+        return self.points[-1] if self.points else None
+
+    @property
+    def regressions(self) -> list[TrendPoint]:
+        return [p for p in self.points if p.regression]
+
+
+class RunRow(BaseModel):
+    """What a run cost and how fast the target answered."""
+
+    run_id: str
+    started_at: datetime
+    status: str
+    valid: bool
+    invalid_reason: str | None
+    code_version: str | None
+    n_cases: int
+    epochs: int
+    case_errors: int
+    cost_usd: float
+    input_tokens: int
+    output_tokens: int
+    llm_calls: int
+    cache_hits: int
+    latency_mean_ms: float | None
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+
+
+class MemoryNote(BaseModel):
+    """A failure memory stored for the suite."""
+
+    id: str
+    information: str
+    tags: list[str]
+    scorer: str | None = None
+    run_id: str | None = None
+    created_at: datetime | None = None
+
+
+class SuiteTrend(BaseModel):
+    """One suite: its runs (oldest first), every scorer's trend, and its failure memories."""
+
+    suite: str
+    runs: list[RunRow]
+    scorers: list[ScorerTrend]
+    memories: list[MemoryNote] = Field(default_factory=list)
+    memory_note: str = ""
+
+    @property
+    def latest_regressions(self) -> list[ScorerTrend]:
+        return [s for s in self.scorers if s.latest is not None and s.latest.regression]
+
+    @property
+    def total_cost(self) -> float:
+        return sum(r.cost_usd for r in self.runs)
+
+
+class TrendReport(BaseModel):
+    """Everything a report shows, for one or more suites."""
+
+    generated_at: datetime
+    database: str
+    last: int
+    window: int
+    suites: list[SuiteTrend]
+
+    @property
+    def regressed_suites(self) -> list[SuiteTrend]:
+        return [s for s in self.suites if s.latest_regressions]
+
+
+def build_trends(store: HistoryStore, suites: Sequence[str] | None = None, *, last: int = DEFAULT_LAST,
+                 window: int = 5, memory_file: Path | None = None) -> TrendReport:
+    """Trend data for ``suites`` (default: every suite in the history) over the last ``last`` runs.
+
+    Raises :class:`EvalloopError` when the history is empty or a suite has no runs.
+    """
+    known = store.suites()
+    names = list(suites) if suites else known
+    if not names:
+        raise EvalloopError("no runs in the history yet", where=store.url,
+                            hint="run a suite first: evalloop run --suite NAME")
+    for name in names:
+        if name not in known:
+            raise EvalloopError(f"no runs of suite '{name}'", where=store.url,
+                                hint=f"suites with runs: {', '.join(known) or 'none'}")
+    return TrendReport(
+        generated_at=datetime.now(UTC), database=store.url, last=last, window=window,
+        suites=[suite_trend(store, name, last=last, window=window, memory_file=memory_file)
+                for name in names],
+    )
+
+
+def suite_trend(store: HistoryStore, suite: str, *, last: int = DEFAULT_LAST, window: int = 5,
+                memory_file: Path | None = None) -> SuiteTrend:
+    """One suite's trend: the last ``last`` finished runs, plus ``window`` earlier ones for bands."""
+    finished = [r for r in store.runs(suite, limit=last + window * 4)
+                if r.status != RunStatus.RUNNING]
+    finished.reverse()  # oldest first
+    shown = finished[-last:]
+    summaries = {r.id: store.summaries(r.id) for r in finished}
+    reader = _CaseReader(store)
+    scorers = _scorer_names(shown, summaries)
+    trends = [_scorer_trend(name, finished, shown, summaries, reader, window) for name in scorers]
+    memories, note = read_memories(memory_file, suite)
+    return SuiteTrend(suite=suite, runs=[_run_row(r, reader) for r in shown], scorers=trends,
+                      memories=memories, memory_note=note)
+
+
+def _scorer_names(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for run in runs:
+        for name in sorted(summaries[run.id]):
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def _eligible(run: Run, summary: ScorerSummary | None) -> bool:
+    """Whether a run counts in baselines for this scorer (as ``HistoryStore.baseline_runs``)."""
+    return (summary is not None and run.status == RunStatus.COMPLETED and run.valid
+            and not summary.skipped and summary.n > 0 and summary.mean is not None
+            and math.isfinite(summary.mean))
+
+
+def _scorer_trend(name: str, finished: list[Run], shown: list[Run],
+                  summaries: dict[str, dict[str, ScorerSummary]], reader: _CaseReader,
+                  window: int) -> ScorerTrend:
+    shown_ids = {r.id for r in shown}
+    prior: list[tuple[Run, ScorerSummary]] = []  # eligible runs so far, oldest first
+    points: list[TrendPoint] = []
+    latest: ScorerSummary | None = None
+    for run in finished:
+        summary = summaries[run.id].get(name)
+        if summary is not None:
+            latest = summary
+        if run.id in shown_ids and summary is not None:
+            points.append(_point(run, summary, prior[-window:], reader))
+        if _eligible(run, summary):
+            assert summary is not None
+            prior.append((run, summary))
+    assert latest is not None
+    return ScorerTrend(scorer=name, kind=latest.kind, threshold=latest.threshold,
+                       pass_mark=_pass_mark(latest), points=points)
+
+
+def _pass_mark(summary: ScorerSummary) -> float:
+    try:
+        return float(json.loads(summary.details or "{}").get("pass_mark", 0.5))
+    except (ValueError, TypeError, AttributeError):
+        return 0.5
+
+
+def _point(run: Run, summary: ScorerSummary, window: list[tuple[Run, ScorerSummary]],
+           reader: _CaseReader) -> TrendPoint:
+    means = [s.mean for _, s in window if s.mean is not None]
+    baseline = summary.baseline if summary.baseline is not None else (
+        sum(means) / len(means) if means else None)
+    point = TrendPoint(
+        run_id=run.id, started_at=_aware(run.started_at), mean=summary.mean, n=summary.n,
+        errored=summary.errored, skipped=summary.skipped, verdict=summary.verdict, drop=summary.drop,
+        baseline=baseline, band_low=min(means) if means else None,
+        band_high=max(means) if means else None, window_runs=len(means),
+        threshold_line=baseline * (1 - summary.threshold) if baseline is not None else None,
+        eligible=_eligible(run, summary),
+    )
+    if window and not summary.skipped:
+        previous = window[-1][0]
+        point.previous_run = previous.id
+        point.newly_failing, point.newly_passing = reader.flips(run.id, previous.id, summary.scorer,
+                                                                _pass_mark(summary))
+    return point
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+class _CaseReader:
+    """Per-case reads, cached: scores per (run, scorer) and results per run."""
+
+    def __init__(self, store: HistoryStore) -> None:
+        self.store = store
+        self._scores: dict[tuple[str, str], dict[str, float]] = {}
+        self._results: dict[str, list[Any]] = {}
+
+    def scores(self, run_id: str, scorer: str) -> dict[str, float]:
+        key = (run_id, scorer)
+        if key not in self._scores:
+            self._scores[key] = self.store.case_scores(run_id, scorer)
+        return self._scores[key]
+
+    def results(self, run_id: str) -> list[Any]:
+        if run_id not in self._results:
+            self._results[run_id] = self.store.case_results(run_id)
+        return self._results[run_id]
+
+    def flips(self, run_id: str, previous_id: str, scorer: str,
+              pass_mark: float) -> tuple[list[FlippedCase], list[FlippedCase]]:
+        now, before = self.scores(run_id, scorer), self.scores(previous_id, scorer)
+        common = sorted(set(now) & set(before))
+        failing = [c for c in common if now[c] < pass_mark <= before[c]][:MAX_FLIPS]
+        passing = [c for c in common if before[c] < pass_mark <= now[c]][:MAX_FLIPS]
+        messages = self.store.case_messages(run_id, scorer, failing + passing)
+        outputs = {r.case_id: r for r in self.results(run_id)} if failing else {}
+
+        def flipped(case_id: str, with_output: bool) -> FlippedCase:
+            result = outputs.get(case_id) if with_output else None
+            return FlippedCase(
+                case_id=case_id, before=before[case_id], after=now[case_id],
+                message=messages.get(case_id, ""),
+                output=_clip(result.output) if result is not None else None,
+                error=result.error if result is not None else None,
+            )
+
+        return [flipped(c, True) for c in failing], [flipped(c, False) for c in passing]
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= MAX_OUTPUT_CHARS:
+        return text
+    return text[:MAX_OUTPUT_CHARS - 1] + "…"
+
+
+def _run_row(run: Run, reader: _CaseReader) -> RunRow:
+    latencies = sorted(r.latency_ms for r in reader.results(run.id))
+    return RunRow(
+        run_id=run.id, started_at=_aware(run.started_at), status=run.status, valid=run.valid,
+        invalid_reason=run.invalid_reason, code_version=run.code_version, n_cases=run.n_cases,
+        epochs=run.epochs, case_errors=run.case_errors, cost_usd=run.cost_usd,
+        input_tokens=run.input_tokens, output_tokens=run.output_tokens, llm_calls=run.llm_calls,
+        cache_hits=run.cache_hits,
+        latency_mean_ms=sum(latencies) / len(latencies) if latencies else None,
+        latency_p50_ms=_quantile(latencies, 0.5), latency_p95_ms=_quantile(latencies, 0.95),
+    )
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated quantile of sorted values (NumPy's default method)."""
+    if not ordered:
+        return None
+    pos = (len(ordered) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def read_memories(memory_file: Path | None, suite: str,
+                  limit: int = MAX_MEMORIES) -> tuple[list[MemoryNote], str]:
+    """Failure memories tagged ``eval-failure`` and ``suite``, and a note when none can be read."""
+    if memory_file is None or not Path(memory_file).is_file():
+        return [], "no memory store"
+    try:
+        from evalloop.memory import MemoryStore
+    except ImportError:
+        return [], "memory store not available"
+    try:
+        with MemoryStore(memory_file) as memory:
+            records = memory.list(tags=["eval-failure", suite], limit=limit)
+    except EvalloopError as exc:
+        return [], f"memory store not readable: {exc.one_line()}"
+    notes = []
+    for record in records:
+        meta = record.metadata or {}
+        scorer, run_id = meta.get("scorer"), meta.get("run_id")
+        notes.append(MemoryNote(
+            id=record.id, information=record.information, tags=list(record.tags),
+            scorer=scorer if isinstance(scorer, str) else None,
+            run_id=run_id if isinstance(run_id, str) else None, created_at=record.created_at,
+        ))
+    return notes, "" if notes else "no failure memories for this suite"

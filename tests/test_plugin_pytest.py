@@ -1,0 +1,136 @@
+"""The pytest plugin, run by pytester: suites as tests (case × scorer), history, the fixture."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalloop import HistoryStore, load_settings
+from support.project import make_project, write_answers
+
+pytest_plugins = ["pytester"]
+
+SCORERS = '''
+from evalloop import Score, scorer
+
+@scorer("value", kind="llm_operation")
+def value(input, output, expected):
+    return Score(value=float(output), message=f"got {output}")
+
+@scorer("picky")
+def picky(input, output, expected):
+    if input.get("skip"):
+        return Score.skip("no judge configured")
+    if input.get("boom"):
+        raise ValueError("grader bug")
+    return Score(value=1.0)
+'''
+
+MIXED = {
+    "name": "mixed", "target": "sut:controlled", "scorers": ["value", "picky"],
+    "cases": [
+        {"id": "ok", "input": {"id": "ok"}},
+        {"id": "low", "input": {"id": "low"}},
+        {"id": "skipme", "input": {"id": "skipme", "skip": True}},
+        {"id": "boom", "input": {"id": "boom", "boom": True}},
+        {"id": "control", "input": {"id": "control"}, "expect": {"value": "fail"}},
+    ],
+}
+ANSWERS = {"ok": 0.9, "low": 0.2, "skipme": 0.9, "boom": 0.9, "control": 0.1}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm_imports(tmp_path_factory):
+    """One real run first, so that what a run imports (the LLM SDKs are slow to import) is in
+    sys.modules before pytester snapshots it, and in-process inner sessions do not re-import it."""
+    from evalloop import run_suite
+
+    root = make_project(tmp_path_factory.mktemp("warm"), {"warm": {
+        "name": "warm", "target": "sut:echo", "scorers": ["json-valid"],
+        "cases": [{"id": "a", "input": {"x": 1}}]}})
+    run_suite("warm", settings=load_settings(root))
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    root = make_project(pytester.path, {"mixed": MIXED}, scorers=SCORERS)
+    answers = root / "answers.json"
+    write_answers(answers, ANSWERS)
+    (root / "evalloop.toml").write_text("errored_limit = 0.5\n")  # one errored grade of four is fine
+    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(answers))
+    monkeypatch.delenv("EVALLOOP_PROJECT", raising=False)
+    return root
+
+
+def runs_in(root) -> int:
+    return len(HistoryStore(load_settings(root).database_url).runs("mixed"))
+
+
+def test_one_test_per_case_and_scorer_with_pass_fail_skip_error(pytester, project):
+    result = pytester.runpytest("--evalloop-suite", "mixed", "-rfs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=7, failed=2, skipped=1)
+    result.stdout.fnmatch_lines([
+        "collected 10 items",
+        "*mixed / low / value: value scored 0.200, want ≥ 0.5: got 0.2*",
+        "*mixed / boom / picky: picky errored: scorer picky raised ValueError: grader bug*",
+        "mixed: run *, 5 cases",
+        "  value: 0.725 — no baseline yet",
+        "FAILED evalloop/mixed::low[[]value[]] - mixed / low / value: *",
+        "FAILED evalloop/mixed::boom[[]picky[]] - mixed / boom / picky: *",
+        "SKIPPED [[]1[]] fixtures/mixed.yaml:13: picky did not run: no judge configured",
+    ])
+    assert runs_in(project) == 1  # stored in the project's history like any run
+
+
+def test_collect_only_and_keyword_selection_run_nothing_extra(pytester, project):
+    result = pytester.runpytest("--evalloop-suite", "mixed", "--collect-only", "-q")
+    assert "evalloop/mixed::control[value]" in result.stdout.str()
+    assert result.stdout.str().count("evalloop/mixed::") == 10 and runs_in(project) == 0
+    result = pytester.runpytest("--evalloop-suite", "mixed", "-k", "value and not low")
+    result.assert_outcomes(passed=4, deselected=6)
+    assert runs_in(project) == 1
+
+
+def test_no_history_option_and_explicit_project(pytester, project, tmp_path):
+    pytester.chdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = pytester.runpytest("--evalloop-suite", "mixed", "--evalloop-project", str(project),
+                                "--evalloop-no-history", "--rootdir", str(elsewhere))
+    result.assert_outcomes(passed=7, failed=2, skipped=1)
+    assert runs_in(project) == 0
+
+
+def test_unknown_suite_is_one_usage_error(pytester, project):
+    result = pytester.runpytest("--evalloop-suite", "nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: evalloop: */fixtures: unknown suite 'nope' — see `evalloop suites list`"])
+
+
+def test_regression_fails_the_session_when_asked(pytester, project):
+    steady = {k: 0.9 for k in ANSWERS} | {"low": 0.9, "control": 0.1}
+    args = ["--evalloop-suite", "mixed", "-k", "value", "--evalloop-fail-on-regression"]
+    for _ in range(3):
+        write_answers(project / "answers.json", steady)
+        assert pytester.runpytest(*args).ret == pytest.ExitCode.OK
+    write_answers(project / "answers.json", {k: 0.6 for k in ANSWERS} | {"control": 0.1})
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=5, deselected=5)  # every case still passes its mark ...
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # ... but the scorer regressed
+    result.stdout.fnmatch_lines(["  value: 0.*, baseline 0.*, drop +*% — regressed*"])
+
+
+def test_evalloop_fixture(pytester, project):
+    pytester.makepyfile(test_uses_fixture=f'''
+        from pathlib import Path
+
+        def test_fixture(evalloop):
+            assert evalloop.settings.project_dir == Path({str(project)!r})
+            assert "value" in evalloop.registry and "picky" in evalloop.registry
+            assert [c.id for c in evalloop.suite("mixed").iter_cases()][:2] == ["ok", "low"]
+            report = evalloop.run("mixed")
+            assert report.outcome.run.suite == "mixed" and report.outcome.run.n_cases == 5
+            assert [r.id for r in evalloop.history.runs("mixed")] == [report.outcome.run.id]
+    ''')
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert runs_in(project) == 1
