@@ -80,6 +80,12 @@ class ResponseCache:
             )
             self._db.commit()
 
+    def delete(self, key: str) -> None:
+        """Forget the reply stored under ``key``."""
+        with self._lock:
+            self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+            self._db.commit()
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM responses").fetchone()[0])
@@ -156,6 +162,12 @@ class CachedClient:
         self.cache.put(key, request, response)
         future.set_result(response)
         return response
+
+    def forget(self, request: LLMRequest) -> None:
+        """Drop a cached reply that turned out unusable (e.g. it did not parse), so the next run
+        asks again instead of replaying the same failure."""
+        if self.mode == "use":
+            self.cache.delete(cache_key(request, self.epoch + current_epoch.get()))
 
     def _hit(self, response: LLMResponse) -> LLMResponse:
         served = response.model_copy(update={"cached": True, "cost_usd": 0.0, "retries": 0})

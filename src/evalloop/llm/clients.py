@@ -11,6 +11,28 @@ from evalloop.llm.types import LLMClient
 
 MISSING = "set ANTHROPIC_API_KEY, or EVALLOOP_LLM_BASE_URL and EVALLOOP_LLM_MODEL, or use --engine local"
 
+_KNOBS = {  # environment variable -> (client option, type)
+    "EVALLOOP_LLM_MAX_RETRIES": ("max_retries", int),
+    "EVALLOOP_LLM_BACKOFF": ("backoff_base", float),
+    "EVALLOOP_LLM_CONCURRENCY": ("concurrency", int),
+    "EVALLOOP_LLM_TIMEOUT": ("timeout", float),
+}
+
+
+def env_options() -> dict[str, object]:
+    """Client options from ``EVALLOOP_LLM_MAX_RETRIES``, ``_BACKOFF``, ``_CONCURRENCY``, ``_TIMEOUT``."""
+    options: dict[str, object] = {}
+    for name, (option, kind) in _KNOBS.items():
+        raw = os.environ.get(name)
+        if raw is None or not raw.strip():
+            continue
+        try:
+            options[option] = kind(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not a number", where="environment",
+                              hint=f"set {name} to a {kind.__name__}") from None
+    return options
+
 
 def client_from_env(model: str | None = None, **options: object) -> LLMClient | None:
     """The client the environment configures, or ``None`` when none is.
@@ -18,8 +40,10 @@ def client_from_env(model: str | None = None, **options: object) -> LLMClient | 
     ``EVALLOOP_LLM_BASE_URL`` (with ``EVALLOOP_LLM_MODEL`` and optional ``EVALLOOP_LLM_API_KEY``)
     selects an OpenAI-compatible server; otherwise ``ANTHROPIC_API_KEY`` (and
     ``ANTHROPIC_BASE_URL``) selects Anthropic with ``model`` or ``claude-haiku-4-5``.
-    ``options`` go to the client's constructor (timeout, max_retries, concurrency, prices, ...).
+    ``options`` go to the client's constructor (timeout, max_retries, concurrency, prices, ...);
+    the ``EVALLOOP_LLM_*`` knobs of :func:`env_options` fill those not given.
     """
+    options = {**env_options(), **options}
     base_url = os.environ.get("EVALLOOP_LLM_BASE_URL")
     if base_url:
         return OpenAICompatClient(

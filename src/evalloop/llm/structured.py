@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import TypeVar
@@ -50,6 +51,7 @@ def _first_object(text: str) -> dict | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
 def tool_for(schema: type[BaseModel], name: str | None = None) -> ToolSpec:
     """A forced-tool spec whose input schema is ``schema``'s JSON schema."""
     json_schema = schema.model_json_schema()
@@ -110,6 +112,7 @@ async def structured(
     try:
         return _parse(response, schema)
     except ReplyParseError as first:
+        _forget(client, request)
         retry = request.model_copy(
             update={
                 "messages": [
@@ -123,12 +126,20 @@ async def structured(
         try:
             return _parse(second, schema)
         except ReplyParseError as error:
+            _forget(client, retry)
             raise ReplyParseError(
                 f"{error.what} (after one retry; first error: {first.what})",
                 raw=error.raw,
                 where=f"{second.model} reply",
                 hint="check the prompt asks for this schema, or use a stronger model",
             ) from error
+
+
+def _forget(client: LLMClient, request: LLMRequest) -> None:
+    """Unusable replies are not kept in a response cache (when the client is one)."""
+    forget = getattr(client, "forget", None)
+    if callable(forget):
+        forget(request)
 
 
 def _retry_prompt(error: ReplyParseError, tool: ToolSpec) -> str:

@@ -1,0 +1,136 @@
+"""LLM-bound run throughput: a 1,000-case `decide` suite on the llm engine through the real runner.
+
+``evalloop.pipeline.run_suite`` (suite loading, runner, scorers, history writes, baseline
+comparison) with ``engine="llm"`` and no cache, against a loopback Messages-API server that
+takes 200 ms per call, at concurrency 32. The ideal is cases * latency / concurrency (6.25 s);
+the target is within 1.25x of it. A bare ``AnthropicClient`` loop making the same calls at the
+same concurrency is measured beside it, so the runner's own overhead shows as the difference.
+The server runs in its own process, as a real API would, so it does not share the GIL.
+Run: ``.venv/bin/python bench/run_throughput.py [--cases N] [--concurrency C] [--latency S]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "src"))
+
+from evalloop.config import load_settings  # noqa: E402
+from evalloop.llm import AnthropicClient  # noqa: E402
+from evalloop.llm.structured import structured  # noqa: E402
+from evalloop.pipeline import run_suite  # noqa: E402
+from evalloop.reference.memory_ops import Decision, system_prompt  # noqa: E402
+from evalloop.untrusted import fence  # noqa: E402
+from support.messages_server import LLMServer, Reply, Seen  # noqa: E402
+
+TARGET = 1.25
+
+
+def answer(seen: Seen) -> Reply:
+    return Reply.of_tool({"action": "UPDATE", "reason": "same subject"}, input_tokens=120, output_tokens=24)
+
+
+def serve(latency: float, conn) -> None:
+    """The loopback server in its own process (as a real API is), reporting its counters on request."""
+    with LLMServer(answer, latency=latency) as server:
+        conn.send(server.url)
+        while conn.recv() == "stats":
+            conn.send((server.count, server.max_active))
+            server.max_active = 0
+
+
+def write_suite(project: Path, cases: int) -> None:
+    fixtures = project / "fixtures"
+    fixtures.mkdir(parents=True)
+    with (fixtures / "decide-bench.jsonl").open("w", encoding="utf-8") as out:
+        for i in range(cases):
+            case = {"id": f"c{i:04d}", "input": {
+                "existing": {"id": f"mem_{i}", "content": f"Service {i} pool max is 20 connections"},
+                "incoming": {"content": f"Service {i} pool max is now {30 + i % 50} connections"},
+                "expectSimilar": True}, "expected": {"action": "UPDATE"}}
+            out.write(json.dumps(case) + "\n")
+    (fixtures / "decide-bench.yaml").write_text(
+        "name: decide-bench\ntarget: evalloop.reference.memory_ops:decide\n"
+        "scorers: [similarity-detection]\ncases: decide-bench.jsonl\n", encoding="utf-8")
+
+
+def bench_run(project: Path, concurrency: int) -> tuple[float, dict]:
+    settings = load_settings(project)
+    started = time.perf_counter()
+    report = run_suite("decide-bench", settings=settings, engine="llm", cache="off", concurrency=concurrency)
+    elapsed = time.perf_counter() - started
+    run = report.outcome.run
+    return elapsed, {"status": run.status, "calls": run.llm_calls, "mean":
+                     report.outcome.summaries["similarity-detection"].mean, "cost": run.cost_usd}
+
+
+async def bench_client(url: str, cases: int, concurrency: int) -> float:
+    client = AnthropicClient(api_key="bench", base_url=url, concurrency=concurrency, timeout=30.0)
+    system = system_prompt("decide")
+
+    async def one(i: int) -> Decision:
+        prompt = (f"{fence('EXISTING MEMORY', f'Service {i} pool max is 20 connections')}\n\n"
+                  f"{fence('INCOMING MEMORY', f'Service {i} pool max is now {30 + i % 50} connections')}")
+        return await structured(client, Decision, prompt=prompt, system=system, max_tokens=256)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(cases)))
+    elapsed = time.perf_counter() - started
+    await client.aclose()
+    return elapsed
+
+
+def main(cases: int, concurrency: int, latency: float) -> int:
+    ideal = max(cases * latency / concurrency, 1e-9)
+    print(f"{cases} decide cases, concurrency {concurrency}, {latency * 1000:.0f} ms per call, no cache")
+    print(f"ideal {ideal:.2f} s, target <= {TARGET:.2f}x = {ideal * TARGET:.2f} s")
+    for name in [n for n in os.environ if n.startswith(("ANTHROPIC_", "EVALLOOP_"))]:
+        del os.environ[name]
+    ours, theirs = multiprocessing.Pipe()
+    server = multiprocessing.get_context("spawn").Process(target=serve, args=(latency, theirs), daemon=True)
+    server.start()
+    url = ours.recv()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ.update(ANTHROPIC_API_KEY="bench", ANTHROPIC_BASE_URL=url,
+                              EVALLOOP_LLM_CONCURRENCY=str(concurrency))
+            project = Path(tmp)
+            write_suite(project, cases)
+            bare = asyncio.run(bench_client(url, cases, concurrency))
+            ours.send("stats")
+            bare_requests, bare_peak = ours.recv()
+            elapsed, info = bench_run(project, concurrency)
+            ours.send("stats")
+            total, run_peak = ours.recv()
+    finally:
+        ours.send("stop")
+        server.join(5)
+    run_requests = total - bare_requests
+    print(f"{'bare AnthropicClient loop':<28} {bare:6.2f} s  ratio {bare / ideal:4.2f}  "
+          f"requests {bare_requests}  peak in flight {bare_peak}")
+    print(f"{'run_suite (runner+history)':<28} {elapsed:6.2f} s  ratio {elapsed / ideal:4.2f}  "
+          f"requests {run_requests}  peak in flight {run_peak}  "
+          f"status {info['status']}  mean {info['mean']:.2f}  cost ${info['cost']:.4f}")
+    print(f"runner overhead over the bare loop: {elapsed / bare:4.2f}x")
+    ok = elapsed / ideal <= TARGET and run_requests == cases and info["status"] == "completed"
+    print("PASS" if ok else "FAIL", f"run_suite ratio {elapsed / ideal:.2f} (target <= {TARGET})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--latency", type=float, default=0.2)
+    args = parser.parse_args()
+    sys.exit(main(args.cases, args.concurrency, args.latency))
