@@ -1,21 +1,71 @@
 """evalloop: evaluate an LLM-powered system, detect regressions, and feed them back as memories.
 
-The public API is re-exported here; everything else may change between versions.
+The public API is re-exported here, imported on first use (so that, for example, the pytest
+plugin costs nothing in a session that does not use it); everything else may change between
+versions.
 """
 
-from evalloop.baseline import Comparison, ScorerComparison, compare_run
-from evalloop.config import Settings, load_settings
-from evalloop.errors import EvalloopError
-from evalloop.history import HistoryStore, Run
-from evalloop.pipeline import RunReport, arun_suite, run_suite
-from evalloop.score import Score, ScorerKind
-from evalloop.scoring.registry import Registry, discover, scorer
-from evalloop.suites import Case, Suite, find_suite, load_suite
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Case", "Comparison", "EvalloopError", "HistoryStore", "Registry", "Run", "RunReport",
-    "Score", "ScorerComparison", "ScorerKind", "Settings", "Suite", "arun_suite", "compare_run",
-    "discover", "find_suite", "load_settings", "load_suite", "run_suite", "scorer",
-]
+_EXPORTS = {
+    "Case": "evalloop.suites", "Suite": "evalloop.suites", "find_suite": "evalloop.suites",
+    "load_suite": "evalloop.suites",
+    "Comparison": "evalloop.baseline", "ScorerComparison": "evalloop.baseline",
+    "compare_run": "evalloop.baseline",
+    "Settings": "evalloop.config", "load_settings": "evalloop.config",
+    "EvalloopError": "evalloop.errors",
+    "HistoryStore": "evalloop.history", "Run": "evalloop.history",
+    "enhance_prompt": "evalloop.learning", "failure_patterns": "evalloop.learning",
+    "learn": "evalloop.learning",
+    "RunReport": "evalloop.pipeline", "arun_suite": "evalloop.pipeline", "run_suite": "evalloop.pipeline",
+    "Score": "evalloop.score", "ScorerKind": "evalloop.score",
+    "Registry": "evalloop.scoring.registry", "discover": "evalloop.scoring.registry",
+    "scorer": "evalloop.scoring.registry",
+    "Verdict": "evalloop.verdict", "VerdictPolicy": "evalloop.verdict", "decide": "evalloop.verdict",
+    "MemoryStore": "evalloop.memory", "MemoryAdapter": "evalloop.memory",
+    "HTTPMemoryAdapter": "evalloop.memory", "FoundMemory": "evalloop.memory",
+    "default_embedder": "evalloop.memory", "resolve_embedder": "evalloop.memory",
+    "Sink": "evalloop.sinks", "register_sink": "evalloop.sinks",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evalloop' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from evalloop.baseline import Comparison, ScorerComparison, compare_run  # noqa: F401
+    from evalloop.config import Settings, load_settings  # noqa: F401
+    from evalloop.errors import EvalloopError  # noqa: F401
+    from evalloop.history import HistoryStore, Run  # noqa: F401
+    from evalloop.learning import enhance_prompt, failure_patterns, learn  # noqa: F401
+    from evalloop.memory import (  # noqa: F401
+        FoundMemory,
+        HTTPMemoryAdapter,
+        MemoryAdapter,
+        MemoryStore,
+        default_embedder,
+        resolve_embedder,
+    )
+    from evalloop.pipeline import RunReport, arun_suite, run_suite  # noqa: F401
+    from evalloop.score import Score, ScorerKind  # noqa: F401
+    from evalloop.scoring.registry import Registry, discover, scorer  # noqa: F401
+    from evalloop.sinks import Sink, register_sink  # noqa: F401
+    from evalloop.suites import Case, Suite, find_suite, load_suite  # noqa: F401
+    from evalloop.verdict import Verdict, VerdictPolicy, decide  # noqa: F401

@@ -7,16 +7,19 @@ scheduler and Python callers all run suites the same way.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalloop import learning
 from evalloop.baseline import Comparison, compare_run
 from evalloop.config import Settings, load_settings
 from evalloop.context import Services
 from evalloop.history import runlog
 from evalloop.history.store import HistoryStore, code_version
+from evalloop.report.strata import strata_means
 from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.scoring.registry import Registry, discover
 from evalloop.services import build_services, close_services
@@ -72,7 +75,8 @@ async def arun_suite(
     notices: list[str] = []
     owned = services is None
     if services is None:
-        services, notices = build_services(settings, engine=engine, model=model, cache=cache)
+        services, notices = build_services(settings, engine=engine, model=model, cache=cache,
+                                           concurrency=concurrency)
     try:
         report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
                             concurrency, progress, on_start)
@@ -87,6 +91,11 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                services: Services, epochs: int | None, limit: int | None, concurrency: int | None,
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None) -> RunReport:
+    notices: list[str] = []
+    if settings.learn and settings.inject_failures and (settings.memory_url or settings.memory_file.exists()):
+        text, notice = learning.patterns_text(settings, suite_obj.name)
+        services.extras["failure_patterns"] = text
+        notices += [notice] if notice else []
     prepared = prepare(suite_obj, registry, project_dir=settings.project_dir,
                        settings_thresholds=settings.thresholds, services=services,
                        verdict_defaults=settings.verdict.model_dump(exclude_none=True))
@@ -103,13 +112,41 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},
     )
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window)
-    report = RunReport(prepared, outcome, comparison)
+    report = RunReport(prepared, outcome, comparison, notices=notices)
+    run_notes = json.loads(outcome.run.notes or "{}")
+    if run_notes.get("target_stats"):
+        report.extras["target_stats"] = run_notes["target_stats"]
+    strata = strata_means(store, outcome.run.id, order=[s.scorer for s in comparison.scorers])
+    if strata.strata:
+        report.extras["strata"] = strata.model_dump(mode="json")
+    if settings.learn and comparison.has_regression:
+        report.extras["memories"] = _learn(settings, comparison, report.notices)
     if settings.run_log:
         try:
             runlog.append_run(store, settings.history_dir, outcome.run.id)
         except OSError as exc:
             report.notices.append(f"run log not written: {exc}")
     return report
+
+
+def _learn(settings: Settings, comparison: Comparison, notices: list[str]) -> list[dict[str, Any]]:
+    """Write each regression as a failure memory; a failing store is reported, never raised."""
+    try:
+        adapter = learning.open_adapter(settings)
+    except Exception as exc:  # noqa: BLE001 - the run itself succeeded
+        notices.append(f"failure memories not stored: {exc}")
+        return []
+    try:
+        learned = learning.learn(comparison, adapter)
+    finally:
+        learning.close_adapter(adapter)
+    for item in learned:
+        if item.error:
+            notices.append(f"failure memory for {item.scorer} not stored: {item.error}")
+        else:
+            notices.append(f"stored failure memory {item.memory_id} for {item.scorer} "
+                           f"(tags eval-failure,{comparison.run.suite},regression)")
+    return [item.model_dump() for item in learned]
 
 
 def run_suite(suite: str | Path | Suite, **kwargs: Any) -> RunReport:

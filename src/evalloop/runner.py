@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import json
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -287,8 +288,10 @@ class _RunState:
                        "cache_hits": 0}
 
     async def worker(self, work: Iterator[tuple[Case, int]]) -> None:
-        for case, epoch in work:
+        for i, (case, epoch) in enumerate(work, start=1):
             await self.one(case, epoch)
+            if i % 64 == 0:  # let signals, cancellation and other workers in, even for sync targets
+                await asyncio.sleep(0)
 
     async def one(self, case: Case, epoch: int) -> None:
         prepared, run_id = self.prepared, self.run.id
@@ -376,9 +379,13 @@ class _RunState:
                                "binary": bound.spec.binary or None}),
             )
         mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
+        notes = json.loads(self.run.notes or "{}")
+        stats_hook = getattr(self.prepared.target.fn, "run_stats", None)
+        if callable(stats_hook):  # e.g. a retriever's index build time, index size, query latency
+            notes["target_stats"] = dict(stats_hook())
         run = self.store.finish_run(
             self.run.id, summaries.values(), status=RunStatus.COMPLETED,
             valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
-            ended_at=utcnow(), case_errors=self.case_errors, **self.totals,
+            ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals,
         )
         return RunOutcome(run, summaries, self.tallies, self.case_errors, self.first_case_error)

@@ -7,6 +7,7 @@ through the response cache under ``history/`` unless ``--no-cache``; ``--cache-o
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from evalloop.config import Settings
@@ -23,6 +24,7 @@ def build_services(
     model: str | None = None,
     cache: str | None = None,
     client: Any = None,
+    concurrency: int | None = None,
 ) -> tuple[Services, list[str]]:
     """The services for a run, and one-line notices about what was chosen and why."""
     from evalloop.llm.clients import MISSING, client_from_env
@@ -32,7 +34,12 @@ def build_services(
     if engine not in ("auto", "local", "llm"):
         raise ConfigError(f"unknown engine '{engine}'", hint="use --engine auto, local or llm")
     notices: list[str] = []
-    llm = client if client is not None else client_from_env(model or settings.model)
+    options: dict[str, Any] = {}
+    if "EVALLOOP_LLM_CONCURRENCY" not in os.environ:  # the explicit LLM knob wins
+        options["concurrency"] = concurrency or settings.concurrency
+    if settings.prices:
+        options["prices"] = settings.prices
+    llm = client if client is not None else client_from_env(model or settings.model, **options)
     if llm is None:
         if engine == "llm":
             raise ConfigError("--engine llm needs an LLM, and none is configured",

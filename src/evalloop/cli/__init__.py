@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import sys
 
-from evalloop.cli import catalog, history, run, scaffold  # noqa: F401  (they register commands)
+from evalloop.cli import (  # noqa: F401  (they register commands)
+    benchmarks,
+    calibrate,
+    catalog,
+    compare,
+    history,
+    memories,
+    report,
+    run,
+    scaffold,
+    schedule,
+)
 from evalloop.cli.app import app
 from evalloop.errors import EvalloopError
 

@@ -46,7 +46,7 @@ def out() -> Console:
 
 
 def err() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def settings_for(project: Path | None, **overrides: Any) -> Settings:

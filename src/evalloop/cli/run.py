@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -31,12 +32,27 @@ def run(
     fail_on_regression: Annotated[bool, typer.Option(
         "--fail-on-regression", help="Exit 1 when any scorer regressed (or a scorer is broken).")] = False,
     json_out: JsonOpt = False,
+    json_file: Annotated[Path | None, typer.Option(
+        "--json-out", help="Also write the JSON summary to this file.", show_default=False)] = None,
+    junit: Annotated[Path | None, typer.Option(
+        "--junit", help="Write JUnit XML (one testcase per case × scorer) to this file.",
+        show_default=False)] = None,
+    engine: Annotated[str | None, typer.Option(
+        help="Engine of the reference memory operations: auto (llm when a key is set), local, llm.")] = None,
+    model: Annotated[str | None, typer.Option(help="LLM model (default claude-haiku-4-5).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the LLM response cache.")] = False,
+    cache_only: Annotated[bool, typer.Option(
+        "--cache-only", help="Replay LLM replies from the cache; a miss is an error naming the case.")] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Run suites against their targets, store the run, and compare it with the baseline.
 
     Example: [bold]evalloop run --suite exact-match[/bold]
     """
+    if no_cache and cache_only:
+        raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
+    options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
+               "model": model, "cache": "off" if no_cache else "only" if cache_only else None}
     settings = settings_for(project)
     names = list(suite or [])
     if all_suites:
@@ -46,32 +62,45 @@ def run(
     registry = discover(settings.project_dir)
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
+    said: set[str] = set()
     for name in names:
-        reports.append(asyncio.run(_run_one(name, settings, registry, epochs, limit, concurrency,
-                                            show_progress)))
+        reports.append(asyncio.run(_run_one(name, settings, registry, options, show_progress)))
+        for notice in reports[-1].notices:
+            if notice not in said:
+                said.add(notice)
+                err().print(notice, markup=False)
         if not json_out:
             print_run(reports[-1], out())
-    if json_out:
+    if json_out or json_file:
         docs = [run_summary(r) for r in reports]
-        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        text = json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
+        if json_out:
+            print(text)
+        if json_file:
+            json_file.parent.mkdir(parents=True, exist_ok=True)
+            json_file.write_text(text + "\n", encoding="utf-8")
+    if junit:
+        from evalloop.history.store import HistoryStore
+        from evalloop.report.junit import write_junit
+
+        write_junit(junit, reports, HistoryStore(settings.database_url))
     regressed = [r for r in reports if r.comparison.has_regression or r.comparison.broken]
     if regressed and fail_on_regression:
         err().print(f"regression in {', '.join(r.suite.name for r in regressed)}")
         raise typer.Exit(1)
 
 
-async def _run_one(name, settings, registry, epochs, limit, concurrency, show_progress) -> RunReport:
+async def _run_one(name, settings, registry, options, show_progress) -> RunReport:
     if not show_progress:
-        return await arun_suite(name, settings=settings, registry=registry, epochs=epochs,
-                                limit=limit, concurrency=concurrency)
+        return await arun_suite(name, settings=settings, registry=registry, **options)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err(), transient=True) as bar:
         task = bar.add_task(name, total=None)
 
         def started(prepared) -> None:
+            limit = options["limit"]
             total = min(prepared.n_cases, limit) if limit else prepared.n_cases
-            bar.update(task, total=total * (epochs or prepared.suite.epochs))
+            bar.update(task, total=total * (options["epochs"] or prepared.suite.epochs))
 
-        return await arun_suite(name, settings=settings, registry=registry, epochs=epochs,
-                                limit=limit, concurrency=concurrency,
+        return await arun_suite(name, settings=settings, registry=registry, **options,
                                 progress=lambda n: bar.advance(task, n), on_start=started)

@@ -101,3 +101,23 @@ class CaseScore(SQLModel, table=True):
     skipped: bool = False
     message: str = ""
     meta: str | None = None
+
+
+class CalibrationRecord(SQLModel, table=True):
+    """What ``evalloop calibrate`` measured for one suite and scorer."""
+
+    __tablename__ = "calibrations"
+
+    id: int | None = Field(default=None, primary_key=True)
+    suite: str = Field(index=True)
+    scorer: str
+    kind: str
+    created_at: datetime = Field(default_factory=utcnow)
+    repeats: int
+    n_cases: int
+    mean: float
+    noise_sd: float
+    false_alarm_rate: float
+    suggested_threshold: float | None = None
+    minimal_detectable_drop: float | None = None
+    per_case_variance: str = "{}"

@@ -60,7 +60,7 @@ def prompt_hash(text: str) -> str:
 def system_prompt(operation: str, services: Any = None) -> str:
     """The operation's prompt, with the suite's past failure patterns when learning provides them."""
     base = prompt_text(operation)
-    extra = getattr(services, "extras", {}).get("prompt_context", {}).get(operation) if services else None
+    extra = getattr(services, "extras", {}).get("failure_patterns") if services else None
     return f"{base}\n\nPast failure patterns:\n{extra}" if extra else base
 
 

@@ -56,6 +56,14 @@ def print_run(report: RunReport, console: Console) -> None:
     if report.outcome.case_errors:
         console.print(f"[red]{report.outcome.case_errors} case(s) failed in the target[/red]; "
                       f"first: {report.outcome.first_case_error}", markup=True, highlight=False)
+    if report.extras.get("strata"):
+        from evalloop.report.strata import StrataReport, strata_table
+
+        console.print(strata_table(StrataReport.model_validate(report.extras["strata"]), title="per stratum (tag)"))
+    stats = report.extras.get("target_stats")
+    if stats:
+        console.print("  target: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                                for k, v in stats.items()), highlight=False)
     if not run.valid:
         console.print(f"[magenta]run is invalid and kept out of baselines:[/] {run.invalid_reason}")
 

@@ -1,0 +1,121 @@
+"""``evalloop memories find|list`` and ``evalloop prompt enhance``: the learning loop by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from evalloop import learning
+from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
+from evalloop.errors import EvalloopError
+
+memories_app = typer.Typer(help="Find and list memories in the memory store (failure memories included).",
+                           no_args_is_help=True)
+prompt_app = typer.Typer(help="Improve prompts with what past runs learned.", no_args_is_help=True)
+app.add_typer(memories_app, name="memories")
+app.add_typer(prompt_app, name="prompt")
+
+TagOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Only memories with this tag (repeat: all).")]
+
+
+def _rows(found: list) -> list[dict]:
+    rows = []
+    for item in found:
+        record = getattr(item, "record", item)
+        rows.append({"id": record.id, "score": getattr(item, "score", None), "tags": record.tags,
+                     "metadata": record.metadata, "information": record.information,
+                     "created_at": record.created_at.isoformat() if getattr(record, "created_at", None) else None})
+    return rows
+
+
+def _print(rows: list[dict], json_out: bool) -> None:
+    if json_out:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        out().print("no memories found")
+        return
+    table = Table(show_edge=False, pad_edge=False, show_lines=True)
+    for col in ("id", "score", "tags", "information"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        score = f"{row['score']:.3f}" if row["score"] is not None else ""
+        table.add_row(row["id"], score, ",".join(row["tags"]), row["information"])
+    out().print(table)
+
+
+@memories_app.command("find")
+@friendly
+def memories_find(
+    query: Annotated[str, typer.Argument(help="What to look for, in plain words.")],
+    limit: Annotated[int, typer.Option(min=1, help="How many results.")] = 5,
+    tag: TagOpt = None,
+    json_out: JsonOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Hybrid (full-text + meaning) search of the memory store.
+
+    Example: [bold]evalloop memories find "memory similarity eval failure" --limit 3[/bold]
+    """
+    settings = settings_for(project)
+    learning.require_memories(settings)
+    adapter = learning.open_adapter(settings)
+    try:
+        _print(_rows(adapter.find(query, limit=limit, tags=tag or None)), json_out)
+    finally:
+        learning.close_adapter(adapter)
+
+
+@memories_app.command("list")
+@friendly
+def memories_list(
+    tag: TagOpt = None,
+    limit: Annotated[int, typer.Option(min=1, help="How many memories.")] = 50,
+    json_out: JsonOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """List memories of the embedded store, newest first, filtered by exact tags.
+
+    Example: [bold]evalloop memories list --tag eval-failure[/bold]
+    """
+    settings = settings_for(project)
+    if settings.memory_url:
+        raise EvalloopError("listing is only available for the embedded store",
+                            where=settings.memory_url, hint="use `evalloop memories find` for a memory service")
+    learning.require_memories(settings)
+    adapter = learning.open_adapter(settings)
+    try:
+        _print(_rows(adapter.list(tags=tag or None, limit=limit)), json_out)
+    finally:
+        learning.close_adapter(adapter)
+
+
+@prompt_app.command("enhance")
+@friendly
+def prompt_enhance(
+    prompt_file: Annotated[Path, typer.Argument(help="The prompt to improve (a text file).")],
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Whose failure memories to use.")],
+    limit: Annotated[int, typer.Option(min=1, help="How many failure memories.")] = learning.PATTERN_LIMIT,
+    query: Annotated[str | None, typer.Option(help="Search text (default: '<suite> eval failure').")] = None,
+    project: ProjectOpt = None,
+) -> None:
+    """Print PROMPT_FILE with a "Past failure patterns" section from the suite's failure memories.
+
+    Example: [bold]evalloop prompt enhance prompts/decide.md --suite similarity[/bold]
+    """
+    settings = settings_for(project)
+    try:
+        base = prompt_file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EvalloopError(f"cannot read prompt file: {exc.strerror}", where=str(prompt_file)) from None
+    learning.require_memories(settings)
+    adapter = learning.open_adapter(settings)
+    try:
+        found = learning.failure_patterns(adapter, suite, query=query, limit=limit)
+    finally:
+        learning.close_adapter(adapter)
+    print(learning.enhance_prompt(base, found), end="")
