@@ -56,6 +56,7 @@ def project(pytester, monkeypatch):
     answers = root / "answers.json"
     write_answers(answers, ANSWERS)
     (root / "evalloop.toml").write_text("errored_limit = 0.5\n")  # one errored grade of four is fine
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(answers))
     monkeypatch.delenv("EVALLOOP_PROJECT", raising=False)
     return root
