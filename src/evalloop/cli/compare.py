@@ -27,6 +27,11 @@ class ScorerDelta(BaseModel):
     relative: float | None
     pass_mark: float
     common_cases: int
+    ci_a: tuple[float, float] | None = None
+    ci_b: tuple[float, float] | None = None
+    p_value: float | None = None
+    stars: str = ""
+    test: str | None = None
     newly_failing: list[str]
     newly_passing: list[str]
 
@@ -48,16 +53,34 @@ def diff_runs(store: HistoryStore, a: Run, b: Run) -> RunDiff:
         mean_b = sb[name].mean if name in sb else None
         details = json.loads((sb.get(name) or sa[name]).details or "{}")
         pass_mark = float(details.get("pass_mark", 0.5))
-        ca, cb = store.case_scores(a.id, name), store.case_scores(b.id, name)
+        controls = set(details.get("controls", []))  # known-bad cases check the scorer, not the product
+        ca = {c: v for c, v in store.case_scores(a.id, name).items() if c not in controls}
+        cb = {c: v for c, v in store.case_scores(b.id, name).items() if c not in controls}
         common = ca.keys() & cb.keys()
         delta = None if mean_a is None or mean_b is None else mean_b - mean_a
         deltas.append(ScorerDelta(
             scorer=name, mean_a=mean_a, mean_b=mean_b, delta=delta,
             relative=delta / mean_a if delta is not None and mean_a else None,
-            pass_mark=pass_mark, common_cases=len(common),
+            pass_mark=pass_mark, common_cases=len(common), **_evidence(ca, cb, sorted(common)),
             newly_failing=sorted(c for c in common if ca[c] >= pass_mark > cb[c]),
             newly_passing=sorted(c for c in common if cb[c] >= pass_mark > ca[c])))
     return RunDiff(run_a=a.id, run_b=b.id, suite_a=a.suite, suite_b=b.suite, scorers=deltas)
+
+
+def _evidence(ca: dict[str, float], cb: dict[str, float], common: list[str]) -> dict:
+    """Bootstrap CIs of both means and a two-sided paired test on the cases both runs graded."""
+    from evalloop import stats
+
+    out: dict = {}
+    for key, scores in (("ci_a", ca), ("ci_b", cb)):
+        ci = stats.bootstrap_ci(list(scores.values()))
+        out[key] = (ci.low, ci.high) if ci is not None else None
+    if len(common) >= 2:
+        x, y = [cb[c] for c in common], [ca[c] for c in common]
+        binary = all(v in (0.0, 1.0) for v in (*x, *y))
+        result = stats.mcnemar_exact(x, y) if binary else stats.paired_permutation_test(x, y)
+        out.update(p_value=result.p_value, stars=stats.stars(result.p_value), test=result.test)
+    return out
 
 
 def _run(store: HistoryStore, ref: str, where: str) -> Run:
@@ -91,12 +114,14 @@ def compare(
     suites = a.suite if a.suite == b.suite else f"{a.suite} → {b.suite}"
     console.print(f"[bold]{suites}[/bold]  {a.id} → {b.id}")
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("scorer", "A", "B", "delta", "relative", "newly failing", "newly passing"):
+    for col in ("scorer", "A", "A 95% CI", "B", "B 95% CI", "delta", "relative", "p", "paired",
+                "newly failing", "newly passing"):
         table.add_column(col, justify="left" if col == "scorer" else "right")
     for d in diff.scorers:
-        table.add_row(d.scorer, _num(d.mean_a), _num(d.mean_b),
+        table.add_row(d.scorer, _num(d.mean_a), _ci(d.ci_a), _num(d.mean_b), _ci(d.ci_b),
                       "—" if d.delta is None else f"{d.delta:+.3f}",
                       "—" if d.relative is None else f"{d.relative:+.1%}",
+                      "—" if d.p_value is None else f"{d.p_value:.3g}{d.stars}", str(d.common_cases),
                       str(len(d.newly_failing)), str(len(d.newly_passing)))
     console.print(table)
     for d in diff.scorers:
@@ -104,6 +129,10 @@ def compare(
             if cases:
                 more = f" (+{len(cases) - MAX_SHOWN} more)" if len(cases) > MAX_SHOWN else ""
                 console.print(f"  {d.scorer} {label}: {', '.join(cases[:MAX_SHOWN])}{more}")
+
+
+def _ci(ci: tuple[float, float] | None) -> str:
+    return "—" if ci is None else f"{ci[0]:.2f}–{ci[1]:.2f}"
 
 
 def _num(value: float | None) -> str:
