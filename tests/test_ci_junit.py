@@ -82,7 +82,8 @@ def test_compare_shows_deltas_and_flipped_cases(project):
     assert value["delta"] == pytest.approx(-0.36) and value["relative"] == pytest.approx(-0.36)
     assert value["newly_failing"] == ["c0", "c1"] and value["newly_passing"] == []
     # 2 of 5 paired cases dropped, 3 unchanged: an exact sign-flip test gives p = 2/4 = 0.5
-    assert value["test"] == "paired permutation (exact)" and value["p_value"] == pytest.approx(0.5) and value["stars"] == ""
+    assert value["test"] == "paired permutation (exact)"
+    assert value["p_value"] == pytest.approx(0.5) and value["stars"] == ""
     assert value["ci_a"] == [1.0, 1.0] and value["ci_b"][0] < 0.64 < value["ci_b"][1]
     text = cli(root, "compare", a[:-3], b).stdout  # ids or unique prefixes
     assert "value newly failing: c0, c1" in text and "-36.0%" in text

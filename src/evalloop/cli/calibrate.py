@@ -12,7 +12,7 @@ from rich.table import Table
 from evalloop.calibration import acalibrate, store_calibrations
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.history.store import HistoryStore
-from evalloop.report.terminal import pct
+from evalloop.report.format import pct
 from evalloop.runner import prepare
 from evalloop.scoring.registry import discover
 from evalloop.services import build_services, close_services

@@ -13,6 +13,7 @@ from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_f
 from evalloop.errors import EvalloopError
 from evalloop.history.models import Run
 from evalloop.history.store import HistoryStore
+from evalloop.report.format import num
 
 MAX_SHOWN = 10
 
@@ -118,7 +119,7 @@ def compare(
                 "newly failing", "newly passing"):
         table.add_column(col, justify="left" if col == "scorer" else "right")
     for d in diff.scorers:
-        table.add_row(d.scorer, _num(d.mean_a), _ci(d.ci_a), _num(d.mean_b), _ci(d.ci_b),
+        table.add_row(d.scorer, num(d.mean_a), _ci(d.ci_a), num(d.mean_b), _ci(d.ci_b),
                       "—" if d.delta is None else f"{d.delta:+.3f}",
                       "—" if d.relative is None else f"{d.relative:+.1%}",
                       "—" if d.p_value is None else f"{d.p_value:.3g}{d.stars}", str(d.common_cases),
@@ -135,5 +136,3 @@ def _ci(ci: tuple[float, float] | None) -> str:
     return "—" if ci is None else f"{ci[0]:.2f}–{ci[1]:.2f}"
 
 
-def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"

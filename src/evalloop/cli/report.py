@@ -67,8 +67,9 @@ def report(
 
 
 def _print_table(trends: TrendReport) -> None:
+    from evalloop.report.format import num, pct
     from evalloop.report.markdown import sparkline
-    from evalloop.report.terminal import VERDICT_STYLE, num, pct
+    from evalloop.report.terminal import VERDICT_STYLE
 
     table = Table(show_edge=False, pad_edge=False)
     for col in ("suite", "scorer", "runs", "latest", "baseline", "drop", "verdict", "trend"):

@@ -12,10 +12,9 @@ import anthropic
 from evalloop.errors import ConfigError
 from evalloop.llm.errors import LLMCallFailed
 from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
-from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, call_with_retries
+from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, send
 from evalloop.llm.retry import parse_retry_after as _retry_after
 from evalloop.llm.types import LLMRequest, LLMResponse, TokenUsage
-from evalloop.llm.usage import record_usage
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 
@@ -64,16 +63,8 @@ class AnthropicClient:
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Send ``request``; retry transient failures; record usage and cost."""
-        response, retries = await call_with_retries(
-            lambda: self._attempt(request),
-            self.policy,
-            semaphore=self._semaphore,
-            where=f"Anthropic API at {self.base_url}",
-            url_setting="ANTHROPIC_BASE_URL",
-        )
-        response.retries = retries
-        record_usage(response, retries)
-        return response
+        return await send(lambda: self._attempt(request), self.policy, semaphore=self._semaphore,
+                          where=f"Anthropic API at {self.base_url}", url_setting="ANTHROPIC_BASE_URL")
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connections."""

@@ -16,11 +16,10 @@ from evalloop.llm.retry import (
     RETRYABLE_STATUS,
     RetryPolicy,
     TransientError,
-    call_with_retries,
     parse_retry_after,
+    send,
 )
 from evalloop.llm.types import LLMRequest, LLMResponse, TokenUsage
-from evalloop.llm.usage import record_usage
 
 FINISH_REASONS = {
     "stop": "end_turn",
@@ -81,16 +80,8 @@ class OpenAICompatClient:
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Send ``request``; retry transient failures; record usage and cost."""
-        response, retries = await call_with_retries(
-            lambda: self._attempt(request),
-            self.policy,
-            semaphore=self._semaphore,
-            where=f"LLM server at {self.url}",
-            url_setting="EVALLOOP_LLM_BASE_URL",
-        )
-        response.retries = retries
-        record_usage(response, retries)
-        return response
+        return await send(lambda: self._attempt(request), self.policy, semaphore=self._semaphore,
+                          where=f"LLM server at {self.url}", url_setting="EVALLOOP_LLM_BASE_URL")
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connections."""

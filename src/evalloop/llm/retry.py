@@ -18,6 +18,8 @@ from tenacity import (
 )
 
 from evalloop.llm.errors import LLMCallFailed, LLMConnectionFailed
+from evalloop.llm.types import LLMResponse
+from evalloop.llm.usage import record_usage
 
 T = TypeVar("T")
 
@@ -132,6 +134,18 @@ async def call_with_retries(
     except TransientError as error:
         raise _exhausted(error, where, retries + 1, url_setting) from error
     return value, retries
+
+
+async def send(
+    attempt: Callable[[], Awaitable[LLMResponse]], policy: RetryPolicy, *, semaphore: asyncio.Semaphore,
+    where: str, url_setting: str,
+) -> LLMResponse:
+    """One request of a client: retried by ``policy``, its retries counted and its usage recorded."""
+    response, retries = await call_with_retries(attempt, policy, semaphore=semaphore, where=where,
+                                                url_setting=url_setting)
+    response.retries = retries
+    record_usage(response, retries)
+    return response
 
 
 async def _timed(attempt: Callable[[], Awaitable[T]], timeout: float) -> T:

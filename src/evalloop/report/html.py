@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from evalloop.report.format import num, pct
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -226,14 +227,6 @@ def _ms(value: float | None) -> str:
     return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.3g} ms"
 
 
-def _pct(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "—"
-    return f"{value:+.1%}" if signed else f"{value:.1%}"
-
-
-def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
 
 
 def _slug(*parts: str) -> str:
@@ -256,7 +249,7 @@ def verdict_class(point: TrendPoint | None) -> str:
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["j2", "html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=_pct, num=_num, ms=_ms)
+    env.filters.update(pct=pct, num=num, ms=_ms)
     env.filters["dt"] = lambda at: at.strftime("%Y-%m-%d %H:%M") if at else "—"
     env.filters["usd"] = lambda v: f"${v:,.4f}" if v else "—"
     return env

@@ -10,6 +10,7 @@ from rich.table import Table
 from evalloop.baseline import ScorerComparison
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.pipeline import RunReport
+from evalloop.report.format import num, pct
 
 VERDICT_STYLE = {
     "regressed": "bold red", "regressed (not significant)": "yellow", "improved": "green",
@@ -17,16 +18,6 @@ VERDICT_STYLE = {
     "scorer broken": "bold magenta",
 }
 MAX_FLIPS_SHOWN = 5
-
-
-def pct(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "—"
-    return f"{value:+.1%}" if signed else f"{value:.1%}"
-
-
-def num(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
 
 
 def print_run(report: RunReport, console: Console) -> None:
