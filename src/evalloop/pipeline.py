@@ -116,9 +116,10 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
         report.extras["target_stats"] = run_notes["target_stats"]
-    strata = strata_means(store, outcome.run.id, order=[s.scorer for s in comparison.scorers])
-    if strata.strata:
-        report.extras["strata"] = strata.model_dump(mode="json")
+    if outcome.tagged:
+        strata = strata_means(store, outcome.run.id, order=[s.scorer for s in comparison.scorers])
+        if strata.strata:
+            report.extras["strata"] = strata.model_dump(mode="json")
     if settings.learn and comparison.has_regression:
         report.extras["memories"] = _learn(settings, comparison, report.notices)
     if settings.run_log:

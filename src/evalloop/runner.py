@@ -124,6 +124,7 @@ class RunOutcome:
     case_errors: int = 0
     first_case_error: str = ""
     notices: list[str] = field(default_factory=list)
+    tagged: bool = False
 
 
 def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
@@ -284,6 +285,7 @@ class _RunState:
         self.score_rows: list[dict[str, Any]] = []
         self.case_errors = 0
         self.first_case_error = ""
+        self.tagged = False
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
                        "cache_hits": 0}
 
@@ -343,6 +345,7 @@ class _RunState:
             self.totals["llm_calls"] += usage.calls
             self.totals["cache_hits"] += usage.cache_hits
         self.case_rows.append(row)
+        self.tagged = self.tagged or bool(case.tags)
         for bound, (name, score) in zip(prepared.scorers, scores, strict=True):
             self.tallies[name].add(score, case.expects_fail(name), case.id, bound.pass_mark)
             self.score_rows.append({
@@ -388,4 +391,5 @@ class _RunState:
             valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
             ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals,
         )
-        return RunOutcome(run, summaries, self.tallies, self.case_errors, self.first_case_error)
+        return RunOutcome(run, summaries, self.tallies, self.case_errors, self.first_case_error,
+                          tagged=self.tagged)

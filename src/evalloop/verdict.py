@@ -41,6 +41,7 @@ from pydantic import BaseModel, Field
 from evalloop import stats
 
 TOLERANCE = 1e-9  # a drop computed as 0.1499999999 meets a 0.15 threshold
+BOOTSTRAP_BUDGET = 20_000_000  # draws per CI at most (see decide)
 MIN_EFFECT_SHARE = 1 / 3  # rule="paired": default minimum effect as a share of the threshold
 
 
@@ -166,9 +167,10 @@ def decide(
     is_binary = all(s in (0.0, 1.0) for s in values) if binary is None else binary
 
     current_mean = _mean(used.values())
-    ci = stats.bootstrap_ci(
-        list(used.values()), level=policy.ci_level, resamples=policy.resamples, seed=policy.seed
-    )
+    # Large suites: the CI of a mean needs fewer resamples to be stable; bound the work to
+    # ~20 million draws (10,000 resamples up to 2,000 cases, never fewer than 2,000).
+    resamples = min(policy.resamples, max(2_000, BOOTSTRAP_BUDGET // max(len(used), 1)))
+    ci = stats.bootstrap_ci(list(used.values()), level=policy.ci_level, resamples=resamples, seed=policy.seed)
     newly_failing: list[str] = []
     newly_passing: list[str] = []
     if runs:

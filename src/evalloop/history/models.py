@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from sqlalchemy import Index
 from sqlmodel import Field, SQLModel
 
 
@@ -72,6 +73,7 @@ class CaseResult(SQLModel, table=True):
     """One case's output (or error) in one epoch of a run."""
 
     __tablename__ = "case_results"
+    __table_args__ = (Index("ix_case_results_run_case", "run_id", "case_id", "epoch"),)
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="runs.id", index=True)
@@ -90,6 +92,7 @@ class CaseScore(SQLModel, table=True):
     """One scorer's grade of one case's output in one epoch."""
 
     __tablename__ = "case_scores"
+    __table_args__ = (Index("ix_case_scores_run_scorer", "run_id", "scorer", "case_id"),)
 
     id: int | None = Field(default=None, primary_key=True)
     run_id: str = Field(foreign_key="runs.id", index=True)

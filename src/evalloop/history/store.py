@@ -66,7 +66,7 @@ def get_engine(url: str) -> Engine:
 
 
 def _add_missing_columns(engine: Engine) -> None:
-    """Bring a database made by an older evalloop up to date: add new (nullable) columns.
+    """Bring a database made by an older evalloop up to date: add new (nullable) columns and indexes.
 
     Columns are only ever added, never dropped or changed, so older histories stay readable.
     """
@@ -85,6 +85,10 @@ def _add_missing_columns(engine: Engine) -> None:
                 ddl = CreateColumn(column).compile(dialect=engine.dialect)
                 ddl_text = str(ddl).replace(" NOT NULL", "")
                 conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl_text}")
+            indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+            for index in table.indexes:
+                if index.name not in indexes:
+                    index.create(conn)
 
 
 class HistoryStore:

@@ -21,7 +21,7 @@ _EXPORTS = {
     "AnthropicClient": "evalloop.llm.anthropic_client",
     "CacheMode": "evalloop.llm.cache",
     "CachedClient": "evalloop.llm.cache",
-    "DEFAULT_MODEL": "evalloop.llm.anthropic_client",
+    "DEFAULT_MODEL": "evalloop.llm.types",
     "LLMCallFailed": "evalloop.llm.errors",
     "LLMClient": "evalloop.llm.types",
     "LLMConnectionFailed": "evalloop.llm.errors",

@@ -14,9 +14,7 @@ from evalloop.llm.errors import LLMCallFailed
 from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
 from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, send
 from evalloop.llm.retry import parse_retry_after as _retry_after
-from evalloop.llm.types import LLMRequest, LLMResponse, TokenUsage
-
-DEFAULT_MODEL = "claude-haiku-4-5"
+from evalloop.llm.types import DEFAULT_MODEL, LLMRequest, LLMResponse, TokenUsage
 
 
 class AnthropicClient:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 
 from evalloop.errors import ConfigError
-from evalloop.llm.anthropic_client import DEFAULT_MODEL, AnthropicClient
-from evalloop.llm.openai_client import OpenAICompatClient
-from evalloop.llm.types import LLMClient
+from evalloop.llm.types import DEFAULT_MODEL, LLMClient
 
 MISSING = "set ANTHROPIC_API_KEY, or EVALLOOP_LLM_BASE_URL and EVALLOOP_LLM_MODEL, or use --engine local"
 
@@ -46,6 +44,8 @@ def client_from_env(model: str | None = None, **options: object) -> LLMClient | 
     options = {**env_options(), **options}
     base_url = os.environ.get("EVALLOOP_LLM_BASE_URL")
     if base_url:
+        from evalloop.llm.openai_client import OpenAICompatClient
+
         return OpenAICompatClient(
             base_url,
             model or os.environ.get("EVALLOOP_LLM_MODEL", ""),
@@ -53,6 +53,8 @@ def client_from_env(model: str | None = None, **options: object) -> LLMClient | 
             **options,  # type: ignore[arg-type]
         )
     if os.environ.get("ANTHROPIC_API_KEY"):
+        from evalloop.llm.anthropic_client import AnthropicClient
+
         return AnthropicClient(model or DEFAULT_MODEL, **options)  # type: ignore[arg-type]
     return None
 

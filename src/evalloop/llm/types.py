@@ -71,3 +71,6 @@ class LLMClient(Protocol):
     model: str
 
     async def complete(self, request: LLMRequest) -> LLMResponse: ...
+
+DEFAULT_MODEL = "claude-haiku-4-5"
+"""The model evalloop asks when none is named (fast, cheap, good enough for grading)."""
