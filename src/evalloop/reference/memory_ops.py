@@ -132,7 +132,8 @@ def decide_local(existing: str, incoming: str) -> Decision:
     return Decision(action="CREATE", reason=f"different subject ({measure} {sim:.2f})")
 
 
-async def decide(input: dict[str, Any], engine: str | None = None, ctx: Any = None) -> dict[str, str]:
+async def decide(input: dict[str, Any], engine: str | None = None, model: str | None = None,
+                 ctx: Any = None) -> dict[str, str]:
     """Decide what to do with ``input['incoming']`` given ``input['existing']``."""
     existing, incoming = _content(input.get("existing")), _content(input.get("incoming"))
     if _engine(engine, ctx) == "local":
@@ -141,7 +142,7 @@ async def decide(input: dict[str, Any], engine: str | None = None, ctx: Any = No
 
     prompt = f"{fence('EXISTING MEMORY', existing)}\n\n{fence('INCOMING MEMORY', incoming)}"
     result = await structured(_client(ctx), Decision, prompt=prompt,
-                              system=system_prompt("decide", ctx.services), max_tokens=256)
+                              system=system_prompt("decide", ctx.services), model=model, max_tokens=256)
     return result.model_dump()
 
 
@@ -160,7 +161,8 @@ def merge_local(original: str, incoming: str) -> str:
     return " ".join(s if s[-1] in ".!?;" else s + "." for s in kept)
 
 
-async def merge(input: dict[str, Any], engine: str | None = None, ctx: Any = None) -> dict[str, str]:
+async def merge(input: dict[str, Any], engine: str | None = None, model: str | None = None,
+                ctx: Any = None) -> dict[str, str]:
     """Merge ``input['incoming']`` into ``input['original']``; returns ``{"content": ...}``."""
     original, incoming = _content(input.get("original")), _content(input.get("incoming"))
     if _engine(engine, ctx) == "local":
@@ -169,7 +171,7 @@ async def merge(input: dict[str, Any], engine: str | None = None, ctx: Any = Non
 
     prompt = f"{fence('ORIGINAL MEMORY', original)}\n\n{fence('INCOMING MEMORY', incoming)}"
     result = await structured(_client(ctx), Merged, prompt=prompt,
-                              system=system_prompt("merge", ctx.services), max_tokens=512)
+                              system=system_prompt("merge", ctx.services), model=model, max_tokens=512)
     return result.model_dump()
 
 
@@ -206,7 +208,8 @@ def assess_local(memory: str) -> QualityAssessment:
     return QualityAssessment(score=max(0, min(100, score)), issues=issues)
 
 
-async def assess_quality(input: Any, engine: str | None = None, ctx: Any = None) -> dict[str, Any]:
+async def assess_quality(input: Any, engine: str | None = None, model: str | None = None,
+                         ctx: Any = None) -> dict[str, Any]:
     """Rate a memory's usefulness: ``{"score": 0..1, "issues": [...]}``."""
     memory = _content(input.get("memory") if isinstance(input, dict) else input)
     if _engine(engine, ctx) == "local":
@@ -215,7 +218,8 @@ async def assess_quality(input: Any, engine: str | None = None, ctx: Any = None)
         from evalloop.llm.structured import structured
 
         result = await structured(_client(ctx), QualityAssessment, prompt=fence("MEMORY", memory),
-                                  system=system_prompt("quality", ctx.services), max_tokens=384)
+                                  system=system_prompt("quality", ctx.services), model=model,
+                                  max_tokens=384)
     return {"score": result.score / 100, "issues": result.issues}
 
 
@@ -226,7 +230,7 @@ def _describe(operation: str):
         info: dict[str, Any] = {"operation": operation, "engine": engine,
                                 "prompt_sha": prompt_hash(text)}
         if engine == "llm":
-            info["model"] = getattr(getattr(services, "llm", None), "model", None)
+            info["model"] = params.get("model") or getattr(getattr(services, "llm", None), "model", None)
         else:
             embedder = _embedder()
             info["embedder"] = getattr(embedder, "name", "lexical")
