@@ -6,9 +6,9 @@ import json
 
 import pytest
 import yaml
-from support.messages_server import LLMServer, Reply
 
 from evalloop import load_settings, run_suite
+from support.messages_server import LLMServer, Reply
 
 
 @pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
