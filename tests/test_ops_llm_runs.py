@@ -31,9 +31,9 @@ HAIKU_CALL_USD = (IN_TOKENS * 1.0 + OUT_TOKENS * 5.0) / 1_000_000   # claude-hai
 
 
 def fenced(text: str, name: str) -> str:
-    found = re.search(rf"<<<{name}>>>\n(.*?)\n<<<END {name}>>>", text, re.DOTALL)
+    found = re.search(rf"<<<{name} ([0-9a-f]+)>>>\n(.*?)\n<<<END {name} \1>>>", text, re.DOTALL)
     assert found, f"no {name} in the prompt"
-    return found.group(1)
+    return found.group(2)
 
 
 def first_user_text(seen: Seen) -> str:

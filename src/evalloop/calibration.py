@@ -1,11 +1,11 @@
 """Judge-noise calibration: grade the same outputs several times and size thresholds to the noise.
 
 The target answers every case once; each ``llm_judge`` scorer then grades those same outputs
-``repeats`` times (each repeat is a distinct cache epoch, so the calls are real and a second
-calibration is replayed from the cache). ``llm_operation`` scorers repeat the target call too,
-since the operation is what varies. Heuristic scorers are deterministic: for them only the
-minimal detectable drop of a pass/fail scorer at the suite's size is computed. Results are
-stored in the ``calibrations`` table.
+``repeats`` times (each repeat is a distinct cache epoch, apart from the epochs of runs, so
+the calls are real and a second calibration is replayed from the cache). ``llm_operation``
+scorers repeat the target call too, since the operation is what varies. Heuristic scorers are
+deterministic: for them only the minimal detectable drop of a pass/fail scorer at the suite's
+size is computed. Results are stored in the ``calibrations`` table.
 """
 
 from __future__ import annotations
@@ -20,14 +20,19 @@ from pydantic import BaseModel
 
 from evalloop import stats
 from evalloop.context import CaseContext, Services
+from evalloop.errors import EvalloopError
 from evalloop.history.models import CalibrationRecord
 from evalloop.history.store import HistoryStore, dumps
+from evalloop.llm.errors import is_case_level
 from evalloop.runner import BoundScorer, PreparedRun
 
 try:
     from evalloop.llm.cache import current_epoch
 except ImportError:  # pragma: no cover
     current_epoch = None  # type: ignore[assignment]
+
+
+CALIBRATION_EPOCH = 1_000_000  # cache epochs of calibration repeats, apart from run epochs
 
 
 class ScorerCalibration(BaseModel):
@@ -43,9 +48,13 @@ class ScorerCalibration(BaseModel):
 
 async def _call_target(prepared: PreparedRun, services: Services, case: Any, epoch: int) -> tuple[bool, Any]:
     ctx = CaseContext(prepared.suite.name, "calibration", case, epoch, services)
-    token = current_epoch.set(epoch) if current_epoch is not None else None
+    token = current_epoch.set(CALIBRATION_EPOCH + epoch) if current_epoch is not None else None
     try:
         return True, await prepared.target(case.input, ctx)
+    except EvalloopError as exc:
+        if not is_case_level(exc):  # no connection, a rejected key, a replay miss: stop
+            raise
+        return False, None
     except Exception:  # noqa: BLE001 - a case the target cannot answer is left out
         return False, None
     finally:
@@ -55,7 +64,7 @@ async def _call_target(prepared: PreparedRun, services: Services, case: Any, epo
 
 async def _grade(bound: BoundScorer, services: Services, suite: str, case: Any, output: Any, epoch: int):
     ctx = CaseContext(suite, "calibration", case, epoch, services)
-    token = current_epoch.set(epoch) if current_epoch is not None else None
+    token = current_epoch.set(CALIBRATION_EPOCH + epoch) if current_epoch is not None else None
     try:
         return await bound.score(case, output, ctx)
     finally:

@@ -210,10 +210,9 @@ def _usage_scope() -> contextlib.AbstractContextManager[Any]:
 
 def _is_case_level(exc: EvalloopError) -> bool:
     """An LLM reply that could not be used fails grading of one case; anything else stops the run."""
-    from evalloop.errors import ConnectionFailed, ReplayMiss
-    from evalloop.llm.errors import LLMError
+    from evalloop.llm.errors import is_case_level
 
-    return isinstance(exc, LLMError) and not isinstance(exc, ConnectionFailed | ReplayMiss)
+    return is_case_level(exc)
 
 
 try:
@@ -313,15 +312,15 @@ class _RunState:
                     exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
                     raise
                 error, grading_failed = f"{type(exc).__name__}: {exc.what}", True
-            except TimeoutError:
-                error = f"target timed out after {prepared.suite.timeout} s"
+            except TimeoutError:  # no output to grade: errored, never a real 0
+                error, grading_failed = f"target timed out after {prepared.suite.timeout} s", True
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
             latency_ms = (time.perf_counter() - started) * 1000.0
             scores = []
             for bound in prepared.scorers:
                 if grading_failed:
-                    score = Score.error(f"LLM operation failed: {error}")
+                    score = Score.error(f"no output to grade: {error}")
                 elif error is not None:
                     score = Score(value=0.0, message=f"target error: {error}")
                 else:

@@ -112,7 +112,6 @@ async def structured(
     try:
         return _parse(response, schema)
     except ReplyParseError as first:
-        _forget(client, request)
         retry = request.model_copy(
             update={
                 "messages": [
@@ -126,6 +125,7 @@ async def structured(
         try:
             return _parse(second, schema)
         except ReplyParseError as error:
+            _forget(client, request)  # keep a recovered exchange replayable; drop a failed one
             _forget(client, retry)
             raise ReplyParseError(
                 f"{error.what} (after one retry; first error: {first.what})",
