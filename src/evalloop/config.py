@@ -43,6 +43,7 @@ class Settings(BaseModel):
     errored_limit: float = Field(default=0.2, ge=0.0, le=1.0)
     engine: Literal["auto", "local", "llm"] = "auto"
     model: str | None = None
+    judge_model: str | None = None
     cache: Literal["use", "off", "only"] = "use"
     memory_path: str | None = None
     memory_url: str | None = None
@@ -87,6 +88,7 @@ _ENV = {
     "EVALLOOP_ERRORED_LIMIT": "errored_limit",
     "EVALLOOP_ENGINE": "engine",
     "EVALLOOP_MODEL": "model",
+    "EVALLOOP_JUDGE_MODEL": "judge_model",
     "EVALLOOP_CACHE": "cache",
     "EVALLOOP_MEMORY_PATH": "memory_path",
     "EVALLOOP_LEARN": "learn",

@@ -157,11 +157,27 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         "target": target.ref,
         "target_params": target.params,
         "target_fingerprint": target.fingerprint,
-        "scorers": [{"name": b.name, "kind": b.kind.value, "params": b.params,
-                     "threshold": b.threshold, "source": b.spec.source} for b in bound],
+        "scorers": [_describe_scorer(b, services) for b in bound],
         "cases": cases_hash,
     }
     return PreparedRun(suite, n_cases, bound, target, fingerprint)
+
+
+def _describe_scorer(bound: BoundScorer, services: Services | None) -> dict[str, Any]:
+    """A scorer in the run's fingerprint: its settings, a hash of its code (a judge's prompt lives
+    there), and for a judge the model that grades."""
+    import inspect
+
+    try:
+        code = stable_hash(inspect.getsource(bound.spec.fn))
+    except (OSError, TypeError):
+        code = None
+    info = {"name": bound.name, "kind": bound.kind.value, "params": bound.params,
+            "threshold": bound.threshold, "source": bound.spec.source, "code": code}
+    if bound.kind == ScorerKind.LLM_JUDGE:
+        judge = getattr(services, "judge", None)
+        info["model"] = bound.params.get("model") or getattr(judge, "model", None)
+    return info
 
 
 def _check_policy(policy: dict[str, Any], where: str) -> None:
@@ -286,7 +302,7 @@ class _RunState:
         self.first_case_error = ""
         self.tagged = False
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
-                       "cache_hits": 0}
+                       "cache_hits": 0, "llm_retries": 0}
 
     async def worker(self, work: Iterator[tuple[Case, int]]) -> None:
         for i, (case, epoch) in enumerate(work, start=1):
@@ -343,6 +359,7 @@ class _RunState:
                 self.totals[key] += getattr(usage, key)
             self.totals["llm_calls"] += usage.calls
             self.totals["cache_hits"] += usage.cache_hits
+            self.totals["llm_retries"] += usage.retries
         self.case_rows.append(row)
         self.tagged = self.tagged or bool(case.tags)
         for bound, (name, score) in zip(prepared.scorers, scores, strict=True):

@@ -26,8 +26,12 @@ def build_services(
     client: Any = None,
     concurrency: int | None = None,
 ) -> tuple[Services, list[str]]:
-    """The services for a run, and one-line notices about what was chosen and why."""
-    from evalloop.llm.clients import MISSING, client_from_env
+    """The services for a run, and one-line notices about what was chosen and why.
+
+    The judge is the operations' client unless ``judge_model`` names another model of the same
+    provider, or ``EVALLOOP_JUDGE_BASE_URL`` another (OpenAI-compatible) server.
+    """
+    from evalloop.llm.clients import MISSING, client_from_env, judge_from_env
 
     engine = engine or settings.engine
     cache = cache or settings.cache
@@ -40,22 +44,29 @@ def build_services(
     if settings.prices:
         options["prices"] = settings.prices
     llm = client if client is not None else client_from_env(model or settings.model, **options)
-    if llm is None:
-        if engine == "llm":
-            raise ConfigError("--engine llm needs an LLM, and none is configured",
-                              where="environment", hint=MISSING)
-        if cache == "only":
-            raise ConfigError("--cache-only needs an LLM model to look replies up for",
-                              where="environment", hint=MISSING)
-        notices.append("no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL): memory operations run on the "
-                       "local engine; LLM judges are skipped")
-        return Services(engine="local"), notices
+    if llm is None and cache == "only":  # replay needs no key: the cache answers, or misses
+        from evalloop.llm.cache import ReplayOnlyClient
+        from evalloop.llm.types import DEFAULT_MODEL
+
+        llm = ReplayOnlyClient(model or settings.model or DEFAULT_MODEL)
+    judge = judge_from_env(settings.judge_model, **options)
+    if judge is None and settings.judge_model and llm is not None and client is None:
+        judge = client_from_env(settings.judge_model, **options)
+    if llm is None and engine == "llm":
+        raise ConfigError("--engine llm needs an LLM, and none is configured", where="environment", hint=MISSING)
     if cache != "off":
         from evalloop.llm.cache import CachedClient
 
-        llm = CachedClient(llm, settings.history_dir / CACHE_FILE, mode=cache)  # type: ignore[arg-type]
+        path = settings.history_dir / CACHE_FILE
+        llm = CachedClient(llm, path, mode=cache) if llm is not None else None  # type: ignore[arg-type]
+        judge = CachedClient(judge, path, mode=cache) if judge is not None else None  # type: ignore[arg-type]
+    judge = judge or llm
+    if llm is None:
+        notices.append("no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL): memory operations run on the local engine"
+                       + ("" if judge is not None else "; LLM judges are skipped"))
+        return Services(engine="local", judge=judge), notices
     chosen = "llm" if engine in ("auto", "llm") else "local"
-    return Services(engine=chosen, llm=llm if chosen == "llm" else None, judge=llm), notices
+    return Services(engine=chosen, llm=llm if chosen == "llm" else None, judge=judge), notices
 
 
 async def close_services(services: Services) -> None:

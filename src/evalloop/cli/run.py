@@ -30,7 +30,8 @@ def run(
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
     concurrency: Annotated[int | None, typer.Option(min=1, help="Cases in flight at once.")] = None,
     fail_on_regression: Annotated[bool, typer.Option(
-        "--fail-on-regression", help="Exit 1 when any scorer regressed (or a scorer is broken).")] = False,
+        "--fail-on-regression",
+        help="Exit 1 when any scorer regressed, a scorer is broken, or a run is invalid.")] = False,
     json_out: JsonOpt = False,
     json_file: Annotated[Path | None, typer.Option(
         "--json-out", help="Also write the JSON summary to this file.", show_default=False)] = None,
@@ -84,9 +85,14 @@ def run(
         from evalloop.report.junit import write_junit
 
         write_junit(junit, reports, HistoryStore(settings.database_url))
-    regressed = [r for r in reports if r.comparison.has_regression or r.comparison.broken]
-    if regressed and fail_on_regression:
-        err().print(f"regression in {', '.join(r.suite.name for r in regressed)}")
+    regressed = [r.suite.name for r in reports if r.comparison.has_regression]
+    broken = [r.suite.name for r in reports if r.comparison.broken]
+    invalid = [r.suite.name for r in reports if not r.outcome.run.valid]
+    if fail_on_regression and (regressed or broken or invalid):
+        for label, names in (("regression in", regressed), ("scorer broken in", broken),
+                             ("invalid run (too many errored grades) in", invalid)):
+            if names:
+                err().print(f"{label} {', '.join(names)}", markup=False)
         raise typer.Exit(1)
 
 

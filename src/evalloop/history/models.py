@@ -45,6 +45,7 @@ class Run(SQLModel, table=True):
     output_tokens: int = 0
     llm_calls: int = 0
     cache_hits: int = 0
+    llm_retries: int = 0
     notes: str = "{}"
     origin: str = "local"
 

@@ -29,8 +29,9 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
-def cache_key(request: LLMRequest, epoch: int = 0) -> str:
-    """SHA-256 of model, system, messages, tools, tool_choice, temperature, max_tokens, epoch."""
+def cache_key(request: LLMRequest, epoch: int = 0, namespace: str = "") -> str:
+    """SHA-256 of model, system, messages, tools, tool_choice, temperature, max_tokens, epoch,
+    and the provider (``namespace``: two servers serving one model name do not share replies)."""
     payload = {
         "model": request.model,
         "system": request.system,
@@ -41,6 +42,8 @@ def cache_key(request: LLMRequest, epoch: int = 0) -> str:
         "max_tokens": request.max_tokens,
         "epoch": epoch,
     }
+    if namespace:
+        payload["provider"] = namespace
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -130,7 +133,7 @@ class CachedClient:
         """A cached reply if there is one (per ``mode``), else the inner client's."""
         if self.mode == "off":
             return await self.inner.complete(request)
-        key = cache_key(request, self.epoch + current_epoch.get())
+        key = self._key(request)
         hit = self.cache.get(key)
         if hit is not None:
             return self._hit(hit)
@@ -163,11 +166,15 @@ class CachedClient:
         future.set_result(response)
         return response
 
+    def _key(self, request: LLMRequest) -> str:
+        namespace = getattr(self.inner, "cache_namespace", "")
+        return cache_key(request, self.epoch + current_epoch.get(), namespace)
+
     def forget(self, request: LLMRequest) -> None:
         """Drop a cached reply that turned out unusable (e.g. it did not parse), so the next run
         asks again instead of replaying the same failure."""
         if self.mode == "use":
-            self.cache.delete(cache_key(request, self.epoch + current_epoch.get()))
+            self.cache.delete(self._key(request))
 
     def _hit(self, response: LLMResponse) -> LLMResponse:
         served = response.model_copy(update={"cached": True, "cost_usd": 0.0, "retries": 0})
@@ -188,3 +195,17 @@ def _describe(request: LLMRequest) -> str:
     snippet = snippet if len(snippet) <= 80 else snippet[:77] + "..."
     tool = f" via tool {request.tool.name}" if request.tool else ""
     return f"{snippet!r}{tool}"
+
+
+class ReplayOnlyClient:
+    """The inner client of a ``--cache-only`` run with no key configured: never called, since
+    replay answers from the cache or raises :class:`ReplayMiss` first."""
+
+    name = "anthropic"
+    cache_namespace = ""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:  # pragma: no cover - unreachable
+        raise ReplayMiss(f"no cached reply for {request.model}", hint="run once without --cache-only")

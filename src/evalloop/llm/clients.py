@@ -59,6 +59,19 @@ def client_from_env(model: str | None = None, **options: object) -> LLMClient | 
     return None
 
 
+def judge_from_env(model: str | None = None, **options: object) -> LLMClient | None:
+    """A judge on its own server, when ``EVALLOOP_JUDGE_BASE_URL`` names an OpenAI-compatible one
+    (with ``EVALLOOP_JUDGE_MODEL`` and optional ``EVALLOOP_JUDGE_API_KEY``); ``None`` otherwise."""
+    base_url = os.environ.get("EVALLOOP_JUDGE_BASE_URL")
+    if not base_url:
+        return None
+    from evalloop.llm.openai_client import OpenAICompatClient
+
+    options = {**env_options(), **options}
+    return OpenAICompatClient(base_url, model or os.environ.get("EVALLOOP_JUDGE_MODEL", ""),
+                              api_key=os.environ.get("EVALLOOP_JUDGE_API_KEY"), **options)  # type: ignore[arg-type]
+
+
 def require_client(model: str | None = None, **options: object) -> LLMClient:
     """Like :func:`client_from_env`, but a missing configuration raises :class:`ConfigError`."""
     client = client_from_env(model, **options)

@@ -63,6 +63,7 @@ class OpenAICompatClient:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
+        self.cache_namespace = f"openai-compat@{self.base_url}"
         self.policy = RetryPolicy(
             max_retries=max_retries,
             timeout=timeout,

@@ -27,6 +27,7 @@ def run_summary(report: RunReport) -> dict[str, Any]:
         "tokens": {"input": run.input_tokens, "output": run.output_tokens},
         "llm_calls": run.llm_calls,
         "cache_hits": run.cache_hits,
+        "llm_retries": run.llm_retries,
         "regression": report.comparison.has_regression,
         "scorers": [
             {

@@ -60,7 +60,7 @@ def print_run(report: RunReport, console: Console) -> None:
 
 
 def _print_details(s: ScorerComparison, console: Console) -> None:
-    if s.verdict in ("skipped", "scorer broken", "invalid run") or s.verdict.startswith("regressed"):
+    if s.verdict in ("skipped", "scorer broken") or s.verdict.startswith("regressed"):
         console.print(f"  {s.scorer}: {s.reason}", highlight=False, markup=False)
     ev = s.evidence
     if ev is not None and ev.n_unpaired:
