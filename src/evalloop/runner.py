@@ -14,6 +14,8 @@ import functools
 import itertools
 import json
 import math
+import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -260,7 +262,8 @@ async def execute(
     run = store.begin_run(Run(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
-        n_cases=n_cases, epochs=epochs, notes=dumps(notes or {}),
+        n_cases=n_cases, epochs=epochs,
+        notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
     tallies = {b.name: ScorerTally() for b in prepared.scorers}
     state = _RunState(run, prepared, store, services, tallies, batch_size, progress)

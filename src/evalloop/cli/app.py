@@ -10,6 +10,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from sqlalchemy.exc import SQLAlchemyError
 
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
@@ -63,6 +64,14 @@ def friendly(fn: F) -> F:
         except EvalloopError as exc:
             print(f"error: {exc.one_line()}", file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
+        except OSError as exc:  # a path the user gave that cannot be read or written
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"error: {where}{exc.strerror or exc} — check the path and its permissions", file=sys.stderr)
+            raise typer.Exit(2) from None
+        except SQLAlchemyError as exc:  # the history database failed under us
+            print(f"error: history database: {type(exc).__name__}: {getattr(exc, 'orig', exc)} — check "
+                  "history_url and that no other process holds it", file=sys.stderr)
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             print("interrupted: the run was marked 'interrupted' and is kept out of baselines",
                   file=sys.stderr)

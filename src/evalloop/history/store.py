@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import event, insert
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, create_engine, select
 
 from evalloop.errors import ConfigError
@@ -45,8 +45,12 @@ def get_engine(url: str) -> Engine:
                           hint="use e.g. sqlite:///history/evalloop.db or postgresql://…") from None
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"
-                           else {})
+    try:
+        engine = create_engine(url, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"
+                               else {})
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"the database driver '{exc.name}' for this URL is not installed", where=url,
+                          hint=f"pip install {exc.name}") from None
     if parsed.get_backend_name() == "sqlite":
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -61,6 +65,9 @@ def get_engine(url: str) -> Engine:
     except OperationalError as exc:
         raise ConfigError(f"cannot open history database: {exc.orig}", where=url,
                           hint="check the path/URL and its permissions") from None
+    except DatabaseError as exc:  # e.g. a file that is not an SQLite database
+        raise ConfigError(f"the history database is unreadable: {exc.orig}", where=url,
+                          hint="restore it from a backup, or move it aside to start a new history") from None
     _ENGINES[url] = engine
     return engine
 
