@@ -19,7 +19,7 @@ from evalloop.config import load_settings
 from evalloop.errors import ConfigError
 from evalloop.llm.clients import client_from_env
 from evalloop.pipeline import arun_suite
-from evalloop.suites import PACKAGE_FIXTURES
+from evalloop.suites import PACKAGE_FIXTURES, Suite
 from support.messages_server import LLMServer, Reply, Seen
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
@@ -88,9 +88,13 @@ def scorers_of(doc: dict) -> dict[str, dict]:
 # -- the similarity suite on the llm engine, through the console script ----------------------
 def test_llm_engine_verdicts_costs_cache_and_replay(tmp_path):
     wrong = {"The user likes the dashboard with a dark theme"}   # dark-mode-preference
+    # the first 6 shipped cases as a project suite (a --limit run would never become a baseline)
+    (tmp_path / "fixtures").mkdir()
+    (tmp_path / "fixtures" / "similarity.yaml").write_text(
+        yaml.safe_dump({**SIMILARITY, "cases": SIMILARITY["cases"][:6]}, sort_keys=False))
     with LLMServer(decide_responder(wrong)) as server:
         env = clean_env(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.url)
-        args = ("run", "--suite", "similarity", "--engine", "llm", "--limit", "6", "--json")
+        args = ("run", "--suite", "similarity", "--engine", "llm", "--json")
         first = cli(tmp_path, *args, env=env)
         assert first.returncode == 0, first.stderr
         doc = json.loads(first.stdout)
@@ -120,7 +124,7 @@ def test_llm_engine_verdicts_costs_cache_and_replay(tmp_path):
         with sqlite3.connect(cache_db) as conn:
             conn.execute("delete from responses where request like '%dark theme%'")
             assert conn.execute("select count(*) from responses").fetchone()[0] == 5
-        replay = cli(tmp_path, "run", "--suite", "similarity", "--engine", "llm", "--limit", "6",
+        replay = cli(tmp_path, "run", "--suite", "similarity", "--engine", "llm",
                      "--cache-only", env=env)
         assert server.count == 6, "--cache-only must never call the API"
     assert replay.returncode != 0
@@ -156,10 +160,12 @@ async def test_errored_judges_are_counted_excluded_and_invalidate_the_run(tmp_pa
     try:
         llm_env(monkeypatch, server.url)
         settings = load_settings(tmp_path)
+        shipped = yaml.safe_load((PACKAGE_FIXTURES / "merge-quality.yaml").read_text(encoding="utf-8"))
+        five = {**shipped, "cases": shipped["cases"][:5]}  # whole runs: a --limit run is never a baseline
 
         async def run_with(responder):
             server.responder = responder
-            return await arun_suite("merge-quality", settings=settings, engine="llm", cache="off", limit=5)
+            return await arun_suite(Suite.model_validate(five), settings=settings, engine="llm", cache="off")
 
         one_bad = await run_with(merge_and_judge({"OAuth tokens need a 5min buffer before expiry"}))
         assert server.count == 5 + 4 * 2 + 1 * 2 * 2    # merges, good verdicts, malformed + retry

@@ -170,7 +170,8 @@ def test_cli_report_html_markdown_and_errors(history, tmp_path):
     assert res.exit_code == 2 and "no runs of suite 'nope'" in res.stderr
     assert "suites with runs: other, similarity" in res.stderr
     res = runner.invoke(app, ["report", "--project", str(tmp_path)])
-    assert res.exit_code == 2 and "no runs in the history yet" in res.stderr
+    assert res.exit_code == 2 and "no history yet" in res.stderr
+    assert not (tmp_path / "history" / "evalloop.db").exists()  # a report creates nothing
 
 
 def test_invalid_runs_and_ungraded_scorers_still_render(tmp_path, monkeypatch):
@@ -185,7 +186,8 @@ def test_invalid_runs_and_ungraded_scorers_still_render(tmp_path, monkeypatch):
     report = build_trends(HistoryStore(settings.database_url))
     value, explodes = sorted(report.suites[0].scorers, key=lambda t: t.scorer != "value")
     assert [p.eligible for p in value.points] == [False, False]
-    assert value.points[1].baseline is None and value.points[1].verdict == "invalid run"
+    # validity is per scorer: "value" is judged in an invalid run (no valid run before it to compare with)
+    assert value.points[1].baseline is None and value.points[1].verdict == "no baseline yet"
     assert [p.mean for p in explodes.points] == [None, None] and explodes.points[0].errored == 3
     page = render_html(report)
     charts = {c.get("aria-label"): c for c in map(ET.fromstring, re.findall(r"<svg .*?</svg>", page, flags=re.S))}

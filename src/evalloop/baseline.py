@@ -42,6 +42,7 @@ class ScorerComparison:
     newly_passing: list[str] = field(default_factory=list)
     previous_run: str | None = None
     evidence: Verdict | None = None
+    first_error: str = ""
 
 
 @dataclass
@@ -105,6 +106,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
         scorer=summary.scorer, kind=summary.kind, current=summary.mean, n=summary.n,
         errored=summary.errored, skipped=summary.skipped, threshold=summary.threshold,
         baseline=None, window_runs=0, drop=None, verdict="", is_regression=False,
+        first_error=details.get("first_error") or "",
     )
     if summary.skipped:
         out.verdict, out.reason = "skipped", details.get("skip") or "scorer did not run"
@@ -112,11 +114,15 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     prior = store.baseline_runs(run.suite, summary.scorer, run, window)
     current = store.case_scores(run.id, summary.scorer)
     windows = [store.case_scores(r.id, summary.scorer) for r, _ in prior]
+    # validity is judged per scorer: one scorer's errored grades do not hide another's regression
+    # (the run as a whole still stays out of baselines)
     evidence = decide(current, windows, policy, binary=details.get("binary"),
-                      known_bad=details.get("controls", []), valid=run.valid)
-    if evidence.status == "invalid run":
-        evidence.reason = run.invalid_reason or evidence.reason
+                      known_bad=details.get("controls", []), valid=not details.get("invalid"))
+    if evidence.status == "invalid run" and details.get("invalid"):
+        evidence.reason = details["invalid"]
     out.evidence = evidence
+    if evidence.current_mean is not None:  # without controls and quarantined cases, as judged
+        out.current = evidence.current_mean
     out.window_runs = evidence.window_runs
     out.baseline, out.drop = evidence.baseline_mean, evidence.drop
     out.verdict, out.is_regression, out.reason = evidence.status.value, evidence.is_regression, evidence.reason

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -59,7 +59,7 @@ class Settings(BaseModel):
     webhook_url: str | None = None
     webhook_timeout: float = Field(default=10.0, gt=0)
     webhook_retries: int = Field(default=3, ge=1, le=20)
-    thresholds: dict[str, float] = Field(default_factory=dict)
+    thresholds: dict[str, Annotated[float, Field(gt=0.0, lt=1.0)]] = Field(default_factory=dict)
     verdict: VerdictSettings = Field(default_factory=VerdictSettings)
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
@@ -122,6 +122,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load_settings(project_dir: Path | None = None, **overrides: Any) -> Settings:
     """Settings for a project directory (default: the current directory). Raises ConfigError."""
     project_dir = (project_dir or Path(os.environ.get("EVALLOOP_PROJECT", "."))).resolve()
+    if not project_dir.is_dir():
+        raise ConfigError("project directory does not exist", where=str(project_dir),
+                          hint="check --project / EVALLOOP_PROJECT (or run `evalloop init DIR` to make one)")
     data, source = _file_settings(project_dir)
     for env, key in _ENV.items():
         if env in os.environ:

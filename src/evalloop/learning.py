@@ -41,7 +41,7 @@ def failure_tags(suite: str) -> list[str]:
 def failure_information(run: Run, s: ScorerComparison) -> str:
     """The memory text of one regression, in the ADR's shape."""
     lines = [
-        f'Eval "{run.suite}" regression detected ({s.scorer}, {s.kind}):',
+        f'Eval "{run.suite}" regression detected ({s.scorer}, {s.kind}) in run {run.id}:',
         f"- Current score: {s.current:.2f}" if s.current is not None else "- Current score: n/a",
         f"- Baseline (rolling avg of {s.window_runs}): {s.baseline:.2f}" if s.baseline is not None
         else "- Baseline: n/a",

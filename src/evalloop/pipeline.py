@@ -106,7 +106,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         on_start(prepared)
     outcome = await execute(
         prepared, store, services=services, epochs=epochs, limit=limit,
-        concurrency=concurrency or settings.concurrency,
+        concurrency=concurrency, default_concurrency=settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
         progress=progress,
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},

@@ -140,10 +140,9 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
     for ref in suite.scorers:
         spec = registry.get(ref.name, where=where)
         spec.check_params(ref.params, where=where)
-        threshold = (ref.threshold or suite.thresholds.get(ref.name)
-                     or (settings_thresholds or {}).get(ref.name)
-                     or (settings_thresholds or {}).get(spec.kind.value)
-                     or spec.effective_threshold)
+        project = settings_thresholds or {}
+        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.name), project.get(ref.name),
+                                     project.get(spec.kind.value), spec.effective_threshold) if t is not None)
         pass_mark = ref.pass_mark if ref.pass_mark is not None else spec.pass_mark
         policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
                   "pass_mark": pass_mark}
@@ -152,8 +151,9 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         _check_policy(policy, where)
         bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy))
     params = {**suite.target.params, **(target_params or {})}
+    # a timeout can only interrupt a sync target that runs in a thread
     target = resolve_target(suite.target.ref, params, project_dir=project_dir,
-                            threads=suite.target_threads, services=services)
+                            threads=suite.target_threads or suite.timeout is not None, services=services)
     cases_hash = _cases_hash(suite)
     fingerprint = {
         "target": target.ref,
@@ -246,7 +246,8 @@ async def execute(
     services: Services | None = None,
     epochs: int | None = None,
     limit: int | None = None,
-    concurrency: int = 16,
+    concurrency: int | None = None,
+    default_concurrency: int = 16,
     code_version: str | None = None,
     errored_limit: float = 0.2,
     progress: ProgressFn | None = None,
@@ -257,12 +258,12 @@ async def execute(
     suite = prepared.suite
     services = services or Services()
     epochs = epochs or suite.epochs
-    concurrency = suite.concurrency or concurrency
+    concurrency = concurrency or suite.concurrency or default_concurrency
     n_cases = min(prepared.n_cases, limit) if limit else prepared.n_cases
     run = store.begin_run(Run(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
-        n_cases=n_cases, epochs=epochs,
+        n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
     tallies = {b.name: ScorerTally() for b in prepared.scorers}
@@ -310,7 +311,7 @@ class _RunState:
     async def worker(self, work: Iterator[tuple[Case, int]]) -> None:
         for i, (case, epoch) in enumerate(work, start=1):
             await self.one(case, epoch)
-            if i % 64 == 0:  # let signals, cancellation and other workers in, even for sync targets
+            if i % 8 == 0:  # let signals, cancellation and other workers in, even for sync targets
                 await asyncio.sleep(0)
 
     async def one(self, case: Case, epoch: int) -> None:
@@ -388,9 +389,10 @@ class _RunState:
         for bound in self.prepared.scorers:
             tally = self.tallies[bound.name]
             graded = tally.n + tally.errored
+            scorer_invalid = None
             if graded and tally.errored / graded > errored_limit:
-                invalid.append(f"{bound.name}: {tally.errored}/{graded} scores errored "
-                               f"(limit {errored_limit:.0%})")
+                scorer_invalid = f"{bound.name}: {tally.errored}/{graded} scores errored (limit {errored_limit:.0%})"
+                invalid.append(scorer_invalid)
             summaries[bound.name] = ScorerSummary(
                 run_id=self.run.id, scorer=bound.name, kind=bound.kind.value, mean=tally.mean,
                 n=tally.n, errored=tally.errored, skipped=tally.n == 0 and tally.skipped > 0,
@@ -398,7 +400,7 @@ class _RunState:
                 details=dumps({"pass_mark": bound.pass_mark, "skip": tally.skip_message,
                                "first_error": tally.first_error, "controls": tally.controls,
                                "controls_passed": tally.controls_passed, "policy": bound.policy,
-                               "binary": bound.spec.binary or None}),
+                               "binary": bound.spec.binary or None, "invalid": scorer_invalid}),
             )
         mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
         notes = json.loads(self.run.notes or "{}")

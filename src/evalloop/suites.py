@@ -119,6 +119,8 @@ class Suite(BaseModel):
                 raise ValueError(f"scorer '{ref.name}' is listed twice")
             seen.add(ref.name)
         for name, value in self.thresholds.items():
+            if name not in seen:
+                raise ValueError(f"thresholds names '{name}', which is not one of this suite's scorers")
             if not 0.0 < value < 1.0:
                 raise ValueError(f"threshold for '{name}' must be between 0 and 1, got {value}")
         return self
@@ -290,9 +292,15 @@ def discover_suites(project_dir: Path) -> dict[str, Path]:
     for directory in reversed(suite_dirs(project_dir)):
         if not directory.is_dir():
             continue
+        here: dict[str, Path] = {}
         for path in sorted(directory.iterdir()):
             if path.suffix in SUITE_SUFFIXES and not path.name.startswith("_"):
-                found[_suite_name(path)] = path
+                name = _suite_name(path)
+                if name in here:
+                    raise FixtureError(f"two files declare suite '{name}': {here[name].name} and {path.name}",
+                                       where=str(directory), hint="give each suite its own name")
+                here[name] = path
+        found.update(here)
     return found
 
 

@@ -36,7 +36,7 @@ from enum import StrEnum
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from evalloop import stats
 
@@ -59,6 +59,8 @@ class VerdictStatus(StrEnum):
 
 class VerdictPolicy(BaseModel):
     """How a verdict is reached: threshold, rule, significance and flaky-case handling."""
+
+    model_config = ConfigDict(extra="forbid")
 
     threshold: float = Field(gt=0)
     rule: Literal["threshold", "paired"] = "threshold"
@@ -212,6 +214,8 @@ def decide(
             f"No earlier valid run to compare with; mean {current_mean:.3f} is the first point.",
         )
 
+    if set(used) < set().union(*used_runs):  # a run on a subset of the cases (e.g. --limit)
+        used_runs = [r for r in ({c: s for c, s in run.items() if c in used} for run in used_runs) if r] or used_runs
     baseline_mean = _mean([_mean(r.values()) for r in used_runs])
     drop = _relative_drop(baseline_mean, current_mean)
     window_cases = set().union(*used_runs)

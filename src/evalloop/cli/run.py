@@ -16,8 +16,9 @@ from evalloop.errors import FixtureError
 from evalloop.pipeline import RunReport, arun_suite
 from evalloop.report.summary import run_summary
 from evalloop.report.terminal import print_run
+from evalloop.runner import prepare
 from evalloop.scoring.registry import discover
-from evalloop.suites import discover_suites
+from evalloop.suites import discover_suites, find_suite
 
 
 @app.command()
@@ -61,6 +62,10 @@ def run(
     if not names:
         raise FixtureError("no suite given", hint="use --suite NAME or --all (see `evalloop suites list`)")
     registry = discover(settings.project_dir)
+    for name in names:  # every suite is checked before any runs: a bad one stops nothing half-way
+        prepare(find_suite(name, settings.project_dir), registry, project_dir=settings.project_dir,
+                settings_thresholds=settings.thresholds,
+                verdict_defaults=settings.verdict.model_dump(exclude_none=True))
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()

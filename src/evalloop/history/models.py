@@ -32,6 +32,7 @@ class Run(SQLModel, table=True):
     status: str = Field(default=RunStatus.RUNNING, index=True)
     valid: bool = True
     invalid_reason: str | None = None
+    partial: bool = False  # run on a subset (--limit): compared, but never a baseline
     started_at: datetime = Field(default_factory=utcnow, index=True)
     ended_at: datetime | None = None
     code_version: str | None = None

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, insert
+from sqlalchemy import event, insert, or_
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, create_engine, select
@@ -173,6 +173,37 @@ class HistoryStore:
                 session.add(row)
             session.commit()
 
+    def reap_dead_runs(self) -> list[str]:
+        """Mark ``failed`` the runs still ``running`` whose process on this host has died.
+
+        A run records ``host`` and ``pid`` in its notes; runs of other hosts, and runs without
+        them, are left alone (their liveness cannot be checked from here). Returns the run ids.
+        """
+        import socket
+
+        from sqlalchemy import update
+
+        host = socket.gethostname()
+        with Session(self.engine) as session:
+            rows = session.exec(select(Run.id, Run.notes).where(Run.status == RunStatus.RUNNING)).all()
+        reaped: list[str] = []
+        for run_id, notes in rows:
+            try:
+                info = json.loads(notes or "{}")
+            except ValueError:
+                continue
+            pid = info.get("pid") if isinstance(info, dict) else None
+            if info.get("host") != host or not isinstance(pid, int) or pid_alive(pid):
+                continue
+            with self.engine.begin() as conn:  # only if it is still running (no race with its end)
+                done = conn.execute(
+                    update(Run).where(col(Run.id) == run_id, col(Run.status) == RunStatus.RUNNING)
+                    .values(status=RunStatus.FAILED, valid=False, ended_at=utcnow(),
+                            invalid_reason=f"process {pid} on {host} died"))
+            if done.rowcount == 1:
+                reaped.append(run_id)
+        return reaped
+
     # -- reading -----------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run | None:
         """A run by id or unique id prefix."""
@@ -182,6 +213,15 @@ class HistoryStore:
                 return run
             matches = session.exec(select(Run).where(col(Run.id).startswith(run_id)).limit(2)).all()
             return matches[0] if len(matches) == 1 else None
+
+    def find_runs(self, ref: str, limit: int = 4) -> list[Run]:
+        """The run with this exact id, else up to ``limit`` runs whose id starts with ``ref``."""
+        with Session(self.engine, expire_on_commit=False) as session:
+            run = session.get(Run, ref)
+            if run is not None:
+                return [run]
+            query = select(Run).where(col(Run.id).startswith(ref)).order_by(col(Run.id)).limit(limit)
+            return list(session.exec(query).all())
 
     def runs(self, suite: str | None = None, limit: int | None = 20,
              statuses: Sequence[str] | None = None) -> list[Run]:
@@ -217,6 +257,7 @@ class HistoryStore:
                 .join(ScorerSummary, col(ScorerSummary.run_id) == col(Run.id))
                 .where(Run.suite == suite, ScorerSummary.scorer == scorer,
                        Run.status == RunStatus.COMPLETED, col(Run.valid).is_(True),
+                       or_(col(Run.partial).is_(False), col(Run.partial).is_(None)),
                        col(ScorerSummary.skipped).is_(False), ScorerSummary.n > 0,
                        col(Run.id) != before.id,
                        (col(Run.started_at) < before.started_at)
@@ -265,6 +306,25 @@ class HistoryStore:
 
         with Session(self.engine) as session:
             return int(session.exec(select(func.count()).select_from(table)).one())
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host (one owned by another user counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    try:  # Linux: a zombie (exited, not yet reaped by its parent) is dead too
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:
+        return True
 
 
 def code_version(project_dir: Path) -> str | None:

@@ -44,6 +44,7 @@ def run_summary(report: RunReport) -> dict[str, Any]:
                 "verdict": s.verdict,
                 "regression": s.is_regression,
                 "reason": s.reason,
+                "first_error": s.first_error or None,
                 "newly_failing": [{"case": c, "message": m} for c, m in s.newly_failing],
                 "newly_passing": s.newly_passing,
                 "evidence": s.evidence.model_dump(

@@ -62,6 +62,9 @@ def print_run(report: RunReport, console: Console) -> None:
 def _print_details(s: ScorerComparison, console: Console) -> None:
     if s.verdict in ("skipped", "scorer broken") or s.verdict.startswith("regressed"):
         console.print(f"  {s.scorer}: {s.reason}", highlight=False, markup=False)
+    if s.errored and s.first_error:
+        console.print(f"  {s.scorer}: {s.errored} errored grade(s); first: {s.first_error}", highlight=False,
+                      markup=False)
     ev = s.evidence
     if ev is not None and ev.n_unpaired:
         console.print(f"  {s.scorer}: {ev.n_unpaired} case(s) unpaired with the baseline window",

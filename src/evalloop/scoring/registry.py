@@ -19,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from evalloop.errors import ScorerError
 from evalloop.score import ScorerKind
 
@@ -61,6 +63,16 @@ class ScorerSpec:
                     where=where,
                     hint=f"its parameters are: {allowed}",
                 )
+        hints = _param_hints(self.fn)
+        for key, value in params.items():
+            if key in hints:
+                try:
+                    TypeAdapter(hints[key]).validate_python(value)
+                except ValidationError as exc:
+                    raise ScorerError(
+                        f"scorer '{self.name}' parameter '{key}': {exc.errors()[0]['msg']} (got {value!r})",
+                        where=where, hint=f"give {key} as {_type_name(hints[key])}",
+                    ) from None
         missing = [p for p in self.required_params if p not in params]
         if missing:
             raise ScorerError(
@@ -68,6 +80,21 @@ class ScorerSpec:
                 where=where,
                 hint=f"add it under the scorer's params: {{{missing[0]}: ...}}",
             )
+
+
+def _param_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The type hints of a scorer's parameters (those that resolve; others are not checked)."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - a hint that does not resolve is simply not checked
+        return {}
+    return {k: v for k, v in hints.items() if k not in (*_POSITIONAL, "ctx", "return") and v is not Any}
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
 def scorer(
