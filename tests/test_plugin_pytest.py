@@ -135,3 +135,23 @@ def test_evalloop_fixture(pytester, project):
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert runs_in(project) == 1
+
+
+def test_no_history_reads_the_committed_log_so_a_regression_still_fails(pytester, project):
+    from evalloop import run_suite
+
+    steady = {k: 0.9 for k in ANSWERS} | {"low": 0.9, "control": 0.1}
+    write_answers(project / "answers.json", steady)
+    for _ in range(3):  # the team's runs: in the project's database and its run log
+        run_suite("mixed", settings=load_settings(project))
+    log = project / "history" / "mixed.jsonl"
+    logged = log.read_bytes()
+    assert len(logged.splitlines()) == 3
+
+    write_answers(project / "answers.json", {k: 0.6 for k in ANSWERS} | {"control": 0.1})
+    result = pytester.runpytest("--evalloop-suite", "mixed", "-k", "value", "--evalloop-no-history",
+                                "--evalloop-fail-on-regression")
+    result.assert_outcomes(passed=5, deselected=5)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # judged against the logged baseline
+    result.stdout.fnmatch_lines(["  value: 0.*, baseline 0.900, drop +*% — regressed*"])
+    assert log.read_bytes() == logged and runs_in(project) == 3  # the project is untouched

@@ -135,3 +135,15 @@ def test_missing_file_and_explicit_paths(tmp_path: Path) -> None:
         name="mine",
     )
     assert ds.name == "mine" and len(ds.queries) == 2
+
+
+@pytest.mark.parametrize("stratum", [None, "", 3])
+def test_a_query_without_a_stratum_is_an_error_naming_file_and_line(tmp_path: Path, stratum) -> None:
+    bad = {k: v for k, v in QUERIES[1].items() if k != "stratum"}
+    if stratum is not None:
+        bad["stratum"] = stratum
+    write(tmp_path, CORPUS, [QUERIES[0], bad], QRELS)
+    with pytest.raises(FixtureError) as info:
+        load_dataset(tmp_path)
+    assert info.value.where.endswith("queries.jsonl:2")
+    assert "'multi_1' has no 'stratum'" in info.value.what and "stratum" in info.value.hint

@@ -62,9 +62,10 @@ def test_webhook_retries_5xx_then_succeeds(reports):
 
 def test_a_failing_sink_is_logged_and_the_others_still_run(reports, caplog):
     seen = []
+    closed = closed_port_url()
     with webhook_server(statuses=[500]) as server:
         sinks = [WebhookSink(server.url, attempts=3, backoff=0.01),
-                 WebhookSink(closed_port_url(), attempts=2, backoff=0.01),
+                 WebhookSink(closed, attempts=2, backoff=0.01),
                  CallableSink("memory", seen.append)]
         with caplog.at_level(logging.ERROR, logger="evalloop.sinks"):
             deliveries = notify(reports[1], sinks)
@@ -72,7 +73,9 @@ def test_a_failing_sink_is_logged_and_the_others_still_run(reports, caplog):
     assert [d.ok for d in deliveries] == [False, False, True]
     assert "HTTP 500" in deliveries[0].error and "ConnectError" in deliveries[1].error
     assert seen == [reports[1]]
-    assert "sink webhook failed" in caplog.text
+    # the log names the URL, also for a network error whose message does not
+    assert f"sink webhook ({closed}) failed" in caplog.text
+    assert f"sink webhook ({server.url}) failed" in caplog.text
 
 
 def test_a_webhook_that_hangs_times_out(reports):

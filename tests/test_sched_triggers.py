@@ -72,6 +72,8 @@ def test_trigger_survives_pickling_with_expression_and_zone():
 @pytest.mark.parametrize("field, expected", [
     ("0", "sun"), ("7", "sun"), ("1-5", "mon,tue,wed,thu,fri"), ("*/2", "sun,tue,thu,sat"),
     ("5-0", "sun,fri,sat"), ("mon,3", "mon,wed"), ("sat", "sat"), ("*", "*"),
+    ("0-7", "sun,mon,tue,wed,thu,fri,sat"), ("1-7", "sun,mon,tue,wed,thu,fri,sat"),
+    ("5-7", "sun,fri,sat"), ("6-7,3", "sun,wed,sat"),
 ])
 def test_crontab_weekday_numbers(field, expected):
     assert crontab_days(field) == expected
@@ -99,3 +101,46 @@ def test_bad_schedules_are_one_line_errors(kwargs, message):
     with pytest.raises(ConfigError) as info:
         make_trigger(**kwargs)
     assert message in info.value.one_line() and "\n" not in info.value.one_line()
+
+
+def test_cron_0_to_7_fires_every_day():
+    trigger = make_trigger(cron="0 3 * * 0-7", tz="UTC")
+    got = fires(trigger, datetime(2026, 3, 2, tzinfo=UTC), 7)  # Monday
+    assert [d.day for d in got] == [2, 3, 4, 5, 6, 7, 8]
+
+
+def test_day_of_month_or_day_of_week_as_crontab_does():
+    # crontab: "at 09:00 on the 1st of the month AND on every Monday" fires on either
+    trigger = make_trigger(cron="0 9 1 * 1", tz="UTC")
+    got = fires(trigger, datetime(2026, 2, 25, tzinfo=UTC), 8)
+    assert [d.strftime("%m-%d %a %H:%M") for d in got] == [
+        "03-01 Sun 09:00", "03-02 Mon 09:00", "03-09 Mon 09:00", "03-16 Mon 09:00",
+        "03-23 Mon 09:00", "03-30 Mon 09:00", "04-01 Wed 09:00", "04-06 Mon 09:00"]
+    again = pickle.loads(pickle.dumps(trigger))  # survives the job store
+    assert describe(again) == "cron 0 9 1 * 1 UTC"
+    assert fires(again, datetime(2026, 2, 25, tzinfo=UTC), 8) == got
+
+
+def test_a_star_in_either_day_field_keeps_the_and_rule():
+    # */2 starts with '*', so crontab (and evalloop) require both: odd days that are Mondays
+    trigger = make_trigger(cron="0 9 */2 * 1", tz="UTC")
+    got = fires(trigger, datetime(2026, 3, 1, tzinfo=UTC), 3)
+    assert [d.strftime("%m-%d %a") for d in got] == ["03-09 Mon", "03-23 Mon", "04-13 Mon"]
+
+
+@pytest.mark.parametrize("change_day, expect", [
+    ("2026-03-29", ["03-22 02:30", "03-29 03:30", "04-05 02:30"]),   # spring forward, a Sunday 29th
+    ("2026-10-25", ["10-18 02:30", "10-25 02:30", "11-01 02:30"]),   # fall back, a Sunday 25th
+])
+def test_or_rule_keeps_the_wall_clock_across_dst(change_day, expect):
+    tz = ZoneInfo("Europe/Berlin")
+    day = datetime.fromisoformat(change_day).replace(tzinfo=tz)
+    trigger = make_trigger(cron=f"30 2 {day.day} * 0", tz="Europe/Berlin")
+    got = fires(trigger, day - timedelta(days=8), 3)
+    assert [d.astimezone(tz).strftime("%m-%d %H:%M") for d in got] == expect
+    assert len({d.astimezone(UTC) for d in got}) == 3  # the repeated 02:30 is not a second fire
+
+
+def test_backwards_weekday_range_is_an_error():
+    with pytest.raises(ConfigError, match="runs backwards"):
+        make_trigger(cron="0 3 * * 5-2", tz="UTC")

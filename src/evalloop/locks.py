@@ -1,8 +1,10 @@
 """Locks in the history database: one run per suite at a time, across processes and hosts.
 
-A lock is a row (name, owner, expiry). Taking it is an INSERT (or an UPDATE of an expired
-row); the holder refreshes the expiry from a heartbeat thread, so only a holder that died
-leaves a lock behind, and that one goes stale after ``stale_seconds``. Fire claims record
+A lock is a row (name, owner, expiry, last refresh). Taking it is an INSERT (or an UPDATE of a
+stale row); the holder refreshes it from a heartbeat thread, so only a holder that died leaves
+a lock behind. That one is taken over at once when the holder was a process on this host that
+no longer exists, else when it is stale: past the expiry the holder wrote, or not refreshed for
+the taker's ``stale_seconds`` (never less than three of the holder's heartbeats). Fire claims record
 which scheduler process took one scheduled fire time of a job, so two schedulers sharing a
 job store never both run it.
 """
@@ -10,6 +12,7 @@ job store never both run it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -18,13 +21,14 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
+from typing import Any
 
-from sqlalchemy import Column, Float, MetaData, String, Table, delete, insert, or_, select, update
+from sqlalchemy import Column, Float, MetaData, String, Table, delete, insert, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from evalloop.errors import EvalloopError
-from evalloop.history.store import get_engine
+from evalloop.history.store import get_engine, pid_alive
 
 log = logging.getLogger("evalloop.locks")
 
@@ -35,6 +39,8 @@ LOCKS = Table(
     Column("owner", String(191), nullable=False),
     Column("acquired_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+    Column("refreshed_at", Float, nullable=True),
+    Column("beat_seconds", Float, nullable=True),
 )
 FIRE_CLAIMS = Table(
     "evalloop_fire_claims", _META,
@@ -44,6 +50,7 @@ FIRE_CLAIMS = Table(
     Column("claimed_at", Float, nullable=False),
 )
 CLAIM_RETENTION_SECONDS = 7 * 24 * 3600
+MAX_BEAT_SECONDS = 10.0
 _READY: set[int] = set()
 _READY_LOCK = threading.Lock()
 
@@ -75,8 +82,39 @@ def engine_for(url_or_engine: str | Engine) -> Engine:
     if id(engine) not in _READY:
         with _READY_LOCK:
             _META.create_all(engine)
+            _add_lock_columns(engine)
             _READY.add(id(engine))
     return engine
+
+
+def _add_lock_columns(engine: Engine) -> None:
+    """Add the columns newer evalloops keep on a lock row to a lock table made by an older one."""
+    from sqlalchemy import inspect as sa_inspect
+
+    present = {c["name"] for c in sa_inspect(engine).get_columns(LOCKS.name)}
+    with engine.begin() as conn:
+        for column in ("refreshed_at", "beat_seconds"):
+            if column not in present:
+                conn.exec_driver_sql(f"ALTER TABLE {LOCKS.name} ADD COLUMN {column} FLOAT")
+
+
+def owner_process(owner: str) -> tuple[str, int] | None:
+    """(host, pid) of an owner made by :func:`process_owner`, else None."""
+    parts = owner.rsplit(":", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return None
+    return parts[0], int(parts[1])
+
+
+def holder_is_dead(owner: str) -> bool:
+    """True when the owner is a process of this host that no longer exists."""
+    found = owner_process(owner)
+    return found is not None and found[0] == socket.gethostname() and not pid_alive(found[1])
+
+
+def beat_interval(stale_seconds: float) -> float:
+    """How often a holder refreshes its lock: a third of its stale time, at most 10 s."""
+    return min(max(stale_seconds / 3.0, 0.05), MAX_BEAT_SECONDS)
 
 
 class DatabaseLock:
@@ -98,26 +136,45 @@ class DatabaseLock:
         self.held = False
 
     def acquire(self) -> bool:
+        if self.held:
+            return True
         now = time.time()
-        row = {"owner": self.owner, "acquired_at": now, "expires_at": now + self.stale_seconds}
+        row = {"owner": self.owner, "acquired_at": now, "expires_at": now + self.stale_seconds,
+               "refreshed_at": now, "beat_seconds": beat_interval(self.stale_seconds)}
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(LOCKS).values(name=self.name, **row))
             got = True
         except IntegrityError:
-            with self.engine.begin() as conn:
-                result = conn.execute(
-                    update(LOCKS)
-                    .where(LOCKS.c.name == self.name,
-                           or_(LOCKS.c.expires_at < now, LOCKS.c.owner == self.owner))
-                    .values(**row))
-            got = result.rowcount == 1
-            if got:
-                log.warning("took over stale lock %s", self.name)
+            got = self._take_over(row, now)
         if got:
             self.held = True
             self._start_heartbeat()
         return got
+
+    def _take_over(self, row: dict[str, float | str], now: float) -> bool:
+        """Take the row of a dead or stale holder (compare-and-swap on the holder seen)."""
+        with self.engine.connect() as conn:
+            current = conn.execute(select(LOCKS).where(LOCKS.c.name == self.name)).first()
+        if current is None:  # released meanwhile: try a fresh insert once
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(insert(LOCKS).values(name=self.name, **row))
+                return True
+            except IntegrityError:
+                return False
+        why = _stale_reason(current, now, self.stale_seconds)
+        if why is None:
+            return False
+        with self.engine.begin() as conn:
+            result = conn.execute(update(LOCKS).where(
+                LOCKS.c.name == self.name, LOCKS.c.owner == current.owner,
+                LOCKS.c.acquired_at == current.acquired_at,
+                LOCKS.c.expires_at == current.expires_at).values(**row))
+        if result.rowcount == 1:
+            log.warning("took over lock %s from %s (%s)", self.name, current.owner, why)
+            return True
+        return False
 
     def release(self) -> None:
         self._stop.set()
@@ -132,20 +189,21 @@ class DatabaseLock:
 
     def refresh(self) -> bool:
         """Push the expiry forward; False when the lock was lost (taken over as stale)."""
+        now = time.time()
         with self.engine.begin() as conn:
             result = conn.execute(
                 update(LOCKS).where(LOCKS.c.name == self.name, LOCKS.c.owner == self.owner)
-                .values(expires_at=time.time() + self.stale_seconds))
+                .values(expires_at=now + self.stale_seconds, refreshed_at=now))
         return result.rowcount == 1
 
     def holder(self) -> LockInfo | None:
-        return current_holder(self.engine, self.name)
+        return current_holder(self.engine, self.name, self.stale_seconds)
 
     def _start_heartbeat(self) -> None:
         if not self._heartbeat:
             return
         self._stop.clear()
-        interval = max(self.stale_seconds / 3.0, 0.05)
+        interval = beat_interval(self.stale_seconds)
 
         def beat() -> None:
             while not self._stop.wait(interval):
@@ -163,8 +221,9 @@ class DatabaseLock:
         if not self.acquire():
             info = self.holder()
             raise LockBusy(f"lock '{self.name}' is held by {info.owner if info else 'another process'}",
-                           hint="wait for that run to finish (a dead holder's lock goes stale "
-                                f"after {self.stale_seconds:g} s)")
+                           hint="wait for that run to finish (a holder that died on this host "
+                                "loses it at once, elsewhere it goes stale after "
+                                f"{self.stale_seconds:g} s)")
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -172,12 +231,28 @@ class DatabaseLock:
         self.release()
 
 
-def current_holder(db: str | Engine, name: str) -> LockInfo | None:
-    """The live holder of a lock, or None (free or stale)."""
+def _stale_reason(row: Any, now: float, stale_seconds: float) -> str | None:
+    """Why a lock row may be taken over by a taker with ``stale_seconds``, or None if it may not."""
+    if holder_is_dead(row.owner):
+        return "its process died"
+    if row.expires_at < now:
+        return "expired"
+    if row.refreshed_at is not None:
+        # the taker's own patience, but never less than three of the holder's heartbeats
+        patience = max(stale_seconds, 3.0 * (row.beat_seconds or MAX_BEAT_SECONDS))
+        if row.refreshed_at < now - patience:
+            return f"not refreshed for {now - row.refreshed_at:.0f} s"
+    return None
+
+
+def current_holder(db: str | Engine, name: str, stale_seconds: float | None = None) -> LockInfo | None:
+    """The live holder of a lock, or None (free, stale, or held by a dead process of this host)."""
     engine = engine_for(db)
     with engine.connect() as conn:
         row = conn.execute(select(LOCKS).where(LOCKS.c.name == name)).first()
-    if row is None or row.expires_at < time.time():
+    if row is None:
+        return None
+    if _stale_reason(row, time.time(), stale_seconds if stale_seconds is not None else math.inf):
         return None
     return LockInfo(row.name, row.owner, row.acquired_at, row.expires_at)
 

@@ -100,6 +100,9 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                        settings_thresholds=settings.thresholds, services=services,
                        verdict_defaults=settings.verdict.model_dump(exclude_none=True))
     store = store or HistoryStore(settings.database_url)
+    reaped = store.reap_dead_runs()  # runs left 'running' by a process that died are failed now
+    if reaped:
+        notices.append(f"marked failed {len(reaped)} run(s) whose process died: {', '.join(reaped[:3])}")
     if settings.run_log:  # a fresh clone gets its baseline from the committed run log
         runlog.sync_suite(store, settings.history_dir, suite_obj.name)
     if on_start is not None:

@@ -61,6 +61,25 @@ def _settings(config: pytest.Config) -> Settings:
     return settings
 
 
+def _committed_log(config: pytest.Config) -> Path | None:
+    """With ``--evalloop-no-history``, the project's run log folder: read into the throwaway
+    database (never written), so a run there still has the team's baseline."""
+    from evalloop.config import load_settings
+
+    if not config.getoption("evalloop_no_history"):
+        return None  # the pipeline syncs the project's own database itself
+    project = config.getoption("evalloop_project")
+    settings = load_settings(Path(project) if project else None)
+    return settings.history_dir if settings.run_log else None
+
+
+def _read_log(store: HistoryStore, log_dir: Path | None, suite: str) -> None:
+    from evalloop.history.runlog import sync_suite
+
+    if log_dir is not None:
+        sync_suite(store, log_dir, suite)
+
+
 def _history_url(config: pytest.Config, settings: Settings) -> str:
     if not config.getoption("evalloop_no_history"):
         return settings.database_url
@@ -87,9 +106,10 @@ class SuiteRun:
     """One suite, prepared at collection and run (once) when its first test item runs."""
 
     def __init__(self, suite: Suite, prepared: PreparedRun, settings: Settings, registry: Registry,
-                 store: HistoryStore) -> None:
+                 store: HistoryStore, log_dir: Path | None = None) -> None:
         self.suite, self.prepared = suite, prepared
         self.settings, self.registry, self.store = settings, registry, store
+        self.log_dir = log_dir
         self.report: RunReport | None = None
         self.error: BaseException | None = None
         self.outcomes: dict[tuple[str, str], CaseOutcome] = {}
@@ -113,6 +133,7 @@ class SuiteRun:
         from evalloop.history.models import CaseResult, CaseScore
         from evalloop.pipeline import run_suite
 
+        _read_log(self.store, self.log_dir, self.suite.name)
         self.report = run_suite(self.suite, settings=self.settings, registry=self.registry,
                                 store=self.store)
         run_id = self.report.outcome.run.id
@@ -244,7 +265,8 @@ def _prepare(config: pytest.Config, name: str) -> SuiteRun:
     suite = load(name, settings)
     prepared = prepare(suite, registry, project_dir=settings.project_dir,
                        settings_thresholds=settings.thresholds)
-    return SuiteRun(suite, prepared, settings, registry, HistoryStore(_history_url(config, settings)))
+    return SuiteRun(suite, prepared, settings, registry, HistoryStore(_history_url(config, settings)),
+                    log_dir=_committed_log(config))
 
 
 def _items(session: pytest.Session, run: SuiteRun) -> Iterator[CaseItem]:
@@ -295,9 +317,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 class Evalloop:
     """What the ``evalloop`` fixture gives a test: settings, registry, history, and ``run``."""
 
-    def __init__(self, settings: Settings, history_url: str) -> None:
+    def __init__(self, settings: Settings, history_url: str, log_dir: Path | None = None) -> None:
         self.settings = settings
         self._history_url = history_url
+        self._log_dir = log_dir
 
     @cached_property
     def registry(self) -> Registry:
@@ -324,6 +347,10 @@ class Evalloop:
         kwargs.setdefault("settings", self.settings)
         kwargs.setdefault("registry", self.registry)
         kwargs.setdefault("store", self.history)
+        if self._log_dir is not None and kwargs["store"] is self.history:
+            from evalloop.pipeline import load
+
+            _read_log(self.history, self._log_dir, load(suite, self.settings).name)
         return run_suite(suite, **kwargs)
 
 
@@ -331,4 +358,4 @@ class Evalloop:
 def evalloop(request: pytest.FixtureRequest) -> Evalloop:
     """The project's evalloop settings, scorer registry, history store, and a ``run(suite)`` helper."""
     settings = _settings(request.config)
-    return Evalloop(settings, _history_url(request.config, settings))
+    return Evalloop(settings, _history_url(request.config, settings), _committed_log(request.config))

@@ -33,7 +33,7 @@ from sqlalchemy.engine import make_url
 
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
-from evalloop.history.store import get_engine
+from evalloop.history.store import HistoryStore, get_engine
 from evalloop.locks import DatabaseLock, claim_fire, process_owner
 from evalloop.pipeline import RunReport, arun_suite
 from evalloop.scheduling import ledger
@@ -115,7 +115,8 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         if CONTROL.stopping.is_set():
             ledger.start(url, **base, status="skipped", detail="scheduler stopping")
             continue
-        lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lock_stale_seconds)
+        lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lock_stale_seconds,
+                            owner=CONTROL.owner)
         if not lock.acquire():
             holder = lock.holder()
             detail = f"suite is running elsewhere ({holder.owner if holder else 'unknown'})"
@@ -191,6 +192,9 @@ class ClaimingExecutor(ThreadPoolExecutor):
         self.url, self.owner = url, owner
 
     def submit_job(self, job: Job, run_times: list[datetime]) -> None:
+        if CONTROL.stopping.is_set():  # shutting down: leave the fire to a scheduler that stays
+            self._logger.info("not taking %s of %s: scheduler stopping", run_times[-1], job.id)
+            return
         fire = job.next_run_time or run_times[0]
         if not claim_fire(self.url, job.id, fire, self.owner):
             self._logger.info("fire %s of %s was taken by another scheduler", fire, job.id)
@@ -330,6 +334,9 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
             previous[sig] = signal.signal(sig, on_signal)
     executor = ClaimingExecutor(settings.database_url, CONTROL.owner)
     scheduler = make_scheduler(settings, executor=executor)
+    reaped = HistoryStore(settings.database_url).reap_dead_runs()
+    if reaped:
+        log.warning("marked %d run(s) of dead processes failed: %s", len(reaped), ", ".join(reaped))
     try:
         scheduler.start()
         log.info("scheduler started: %d schedule(s) on %s", len(scheduler.get_jobs()),

@@ -172,6 +172,8 @@ def notify(report: RunReport, sinks: Sequence[Sink], *, only_alarms: bool = True
             out.append(Delivery(sink.name, True))
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}"
-            log.error("sink %s failed for run %s: %s", sink.name, report.outcome.run.id, message)
+            url = getattr(sink, "url", None)
+            log.error("sink %s%s failed for run %s: %s", sink.name, f" ({url})" if url else "",
+                      report.outcome.run.id, message)
             out.append(Delivery(sink.name, False, message))
     return out

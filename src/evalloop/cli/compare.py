@@ -84,12 +84,17 @@ def _evidence(ca: dict[str, float], cb: dict[str, float], common: list[str]) -> 
     return out
 
 
-def _run(store: HistoryStore, ref: str, where: str) -> Run:
-    found = store.get_run(ref)
-    if found is None:
+def find_run(store: HistoryStore, ref: str, where: str) -> Run:
+    """A run by id or unique prefix; an unknown or ambiguous one is a one-line error."""
+    found = store.find_runs(ref, limit=4)
+    if len(found) == 1:
+        return found[0]
+    if not found:
         raise EvalloopError(f"no run '{ref}'", where=where,
                             hint="use a run id or a unique prefix (see `evalloop history`)")
-    return found
+    shown = ", ".join(r.id for r in found[:3]) + (", …" if len(found) > 3 else "")
+    raise EvalloopError(f"run prefix '{ref}' is ambiguous: it matches {shown}", where=where,
+                        hint="give more of the run id (see `evalloop history`)")
 
 
 @app.command()
@@ -104,9 +109,12 @@ def compare(
 
     Example: [bold]evalloop compare 20250101T030000 20250102T030000[/bold]
     """
+    from evalloop.history.runlog import synced_store
+
     settings = settings_for(project)
-    store = HistoryStore(settings.database_url)
-    a, b = _run(store, run_a, settings.database_url), _run(store, run_b, settings.database_url)
+    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
+    assert store is not None
+    a, b = find_run(store, run_a, settings.database_url), find_run(store, run_b, settings.database_url)
     diff = diff_runs(store, a, b)
     if json_out:
         print(diff.model_dump_json(indent=2))

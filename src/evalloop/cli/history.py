@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
-from evalloop.errors import EvalloopError
+from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.history.store import HistoryStore
 from evalloop.report.terminal import print_history
 
@@ -32,16 +31,17 @@ def history(
     """
     if ctx.invoked_subcommand is not None:
         return
+    from evalloop.cli.compare import find_run
+    from evalloop.history.runlog import synced_store
+
     settings = settings_for(project)
-    store = HistoryStore(settings.database_url)
-    if run_id:
-        one = store.get_run(run_id)
-        if one is None:
-            raise EvalloopError(f"no run '{run_id}'", where=settings.database_url,
-                                hint="see `evalloop history` for run ids")
-        runs = [one]
-    else:
-        runs = store.runs(suite, limit=limit)
+    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log,
+                         suites=[suite] if suite else None)
+    assert store is not None
+    reaped = store.reap_dead_runs()
+    if reaped:
+        err().print(f"marked {len(reaped)} run(s) of dead processes failed: {', '.join(reaped)}")
+    runs = [find_run(store, run_id, settings.database_url)] if run_id else store.runs(suite, limit=limit)
     summaries = {r.id: store.summaries(r.id) for r in runs}
     if json_out:
         print(json.dumps([

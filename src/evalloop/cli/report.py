@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
-from evalloop.history.store import HistoryStore
+from evalloop.errors import EvalloopError
+from evalloop.history.runlog import synced_store
 from evalloop.report.trends import DEFAULT_LAST, TrendReport, build_trends
 
 
@@ -38,8 +39,12 @@ def report(
     Example: [bold]evalloop report --suite similarity --html report.html[/bold]
     """
     settings = settings_for(project)
-    store = HistoryStore(settings.database_url)
     names = None if all_suites else (suite or None)
+    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log,
+                         suites=names, create=False)
+    if store is None:  # nothing to report, and nothing created
+        raise EvalloopError("no history yet", where=str(settings.history_dir),
+                            hint="run a suite first: evalloop run --suite NAME")
     trends = build_trends(store, names, last=last, window=settings.window,
                           memory_file=settings.memory_file)
     if html is not None:

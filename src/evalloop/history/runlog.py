@@ -271,3 +271,33 @@ def export_runs(store: HistoryStore, history_dir: Path,
             _append(path, (_line(entry_for(store, r)) for r in runs))
         counts[name] = len(runs)
     return counts
+
+
+def _sqlite_file_missing(url: str) -> bool:
+    """True for an SQLite URL whose database file does not exist yet."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - HistoryStore reports a bad URL in one line
+        return False
+    return (parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+            and not Path(parsed.database).exists())
+
+
+def synced_store(url: str, history_dir: Path, *, run_log: bool = True,
+                 suites: Iterable[str] | None = None, create: bool = True) -> HistoryStore | None:
+    """The history store, with the runs the committed logs hold and it lacks imported first.
+
+    The logs are only read, as before a run. With ``create=False`` nothing is created where
+    there is neither a database nor a log to read: the answer is None ("no history yet").
+    """
+    names = list(suites) if suites is not None else None
+    has_logs = run_log and any(log_path(history_dir, n).is_file() for n in
+                               (names if names is not None else log_suites(history_dir)))
+    if not create and not has_logs and _sqlite_file_missing(url):
+        return None
+    store = HistoryStore(url)
+    if run_log:
+        import_logs(store, history_dir, names)
+    return store

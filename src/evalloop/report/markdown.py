@@ -6,6 +6,9 @@ the last runs), then the cases that flipped in the latest run inside ``<details>
 
 from __future__ import annotations
 
+import html
+import re
+
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -39,6 +42,24 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _code(text: str, cell: bool = True) -> str:
+    """Text as a code span, which GitHub shows verbatim (it decodes no entities there).
+
+    Backticks inside are kept by a longer fence (padded when the text starts or ends with one);
+    ``<`` and ``>`` need nothing. In a table cell ``|`` is escaped, which GFM undoes in spans.
+    """
+    text = " ".join(str(text).split())
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE - 1] + "…"
+    if not text:
+        return ""
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text[0] == "`" or text[-1] == "`" else ""
+    if cell:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _clip_lines(text: str, limit: int = 16) -> list[str]:
     lines = text.splitlines()
     return lines if len(lines) <= limit else [*lines[:limit - 1], "…"]
@@ -69,7 +90,7 @@ def render_markdown(report: TrendReport, title: str = "evalloop") -> str:
     """The report as Markdown for a pull-request comment."""
     regressed = report.regressed_suites
     lines = [f"### {title}: " + (
-        f"❌ regression in {', '.join(f'`{s.suite}`' for s in regressed)}" if regressed
+        f"❌ regression in {', '.join(_code(s.suite, cell=False) for s in regressed)}" if regressed
         else f"✅ no regression in {len(report.suites)} suite{'s' if len(report.suites) != 1 else ''}"
     ), ""]
     for suite in report.suites:
@@ -82,9 +103,9 @@ def render_markdown(report: TrendReport, title: str = "evalloop") -> str:
 
 def _suite(suite: SuiteTrend, window: int) -> list[str]:
     latest = suite.runs[-1] if suite.runs else None
-    head = f"#### `{suite.suite}`"
+    head = f"#### {_code(suite.suite, cell=False)}"
     if latest is not None:
-        head += f" — run `{latest.run_id}`, {latest.n_cases} cases"
+        head += f" — run {_code(latest.run_id, cell=False)}, {latest.n_cases} cases"
         if latest.cost_usd:
             head += f", ${latest.cost_usd:.4f}"
         if latest.latency_p95_ms is not None:
@@ -97,7 +118,7 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
     for t in suite.scorers:
         p = t.latest
         change = -p.drop if p is not None and p.drop is not None else None
-        lines.append(f"| `{t.scorer}` | {_num(p.mean if p else None)} | "
+        lines.append(f"| {_code(t.scorer)} | {_num(p.mean if p else None)} | "
                      f"{_num(p.baseline if p else None)} | {_pct(change, True)} | "
                      f"{_pct(t.threshold)} | {_verdict(p)} | {sparkline([q.mean for q in t.points])} |")
     lines.append("")
@@ -108,7 +129,7 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
                   f"{len(suite.memories)} failure memor{'y' if len(suite.memories) == 1 else 'ies'} "
                   "stored for this suite</summary>", ""]
         for m in suite.memories[:MAX_MEMORIES]:
-            lines += [f"Run `{m.run_id}`:" if m.run_id else "Memory:", "", "```text",
+            lines += [f"Run {_code(m.run_id, cell=False)}:" if m.run_id else "Memory:", "", "```text",
                       *_clip_lines(m.information.replace("```", "ʼʼʼ")), "```", ""]
         lines += ["</details>", ""]
     return lines
@@ -118,15 +139,16 @@ def _flips(t: ScorerTrend) -> list[str]:
     p = t.latest
     if p is None or not (p.newly_failing or p.newly_passing):
         return []
-    summary = (f"<code>{t.scorer}</code>: {len(p.newly_failing)} newly failing, "
-               f"{len(p.newly_passing)} newly passing vs run <code>{p.previous_run}</code>")
+    summary = (f"<code>{html.escape(t.scorer)}</code>: {len(p.newly_failing)} newly failing, "
+               f"{len(p.newly_passing)} newly passing vs run "
+               f"<code>{html.escape(p.previous_run or '')}</code>")
     lines = [f"<details{' open' if p.regression else ''}><summary>{summary}</summary>", "",
              "| case | flip | before → after | message |", "|---|---|---|---|"]
     for c in p.newly_failing[:MAX_CASES]:
-        lines.append(f"| `{_cell(c.case_id)}` | pass → **fail** | {c.before:.2f} → {c.after:.2f} | "
+        lines.append(f"| {_code(c.case_id)} | pass → **fail** | {c.before:.2f} → {c.after:.2f} | "
                      f"{_cell(c.message or c.error or '')} |")
     for c in p.newly_passing[:MAX_CASES]:
-        lines.append(f"| `{_cell(c.case_id)}` | fail → pass | {c.before:.2f} → {c.after:.2f} | "
+        lines.append(f"| {_code(c.case_id)} | fail → pass | {c.before:.2f} → {c.after:.2f} | "
                      f"{_cell(c.message)} |")
     hidden = max(0, len(p.newly_failing) - MAX_CASES) + max(0, len(p.newly_passing) - MAX_CASES)
     if hidden:

@@ -131,6 +131,13 @@ def load_dataset(
     qs: list[Query] = []
     q_lines: dict[str, int] = {}
     for lineno, obj in _jsonl(q_path):
+        if not isinstance(obj.get("stratum"), str) or not obj["stratum"].strip():
+            raise FixtureError(
+                f"query {obj.get('query_id', '?')!r} has no 'stratum'",
+                where=f"{q_path}:{lineno}",
+                hint="give every query a stratum (e.g. exact, paraphrase, multihop); per-stratum "
+                     "means are built from it",
+            )
         q = _parse(Query, obj, f"{q_path}:{lineno}")
         if q.query_id in q_lines:
             raise FixtureError(

@@ -19,6 +19,7 @@ from evalloop.retrieval.types import Doc, RetrieverLike, as_retriever
 QuerySet = Literal["standard", "old_memory", "adversarial", "current_state", "change_awareness", "null"]
 TextSearch = Callable[[str, int], Sequence[str]]
 CHARS_PER_TOKEN = 4
+RANKED_SETS = ("standard", "old_memory", "adversarial")  # the sets the headline metrics average
 
 
 class SubstringQuery(BaseModel):
@@ -73,6 +74,18 @@ def density(text: str, expected: Iterable[str]) -> float:
     return min(1.0, found / len(text))
 
 
+def relevant_density(texts: Sequence[str], expected: Iterable[str]) -> float | None:
+    """Mean :func:`density` of the results holding an expected substring; None when none does."""
+    wanted = list(expected)
+    dens = [density(t, wanted) for t in texts if is_relevant(t, wanted)]
+    return float(np.mean(dens)) if dens else None
+
+
+def token_spend(texts: Sequence[str]) -> float:
+    """Approximate tokens of the returned texts (characters / 4), what a prompt would pay."""
+    return sum(len(t) for t in texts) / CHARS_PER_TOKEN
+
+
 def score_query(q: SubstringQuery, texts: Sequence[str], ks: Sequence[int] = (1, 3, 5)) -> SubstringQueryResult:
     """Score one query's ranked result texts."""
     expected = q.expected or q.old_keywords + q.new_keywords
@@ -81,7 +94,6 @@ def score_query(q: SubstringQuery, texts: Sequence[str], ks: Sequence[int] = (1,
     top5 = rel[:5]
     dcg = sum(1.0 / math.log2(i + 2) for i, r in enumerate(top5) if r)
     idcg = sum(1.0 / math.log2(i + 2) for i in range(sum(top5)))
-    dens = [density(t, expected) for t, r in zip(texts, rel, strict=True) if r]
     res = SubstringQueryResult(
         query_id=q.query_id,
         set=q.set,
@@ -91,8 +103,8 @@ def score_query(q: SubstringQuery, texts: Sequence[str], ks: Sequence[int] = (1,
         hit_at={k: float(first is not None and first <= k) for k in ks},
         precision_at_5=sum(top5) / 5.0,
         ndcg_at_5=dcg / idcg if idcg else 0.0,
-        density=float(np.mean(dens)) if dens else None,
-        tokens=sum(len(t) for t in texts) / CHARS_PER_TOKEN,
+        density=relevant_density(texts, expected),
+        tokens=token_spend(texts),
     )
     if q.set == "change_awareness":
         res.change_aware = change_aware(texts, q.old_keywords, q.new_keywords)
@@ -157,7 +169,7 @@ def score_results(queries: Sequence[SubstringQuery], results: dict[str, Sequence
     for r in rows:
         by_set.setdefault(r.set, []).append(r)
     per_set = {s: _ir(rs) for s, rs in sorted(by_set.items())}
-    ranked = [r for r in rows if r.set in ("standard", "old_memory", "adversarial")]
+    ranked = [r for r in rows if r.set in RANKED_SETS]
     metrics = _ir(ranked)
     metrics.update(
         old_memory_recall_at_5=_mean([r.hit_at[5] for r in by_set.get("old_memory", [])]),

@@ -180,6 +180,7 @@ class RetrieverTarget(_Measured):
         self.returns = returns
         self.retriever: Retriever | None = None
         self._texts: Callable[[str, int], Sequence[str]] | None = None
+        self._spent: list[tuple[str | None, float, float | None]] = []  # (set, tokens, density)
         if dataset is not None:
             self.ensure(None)
 
@@ -201,9 +202,39 @@ class RetrieverTarget(_Measured):
         self.ensure(ctx)
         query = input.get("query", "") if isinstance(input, Mapping) else str(input)
         if self.returns == "texts":
-            return list(self.timed(lambda: self._texts(query, self.k)))  # type: ignore[misc]
+            texts = list(self.timed(lambda: self._texts(query, self.k)))  # type: ignore[misc]
+            self._account(texts, getattr(getattr(ctx, "case", None), "expected", None))
+            return texts
         ids = self.timed(lambda: self.retriever.retrieve(query, self.k))  # type: ignore[union-attr]
         return list(dict.fromkeys(str(i) for i in ids))[: self.k]
+
+    def _account(self, texts: list[str], expected: Any) -> None:
+        """Token spend and, for a substring-judged query (seed 000), relevance density."""
+        from evalloop.retrieval.substring import relevant_density, token_spend
+
+        if not isinstance(expected, Mapping) or "set" not in expected:
+            self._spent.append((None, token_spend(texts), None))
+            return
+        wanted = list(expected.get("expected") or []) or [
+            *expected.get("old_keywords", []), *expected.get("new_keywords", [])]
+        self._spent.append((str(expected["set"]), token_spend(texts), relevant_density(texts, wanted)))
+
+    def run_stats(self) -> dict[str, Any]:
+        """Also tokens per query and relevance density (texts only; for substring-judged suites
+        means over the ranked query sets, as ``substring.score_results`` reports them)."""
+        from evalloop.retrieval.substring import RANKED_SETS
+
+        stats = super().run_stats()
+        if not self._spent:
+            return stats
+        judged = any(s is not None for s, _, _ in self._spent)
+        rows = [r for r in self._spent if not judged or r[0] in RANKED_SETS]
+        tokens = [t for _, t, _ in rows]
+        dens = [d for _, _, d in rows if d is not None]
+        stats["tokens_per_query"] = round(float(np.mean(tokens)), 4) if tokens else None
+        if judged:
+            stats["relevance_density"] = round(float(np.mean(dens)), 4) if dens else None
+        return stats
 
 
 class _Corpus:

@@ -3,7 +3,9 @@
 A cron schedule follows the wall clock of its time zone: each wall-clock time fires once, so
 a nightly 02:30 job runs once on the day the clocks go forward (at 03:30, the instant 02:30
 would have been) and once, not twice, on the day they go back. ``--every`` is elapsed time and
-ignores the clock. Cron day-of-week numbers follow crontab (0 and 7 are Sunday).
+ignores the clock. Cron day-of-week numbers follow crontab (0 and 7 are Sunday), and so does
+the day rule: when both day of month and day of week are restricted (neither starts with
+``*``), a day matching either one fires, as crontab does (APScheduler alone needs both).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
@@ -68,13 +71,17 @@ def crontab_days(field: str) -> str:
     for item in field.split(","):
         body, _, step_text = item.partition("/")
         step = int(step_text) if step_text else 1
+        if step < 1:
+            raise ValueError(f"step {step} in '{item}' must be at least 1")
         if body == "*":
             lo, hi = 0, 6
         elif "-" in body:
             lo_text, hi_text = body.split("-", 1)
             lo, hi = _day_number(lo_text), _day_number(hi_text)
-            if hi == 0 and lo > 0:
+            if hi == 0 and lo > 0:  # fri-sun: Sunday as the end of a range is 7
                 hi = 7
+            if hi < lo:
+                raise ValueError(f"day-of-week range '{body}' runs backwards")
         else:
             lo = hi = _day_number(body)
             if step_text:
@@ -84,12 +91,13 @@ def crontab_days(field: str) -> str:
 
 
 def _day_number(text: str) -> int:
+    """0-7 for a number (7 kept, so that 0-7 and 1-7 are whole weeks), 0-6 for a name."""
     text = text.strip().lower()
     if text.isdigit():
         value = int(text)
         if value > 7:
             raise ValueError(f"day of week {value} is not in 0-7")
-        return value % 7 if value == 7 else value
+        return value
     if text[:3] in _DAYS:
         return _DAYS.index(text[:3])
     raise ValueError(f"'{text}' is not a day of week")
@@ -116,6 +124,17 @@ class WallClockCronTrigger(CronTrigger):
         trigger.expression = expression
         return trigger
 
+    @classmethod
+    def crontab(cls, expression: str, timezone: ZoneInfo) -> BaseTrigger:
+        """The trigger crontab would use: day of month OR day of week when both are restricted."""
+        fields = expression.split()
+        if len(fields) == 5 and not fields[2].startswith("*") and not fields[4].startswith("*"):
+            minute, hour, day, month, dow = fields
+            by_day = cls.from_expression(f"{minute} {hour} {day} {month} *", timezone)
+            by_weekday = cls.from_expression(f"{minute} {hour} * {month} {dow}", timezone)
+            return CrontabOrTrigger([by_day, by_weekday], expression=expression, timezone=timezone)
+        return cls.from_expression(expression, timezone)
+
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
         nxt = super().get_next_fire_time(previous_fire_time, now)
         while nxt is not None and _repeated_wall_time(_local(nxt, self.timezone)):
@@ -128,6 +147,32 @@ class WallClockCronTrigger(CronTrigger):
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         self.expression = state.get("expression", "")
+
+
+class CrontabOrTrigger(OrTrigger):
+    """Crontab's rule for a restricted day of month and day of week: either one matching fires.
+
+    APScheduler's own cron trigger needs both to match; this one takes the earlier fire of two
+    wall-clock cron triggers (one per field), so DST handling stays that of each.
+    """
+
+    def __init__(self, triggers: list[BaseTrigger], *, expression: str = "",
+                 timezone: ZoneInfo | None = None) -> None:
+        super().__init__(triggers)
+        self.expression = expression
+        self.timezone = timezone
+
+    def __getstate__(self) -> dict[str, Any]:
+        zone = getattr(self.timezone, "key", None)
+        return {**super().__getstate__(), "expression": self.expression, "zone": zone}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self.expression = state.get("expression", "")
+        self.timezone = ZoneInfo(state["zone"]) if state.get("zone") else None
+
+    def __str__(self) -> str:
+        return f"cron[{self.expression}]"
 
 
 def _local(at: datetime, zone: Any) -> datetime:
@@ -148,7 +193,7 @@ def make_trigger(*, cron: str | None = None, every: str | None = None,
                           hint='e.g. --cron "0 3 * * *" or --every 6h')
     zone = resolve_timezone(tz)
     if cron is not None:
-        return WallClockCronTrigger.from_expression(cron, zone)
+        return WallClockCronTrigger.crontab(cron, zone)
     assert every is not None
     return IntervalTrigger(seconds=parse_every(every).total_seconds(), timezone=zone)
 
@@ -156,7 +201,7 @@ def make_trigger(*, cron: str | None = None, every: str | None = None,
 def describe(trigger: BaseTrigger) -> str:
     """One short line: 'cron 0 3 * * * Europe/Berlin' or 'every 6:00:00 UTC'."""
     zone = getattr(getattr(trigger, "timezone", None), "key", None) or str(getattr(trigger, "timezone", ""))
-    if isinstance(trigger, WallClockCronTrigger) and trigger.expression:
+    if isinstance(trigger, WallClockCronTrigger | CrontabOrTrigger) and trigger.expression:
         return f"cron {trigger.expression} {zone}"
     if isinstance(trigger, IntervalTrigger):
         return f"every {trigger.interval} {zone}"

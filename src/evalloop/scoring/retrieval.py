@@ -151,6 +151,18 @@ def substring_mrr(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     return Score(value=r.rr, message=f"rr {r.rr:.3f}")
 
 
+@scorer("relevance-density")
+def relevance_density(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
+    """Share of a relevant result's text that is expected substrings (mean over hits; seed 000)."""
+    q, r = _substring(input, output, expected, k)
+    if q.set == "null":
+        return Score.skip("null query: see null-rejection")
+    if r.density is None:
+        return Score.skip("no relevant result to measure")
+    return Score(value=r.density, message=f"density {r.density:.3f} over "
+                 f"{r.n_results} result(s), {r.tokens:.0f} tokens")
+
+
 @scorer("change-detection", binary=True)
 def change_detection(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     """Current state ranks above stale facts; change queries see both old and new facts."""
