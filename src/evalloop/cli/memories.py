@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from evalloop import learning
-from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
+from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.errors import EvalloopError
 
 memories_app = typer.Typer(help="Find and list memories in the memory store (failure memories included).",
@@ -118,4 +118,6 @@ def prompt_enhance(
         found = learning.failure_patterns(adapter, suite, query=query, limit=limit)
     finally:
         learning.close_adapter(adapter)
+    if not found:
+        err().print(f"no failure memories for suite '{suite}': the prompt is unchanged", markup=False)
     print(learning.enhance_prompt(base, found), end="")
