@@ -4,16 +4,15 @@ client's normalisation is exercised). Records every request; ``status`` forces a
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from evalloop.memory.embedders import HashingEmbedder
+from support.loopback import JSONHandler, serving
 
 
 @dataclass
@@ -28,34 +27,23 @@ class EmbeddingsServer:
 
 
 def _handler(state: EmbeddingsServer, embedder: HashingEmbedder) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _send(self, status: int, body: object) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JSONHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = self.read_json()
             state.requests.append(body)
             state.headers.append(dict(self.headers))
             if state.status != 200:
-                self._send(state.status, {"error": {"message": "forced failure"}})
+                self.send_json(state.status, {"error": {"message": "forced failure"}})
                 return
             texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
             vectors = (embedder.embed(texts) * 3.0).tolist()
             if self.path == "/v1/embeddings":
                 data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
-                self._send(200, {"object": "list", "data": data[::-1], "model": body["model"]})
+                self.send_json(200, {"object": "list", "data": data[::-1], "model": body["model"]})
             elif self.path == "/api/embed":
-                self._send(200, {"model": body["model"], "embeddings": vectors})
+                self.send_json(200, {"model": body["model"], "embeddings": vectors})
             else:
-                self._send(404, {"error": "not found"})
+                self.send_json(404, {"error": "not found"})
 
     return Handler
 
@@ -64,13 +52,7 @@ def _handler(state: EmbeddingsServer, embedder: HashingEmbedder) -> type[BaseHTT
 def embeddings_server() -> Iterator[EmbeddingsServer]:
     """A running embeddings server on 127.0.0.1 and a free port."""
     embedder = HashingEmbedder(64)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), None)  # type: ignore[arg-type]
-    state = EmbeddingsServer(url=f"http://127.0.0.1:{server.server_address[1]}", dim=64)
-    server.RequestHandlerClass = _handler(state, embedder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving() as server:
+        state = EmbeddingsServer(url=f"http://127.0.0.1:{server.server_address[1]}", dim=64)
+        server.RequestHandlerClass = _handler(state, embedder)
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()

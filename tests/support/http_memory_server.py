@@ -4,18 +4,17 @@ searches, backed by a real embedded ``MemoryStore`` (hashing embedder). Records 
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evalloop.memory import HashingEmbedder, MemoryStore
+from support.loopback import JSONHandler, serving
 
 
 @dataclass
@@ -30,38 +29,27 @@ class MemoryServer:
 
 
 def _handler(state: MemoryServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def _send(self, status: int, body: object) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JSONHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = self.read_json()
             state.requests.append((self.path, body))
             if state.delay:
                 time.sleep(state.delay)
             if state.status != 200:
-                self._send(state.status, {"detail": "forced failure"})
+                self.send_json(state.status, {"detail": "forced failure"})
                 return
             if self.path in ("/memories", "/v2/memories"):
                 self._add(body)
             elif self.path in ("/search", "/v2/search"):
                 self._search(body)
             else:
-                self._send(404, {"detail": "Not Found"})
+                self.send_json(404, {"detail": "Not Found"})
 
         def _add(self, body: dict[str, Any]) -> None:
             text = "\n".join(m["content"] for m in body["messages"])
             meta = dict(body.get("metadata") or {})
             mid = state.store.store(text, meta.get("tags", []), meta)
-            self._send(200, {"results": [{"id": mid, "memory": text, "event": "ADD"}]})
+            self.send_json(200, {"results": [{"id": mid, "memory": text, "event": "ADD"}]})
 
         def _search(self, body: dict[str, Any]) -> None:
             tags = (body.get("filters") or {}).get("tags")
@@ -77,7 +65,7 @@ def _handler(state: MemoryServer) -> type[BaseHTTPRequestHandler]:
                 }
                 for h in hits
             ]
-            self._send(200, {"results": results})
+            self.send_json(200, {"results": results})
 
     return Handler
 
@@ -86,14 +74,10 @@ def _handler(state: MemoryServer) -> type[BaseHTTPRequestHandler]:
 def memory_server(tmp_path: Path) -> Iterator[MemoryServer]:
     """A running memory service on 127.0.0.1 and a free port."""
     store = MemoryStore(tmp_path / "service.db", embedder=HashingEmbedder(128))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), None)  # type: ignore[arg-type]
-    state = MemoryServer(url=f"http://127.0.0.1:{server.server_address[1]}", store=store)
-    server.RequestHandlerClass = _handler(state)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield state
+        with serving() as server:
+            state = MemoryServer(url=f"http://127.0.0.1:{server.server_address[1]}", store=store)
+            server.RequestHandlerClass = _handler(state)
+            yield state
     finally:
-        server.shutdown()
-        server.server_close()
         store.close()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from support.loopback import JSONHandler, serving
 
 
 @dataclass
@@ -37,39 +37,20 @@ def webhook_server(statuses: list[int] | None = None, delay: float = 0.0) -> Ite
     state = WebhookServer(statuses=statuses or [200], delay=delay)
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JSONHandler):
         def do_POST(self) -> None:  # noqa: N802 (http.server naming)
-            length = int(self.headers.get("content-length", "0"))
-            raw = self.rfile.read(length)
+            body = self.read_json()
             with lock:
                 index = len(state.received)
-                state.received.append(Received(self.path, dict(self.headers), json.loads(raw or b"null")))
+                state.received.append(Received(self.path, dict(self.headers), body))
             if state.delay:
                 time.sleep(state.delay)
             status = state.status_for(index)
-            body = json.dumps({"ok": status < 400}).encode()
-            try:
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
-                pass
+            self.send_json(status, {"ok": status < 400})
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as server:
+        state.url = f"http://127.0.0.1:{server.server_address[1]}/hook"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def closed_port_url() -> str:
