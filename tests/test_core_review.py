@@ -122,3 +122,19 @@ def test_usage_errors_are_one_line_and_json_takes_a_path(tmp_path):
     out = tmp_path / "out.json"
     ran = cli(tmp_path, "run", "--suite", "exact-match", "--json", str(out))
     assert ran.returncode == 0 and json.loads(out.read_text())["suite"] == "exact-match"
+
+
+def test_a_run_whose_scorer_was_broken_is_not_that_scorers_baseline(tmp_path, monkeypatch):
+    suite = controlled_suite(4)
+    suite["cases"].append({"id": "bad", "input": {"id": "bad"}, "expect": "fail"})
+    root = make_project(tmp_path, {"controlled": suite})
+    answers = tmp_path / "answers.json"
+    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(answers))
+    write_answers(answers, {**{f"c{i}": 1.0 for i in range(4)}, "bad": 0.0})
+    run_suite("controlled", settings=load_settings(root))
+    write_answers(answers, {**{f"c{i}": 0.2 for i in range(4)}, "bad": 1.0})  # broken: passes the control
+    broken = run_suite("controlled", settings=load_settings(root)).comparison.scorers[0]
+    assert broken.verdict == "scorer broken"
+    write_answers(answers, {**{f"c{i}": 1.0 for i in range(4)}, "bad": 0.0})
+    after = run_suite("controlled", settings=load_settings(root)).comparison.scorers[0]
+    assert after.window_runs == 1 and after.baseline == 1.0

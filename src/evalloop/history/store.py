@@ -259,6 +259,8 @@ class HistoryStore:
                        Run.status == RunStatus.COMPLETED, col(Run.valid).is_(True),
                        or_(col(Run.partial).is_(False), col(Run.partial).is_(None)),
                        col(ScorerSummary.skipped).is_(False), ScorerSummary.n > 0,
+                       # a scorer that passed a known-bad case graded that run wrongly: not a baseline
+                       or_(col(ScorerSummary.verdict).is_(None), col(ScorerSummary.verdict) != "scorer broken"),
                        col(Run.id) != before.id,
                        (col(Run.started_at) < before.started_at)
                        | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)))
