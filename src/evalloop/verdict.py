@@ -121,6 +121,11 @@ def _mean(values: Collection[float]) -> float | None:
     return float(np.mean(list(values))) if values else None
 
 
+def _fmean(values: list[float]) -> float:
+    """The mean of a short list (per case over the window): plain Python beats NumPy here."""
+    return math.fsum(values) / len(values)
+
+
 def count_flips(runs: Sequence[Mapping[str, float]], pass_mark: float) -> dict[str, int]:
     """How often each case's pass/fail state changes across ``runs`` (oldest first)."""
     last: dict[str, bool] = {}
@@ -221,7 +226,7 @@ def decide(
     window_cases = set().union(*used_runs)
     paired = sorted(set(used) & window_cases)
     x = np.array([used[c] for c in paired])
-    y = np.array([_mean([r[c] for r in used_runs if c in r]) for c in paired])
+    y = np.array([_fmean([r[c] for r in used_runs if c in r]) for c in paired])
     fields.update(
         baseline_mean=baseline_mean, drop=drop, n_paired=len(paired),
         n_unpaired=len(set(used) ^ window_cases),
