@@ -25,21 +25,11 @@ from evalloop.history.store import HistoryStore
 from evalloop.locks import LOCKS, DatabaseLock, current_holder, engine_for
 from evalloop.scheduler import CONTROL, run_scheduled_job, serve
 from evalloop.scheduling import ledger
-from support.project import TARGET, make_project
+from support.project import SLOW_TARGET as SLOW
+from support.project import make_project, slow_suite
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 HOST = socket.gethostname()
-SLOW = TARGET + '''
-async def slow(input):
-    await asyncio.sleep(input["sleep"])
-    return input["value"]
-'''
-
-
-def slow_suite(n: int, sleep: float) -> dict:
-    return {"name": "slow", "target": "sut:slow", "scorers": ["equals"], "concurrency": 1,
-            "cases": [{"id": f"c{i}", "input": {"sleep": sleep, "value": i}, "expected": i}
-                      for i in range(n)]}
 
 
 def wait_for(predicate, timeout: float) -> bool:

@@ -18,20 +18,9 @@ from evalloop.history.models import CaseResult, RunStatus
 from evalloop.history.store import HistoryStore
 from evalloop.scheduler import add_schedule
 from evalloop.scheduling import ledger
-from support.project import TARGET, make_project
+from support.project import SLOW_TARGET, make_project, slow_suite
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
-SLOW_TARGET = TARGET + '''
-async def slow(input):
-    await asyncio.sleep(input["sleep"])
-    return input["value"]
-'''
-
-
-def slow_suite(n: int, sleep: float) -> dict:
-    return {"name": "slow", "target": "sut:slow", "scorers": ["equals"], "concurrency": 1,
-            "cases": [{"id": f"c{i}", "input": {"sleep": sleep, "value": i}, "expected": i}
-                      for i in range(n)]}
 
 
 def start_scheduler(root: Path, log: Path) -> subprocess.Popen:

@@ -68,3 +68,17 @@ def controlled_suite(n: int = 10, scorer: str = "value") -> dict[str, Any]:
 
 def write_answers(path: Path, answers: dict[str, float]) -> None:
     path.write_text(json.dumps(answers))
+
+
+SLOW_TARGET = TARGET + '''
+async def slow(input):
+    await asyncio.sleep(input["sleep"])
+    return input["value"]
+'''
+
+
+def slow_suite(n: int, sleep: float) -> dict[str, Any]:
+    """``n`` cases of a target that sleeps ``sleep`` seconds each, one at a time."""
+    return {"name": "slow", "target": "sut:slow", "scorers": ["equals"], "concurrency": 1,
+            "cases": [{"id": f"c{i}", "input": {"sleep": sleep, "value": i}, "expected": i}
+                      for i in range(n)]}
