@@ -97,6 +97,25 @@ def _parse(model: type[BaseModel], obj: dict[str, Any], where: str) -> Any:
         ) from None
 
 
+def read_corpus(path: Path) -> list[Doc]:
+    """The documents of a ``corpus.jsonl``: each validated, ids unique, at least one."""
+    docs: list[Doc] = []
+    doc_ids: dict[str, int] = {}
+    for lineno, obj in _jsonl(path):
+        doc = _parse(Doc, obj, f"{path}:{lineno}")
+        if doc.key in doc_ids:
+            raise FixtureError(
+                f"duplicate doc id {doc.id!r} (first on line {doc_ids[doc.key]})",
+                where=f"{path}:{lineno}",
+                hint="doc ids must be unique",
+            )
+        doc_ids[doc.key] = lineno
+        docs.append(doc)
+    if not docs:
+        raise FixtureError("corpus is empty", where=str(path), hint="add one document per line")
+    return docs
+
+
 def load_dataset(
     source: str | Path | None = None,
     *,
@@ -113,20 +132,8 @@ def load_dataset(
     q_path = Path(queries) if queries else base / QUERIES_FILE  # type: ignore[operator]
     r_path = Path(qrels) if qrels else base / QRELS_FILE  # type: ignore[operator]
 
-    docs: list[Doc] = []
-    doc_ids: dict[str, int] = {}
-    for lineno, obj in _jsonl(c_path):
-        doc = _parse(Doc, obj, f"{c_path}:{lineno}")
-        if doc.key in doc_ids:
-            raise FixtureError(
-                f"duplicate doc id {doc.id!r} (first on line {doc_ids[doc.key]})",
-                where=f"{c_path}:{lineno}",
-                hint="doc ids must be unique",
-            )
-        doc_ids[doc.key] = lineno
-        docs.append(doc)
-    if not docs:
-        raise FixtureError("corpus is empty", where=str(c_path), hint="add one document per line")
+    docs = read_corpus(c_path)
+    doc_ids = {d.key for d in docs}
 
     qs: list[Query] = []
     q_lines: dict[str, int] = {}

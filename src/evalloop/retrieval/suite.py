@@ -22,7 +22,15 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from evalloop.errors import FixtureError
-from evalloop.retrieval.dataset import CORPUS_FILE, QRELS_FILE, Dataset, _jsonl, _parse, load_dataset
+from evalloop.retrieval.dataset import (
+    CORPUS_FILE,
+    QRELS_FILE,
+    Dataset,
+    _jsonl,
+    _parse,
+    load_dataset,
+    read_corpus,
+)
 from evalloop.retrieval.qa import QAPair
 from evalloop.retrieval.scenarios import Scenario
 from evalloop.retrieval.substring import SubstringQuery
@@ -99,17 +107,7 @@ def retrieval_dataset(folder: str | Path) -> Dataset:
 
 def load_corpus(folder: str | Path) -> list[Doc]:
     """The documents of ``corpus.jsonl`` (ids unique), for suites judged without qrels."""
-    path = Path(folder) / CORPUS_FILE
-    docs: dict[str, Doc] = {}
-    for lineno, obj in _jsonl(path):
-        doc = _parse(Doc, obj, f"{path}:{lineno}")
-        if doc.key in docs:
-            raise FixtureError(f"duplicate doc id {doc.id!r}", where=f"{path}:{lineno}",
-                               hint="doc ids must be unique")
-        docs[doc.key] = doc
-    if not docs:
-        raise FixtureError("corpus is empty", where=str(path), hint="add one document per line")
-    return list(docs.values())
+    return read_corpus(Path(folder) / CORPUS_FILE)
 
 
 def retrieval_corpus(folder: str | Path) -> list[Doc]:
