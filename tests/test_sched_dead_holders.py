@@ -26,19 +26,11 @@ from evalloop.locks import LOCKS, DatabaseLock, current_holder, engine_for
 from evalloop.scheduler import CONTROL, run_scheduled_job, serve
 from evalloop.scheduling import ledger
 from support.project import SLOW_TARGET as SLOW
-from support.project import make_project, slow_suite
+from support.project import make_project, slow_suite, wait_for
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 HOST = socket.gethostname()
 
-
-def wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture

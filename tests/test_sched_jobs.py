@@ -26,7 +26,7 @@ from evalloop.scheduler import (
     serve,
 )
 from evalloop.scheduling import ledger
-from support.project import make_project
+from support.project import make_project, wait_for
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 ECHO = {"name": "echo", "target": "sut:echo", "scorers": ["equals"],
@@ -50,14 +50,6 @@ def serving(settings):
         thread.join(20)
         assert not thread.is_alive()
 
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def runs(settings, suite="echo"):

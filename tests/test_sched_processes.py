@@ -18,7 +18,7 @@ from evalloop.history.models import CaseResult, RunStatus
 from evalloop.history.store import HistoryStore
 from evalloop.scheduler import add_schedule
 from evalloop.scheduling import ledger
-from support.project import SLOW_TARGET, make_project, slow_suite
+from support.project import SLOW_TARGET, make_project, slow_suite, wait_for
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 
@@ -28,14 +28,6 @@ def start_scheduler(root: Path, log: Path) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=open(log, "w"),  # noqa: SIM115
                             env={**os.environ, "NO_COLOR": "1"})
 
-
-def wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture

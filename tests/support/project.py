@@ -82,3 +82,15 @@ def slow_suite(n: int, sleep: float) -> dict[str, Any]:
     return {"name": "slow", "target": "sut:slow", "scorers": ["equals"], "concurrency": 1,
             "cases": [{"id": f"c{i}", "input": {"sleep": sleep, "value": i}, "expected": i}
                       for i in range(n)]}
+
+
+def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
+    """Poll ``predicate`` every 50 ms until it is true or ``timeout`` seconds pass."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
