@@ -47,7 +47,7 @@ def test_generate_run_and_compare_targets(tmp_path):
     assert rows["bm25"]["means"]["mrr"] == pytest.approx(scorers["mrr"]["current"])  # same suite, same numbers
     assert rows["bm25"]["vs_reference"] == {}
     diff = rows["memory"]["vs_reference"]["mrr"]
-    assert diff["diff"] == rows["memory"]["means"]["mrr"] - rows["bm25"]["means"]["mrr"]
+    assert diff["diff"] == pytest.approx(rows["memory"]["means"]["mrr"] - rows["bm25"]["means"]["mrr"], abs=1e-12)
     assert 0 < diff["p_value"] <= 1 and diff["n"] == doc["n_cases"]
     for r in rows.values():
         assert r["stats"]["index_bytes"] > 0 and r["stats"]["latency_p95_ms"] >= r["stats"]["latency_p50_ms"]

@@ -49,12 +49,12 @@ def test_exact_match_out_of_the_box_twice_then_history(tmp_path):
 
 
 def test_fail_on_regression_exit_code(tmp_path):
-    root = make_project(tmp_path, {"controlled": controlled_suite(5)})
+    root = make_project(tmp_path, {"controlled": controlled_suite(8)})
     answers = tmp_path / "answers.json"
     env = {"EVALLOOP_TEST_ANSWERS": str(answers)}
-    write_answers(answers, {f"c{i}": 1.0 for i in range(5)})
+    write_answers(answers, {f"c{i}": 1.0 for i in range(8)})
     assert cli(root, "run", "-s", "controlled", "--fail-on-regression", env=env).returncode == 0
-    write_answers(answers, {f"c{i}": 0.4 for i in range(5)})
+    write_answers(answers, {f"c{i}": 0.4 for i in range(8)})
     result = cli(root, "run", "-s", "controlled", "--fail-on-regression", env=env)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "regressed" in result.stdout and "regression in controlled" in result.stderr

@@ -182,7 +182,7 @@ async def test_errored_judges_are_counted_excluded_and_invalidate_the_run(tmp_pa
 
         all_bad = await run_with(merge_and_judge(True))
         assert not all_bad.outcome.run.valid
-        assert "merge-quality: 5/5 scores errored" in all_bad.outcome.run.invalid_reason
+        assert "merge-quality: 5/5 grades errored" in all_bad.outcome.run.invalid_reason
         assert all_bad.outcome.summaries["merge-quality"].mean is None
 
         good = await run_with(merge_and_judge(set()))

@@ -49,15 +49,17 @@ def test_a_fresh_clone_gets_its_verdict_against_the_logged_baseline(tmp_path, mo
     assert (clone / "history" / "controlled.jsonl").is_file()
     assert not (clone / "history" / "evalloop.db").exists()
 
-    write_answers(answers, {"c0": 0.0, "c1": 0.0, "c2": 1.0, "c3": 1.0, "c4": 1.0})
+    write_answers(answers, {"c0": 0.0, "c1": 0.0, "c2": 0.0, "c3": 1.0, "c4": 1.0})
     result = subprocess.run([EVALLOOP, "run", "-s", "controlled", "--fail-on-regression",
                              "--json-out", "summary.json"], cwd=clone, capture_output=True,
                             text=True, timeout=120, env={**os.environ, "NO_COLOR": "1"})
     assert result.returncode == 1, result.stdout + result.stderr
     (value,) = json.loads((clone / "summary.json").read_text())["scorers"]
-    assert value["baseline"] == 1.0 and value["window_runs"] == 3 and value["current"] == 0.6
-    assert value["regression"] is True and value["verdict"].startswith("regressed")
-    assert [c["case"] for c in value["newly_failing"]] == ["c0", "c1"]
+    assert value["baseline"] == 1.0 and value["window_runs"] == 3 and value["current"] == 0.4
+    assert value["regression"] is True and value["verdict"] == "regressed"
+    assert [c["case"] for c in value["newly_failing"]] == ["c0", "c1", "c2"]
+    # the clone lives elsewhere, but it is the same system: no fingerprint change reported
+    assert "the system changed" not in result.stderr + result.stdout
 
     store = HistoryStore(load_settings(clone).database_url)
     runs = store.runs("controlled", limit=None)

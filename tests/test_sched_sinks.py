@@ -31,8 +31,9 @@ def reports(tmp_path_factory):
     mp.setenv("EVALLOOP_TEST_ANSWERS", str(answers))
     settings = load_settings(root)
     write_answers(answers, {f"c{i}": 1.0 for i in range(4)})
-    steady = run_suite("controlled", settings=settings)
-    write_answers(answers, {"c0": 0.0, "c1": 0.0, "c2": 1.0, "c3": 1.0})
+    for _ in range(3):
+        steady = run_suite("controlled", settings=settings)
+    write_answers(answers, {"c0": 0.0, "c1": 0.0, "c2": 0.0, "c3": 1.0})
     regressed = run_suite("controlled", settings=settings)
     mp.undo()
     assert regressed.comparison.has_regression
@@ -51,7 +52,7 @@ def test_webhook_posts_the_run_summary(reports):
     assert body["run_id"] == regressed.outcome.run.id and body["regression"] is True
     (scorer,) = body["scorers"]
     assert scorer["verdict"].startswith("regressed") and scorer["regression"] is True
-    assert [c["case"] for c in scorer["newly_failing"]] == ["c0", "c1"]
+    assert [c["case"] for c in scorer["newly_failing"]] == ["c0", "c1", "c2"]
 
 
 def test_webhook_retries_5xx_then_succeeds(reports):
@@ -91,7 +92,7 @@ def test_only_regressions_are_sent_and_the_log_sink_names_them(reports, caplog):
     with caplog.at_level(logging.WARNING, logger="evalloop.sinks"):
         notify(regressed, [LogSink()])
     assert "controlled run" in caplog.text and "equals" not in caplog.text
-    assert "value regressed" in caplog.text and "newly failing: c0, c1" in caplog.text
+    assert "value regressed" in caplog.text and "newly failing: c0, c1, c2" in caplog.text
 
 
 def test_sinks_built_from_settings(tmp_path):
@@ -110,14 +111,15 @@ def test_sinks_built_from_settings(tmp_path):
 
 
 def test_a_scheduled_fire_sends_its_regression_and_survives_a_dead_webhook(tmp_path, monkeypatch):
-    root = make_project(tmp_path, {"controlled": controlled_suite(4)})
+    root = make_project(tmp_path, {"controlled": controlled_suite(8)})
     answers = root / "answers.json"
     monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(answers))
     with webhook_server(statuses=[500]) as dead, webhook_server() as alive:
         (root / "evalloop.toml").write_text(f'webhook_url = "{dead.url}"\nwebhook_retries = 2\n')
-        write_answers(answers, {f"c{i}": 1.0 for i in range(4)})
-        assert len(run_scheduled_job(str(root), ["controlled"], job_id="j")) == 1
-        write_answers(answers, {f"c{i}": 0.0 for i in range(4)})
+        write_answers(answers, {f"c{i}": 1.0 for i in range(8)})
+        for _ in range(2):  # two healthy runs: the regressed one joins the window, and still loses
+            assert len(run_scheduled_job(str(root), ["controlled"], job_id="j")) == 1
+        write_answers(answers, {f"c{i}": 0.0 for i in range(8)})
         second = run_scheduled_job(str(root), ["controlled"], job_id="j")
         assert len(second) == 1 and len(dead.received) == 2  # retried, failed, logged
         (root / "evalloop.toml").write_text(f'webhook_url = "{alive.url}"\n')
@@ -126,5 +128,6 @@ def test_a_scheduled_fire_sends_its_regression_and_survives_a_dead_webhook(tmp_p
     (got,) = alive.received
     assert got.body["run_id"] == third[0] and got.body["regression"] is True
     url = load_settings(root).database_url
-    assert [e.verdict for e in ledger.entries(url, "j")] == ["regressed", "regressed", "no baseline yet"]
+    assert [e.verdict for e in ledger.entries(url, "j")] == ["regressed", "regressed", "ok",
+                                                            "no baseline yet"]
     assert list_schedules(load_settings(root)) == []  # ad-hoc fires need no stored schedule

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalloop.errors import ConfigError
 
@@ -23,12 +23,21 @@ class VerdictSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rule: Literal["threshold", "paired"] = "threshold"
-    require_significance: bool = False
+    rule: Literal["evidence", "threshold", "paired"] = "evidence"
     alpha: float = Field(default=0.05, gt=0, lt=1)
+    reach_level: float = Field(default=0.9999, gt=0.5, lt=1)
     min_effect: float | None = Field(default=None, ge=0, lt=1)
     flaky_flips: int = Field(default=2, ge=0)
     quarantine_flaky: bool = False
+    restart_on_change: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "require_significance" in data:
+            raise ValueError("require_significance is retired: every rule now needs significance "
+                             "(a drop that is not significant is a 'watch'); remove the key")
+        return data
 
 
 class Settings(BaseModel):
@@ -97,7 +106,7 @@ _ENV = {
     "EVALLOOP_TIMEZONE": "timezone",
     "EVALLOOP_WEBHOOK_URL": "webhook_url",
 }
-_ENV_VERDICT = {"EVALLOOP_VERDICT_RULE": "rule", "EVALLOOP_REQUIRE_SIGNIFICANCE": "require_significance"}
+_ENV_VERDICT = {"EVALLOOP_VERDICT_RULE": "rule"}
 
 
 def _file_settings(project_dir: Path) -> tuple[dict[str, Any], Path | None]:

@@ -19,7 +19,7 @@ from evalloop.config import Settings, load_settings
 from evalloop.context import Services
 from evalloop.history import runlog
 from evalloop.history.store import HistoryStore, code_version
-from evalloop.report.strata import strata_means
+from evalloop.history.strata import strata_means
 from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.scoring.registry import Registry, discover
 from evalloop.services import build_services, close_services
@@ -114,7 +114,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         progress=progress,
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},
     )
-    comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window)
+    comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
+                             current={name: {**r.scores, **r.controls} for name, r in outcome.results.items()})
     report = RunReport(prepared, outcome, comparison, notices=notices)
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
@@ -123,7 +124,12 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         strata = strata_means(store, outcome.run.id, order=[s.scorer for s in comparison.scorers])
         if strata.strata:
             report.extras["strata"] = strata.model_dump(mode="json")
-    if settings.learn and comparison.has_regression:
+    if comparison.fingerprint_change is not None:
+        report.notices.append(comparison.fingerprint_change.describe())
+    if settings.learn and comparison.has_regression and comparison.invalid:
+        report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
+                              "so its verdicts cannot be trusted to teach anything")
+    elif settings.learn and comparison.has_regression:
         report.extras["memories"] = _learn(settings, comparison, report.notices)
     if settings.run_log:
         try:

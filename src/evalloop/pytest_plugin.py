@@ -295,7 +295,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             base = "" if s.baseline is None else f", baseline {s.baseline:.3f}"
             drop = "" if s.drop is None else f", drop {s.drop:+.1%}"
             terminalreporter.write_line(f"  {s.scorer}: {mean}{base}{drop} — {s.verdict}",
-                                        red=s.is_regression, green=s.verdict == "improved")
+                                        red=s.fails, yellow=s.verdict == "watch",
+                                        green=s.verdict == "improved")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -303,7 +304,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not config.getoption("evalloop_fail_on_regression", False):
         return
     runs = config.stash.get(RUNS_KEY, [])
-    if any(r.report is not None and r.report.comparison.has_regression for r in runs) \
+    if any(r.report is not None and r.report.comparison.fails for r in runs) \
             and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

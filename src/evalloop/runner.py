@@ -23,6 +23,7 @@ from typing import Any
 
 from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError
+from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
 from evalloop.score import Score, ScorerKind, coerce_score
@@ -85,35 +86,88 @@ class PreparedRun:
 
 
 @dataclass
-class ScorerTally:
-    total: float = 0.0
-    n: int = 0
+class ScorerResult:
+    """One scorer of one run, computed once: the single source of its mean, n and validity.
+
+    ``scores`` holds each case's score averaged over its epochs (errored and skipped grades left
+    out); known-bad control cases are held apart in ``controls``. ``mean`` is the mean over the
+    cases, ``n`` the number of cases, ``grades`` the number of grades taken (cases × epochs).
+    Verdicts, history, reports, the run log and JUnit all read these numbers.
+    """
+
+    scorer: str
+    kind: str
+    threshold: float
+    pass_mark: float
+    policy: dict[str, Any]
+    binary: bool | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    controls: dict[str, float] = field(default_factory=dict)
+    grades: int = 0
     errored: int = 0
     skipped: int = 0
     skip_message: str = ""
     first_error: str = ""
-    controls: list[str] = field(default_factory=list)
-    controls_passed: list[str] = field(default_factory=list)
+    invalid: str | None = None
 
-    def add(self, score: Score, control: bool, case_id: str, pass_mark: float) -> None:
-        if control and not (score.skipped or score.errored):
-            self.controls.append(case_id)
-            if score.value >= pass_mark:
-                self.controls_passed.append(case_id)
-            return
-        if score.skipped:
-            self.skipped += 1
-            self.skip_message = self.skip_message or score.message
-        elif score.errored:
-            self.errored += 1
-            self.first_error = self.first_error or score.message
-        else:
-            self.total += score.value
-            self.n += 1
+    @property
+    def n(self) -> int:
+        return len(self.scores)
 
     @property
     def mean(self) -> float | None:
-        return self.total / self.n if self.n else None
+        return math.fsum(self.scores.values()) / len(self.scores) if self.scores else None
+
+    @property
+    def controls_passed(self) -> list[str]:
+        return sorted(c for c, v in self.controls.items() if v >= self.pass_mark)
+
+    def details(self) -> dict[str, Any]:
+        """What the stored summary keeps beside its columns."""
+        return {"pass_mark": self.pass_mark, "skip": self.skip_message, "first_error": self.first_error,
+                "controls": sorted(self.controls), "controls_passed": self.controls_passed,
+                "policy": self.policy, "binary": self.binary, "invalid": self.invalid,
+                "grades": self.grades}
+
+
+class _Grades:
+    """Per-case sums of one scorer's grades while a run goes (epochs are averaged at the end)."""
+
+    __slots__ = ("sums", "control_sums", "grades", "errored", "skipped", "skip_message", "first_error")
+
+    def __init__(self) -> None:
+        self.sums: dict[str, list[float]] = {}
+        self.control_sums: dict[str, list[float]] = {}
+        self.grades = self.errored = self.skipped = 0
+        self.skip_message = self.first_error = ""
+
+    def add(self, case_id: str, score: Score, control: bool) -> None:
+        if score.skipped:
+            self.skipped += 1
+            self.skip_message = self.skip_message or score.message
+            return
+        self.grades += 1
+        if score.errored:
+            self.errored += 1
+            self.first_error = self.first_error or score.message
+            return
+        acc = (self.control_sums if control else self.sums).setdefault(case_id, [0.0, 0])
+        acc[0] += score.value
+        acc[1] += 1
+
+    def result(self, bound: BoundScorer, errored_limit: float) -> ScorerResult:
+        invalid = None
+        if self.grades and self.errored / self.grades > errored_limit:
+            invalid = (f"{bound.name}: {self.errored}/{self.grades} grades errored "
+                       f"(limit {errored_limit:.0%})")
+        return ScorerResult(
+            scorer=bound.name, kind=bound.kind.value, threshold=bound.threshold,
+            pass_mark=bound.pass_mark, policy=bound.policy, binary=bound.spec.binary or None,
+            scores={c: t / k for c, (t, k) in self.sums.items()},
+            controls={c: t / k for c, (t, k) in self.control_sums.items()},
+            grades=self.grades, errored=self.errored, skipped=self.skipped,
+            skip_message=self.skip_message, first_error=self.first_error, invalid=invalid,
+        )
 
 
 @dataclass
@@ -122,7 +176,7 @@ class RunOutcome:
 
     run: Run
     summaries: dict[str, ScorerSummary]
-    tallies: dict[str, ScorerTally]
+    results: dict[str, ScorerResult]
     case_errors: int = 0
     first_case_error: str = ""
     notices: list[str] = field(default_factory=list)
@@ -141,13 +195,15 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         spec = registry.get(ref.name, where=where)
         spec.check_params(ref.params, where=where)
         project = settings_thresholds or {}
-        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.name), project.get(ref.name),
-                                     project.get(spec.kind.value), spec.effective_threshold) if t is not None)
-        pass_mark = ref.pass_mark if ref.pass_mark is not None else spec.pass_mark
+        # the most specific setting wins: the scorer's entry, the suite's thresholds, the
+        # suite's verdict block, the project (by name, then kind), the registration, the kind
+        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.name), suite.verdict.get("threshold"),
+                                     project.get(ref.name), project.get(spec.kind.value),
+                                     spec.effective_threshold) if t is not None)
+        pass_mark = next(m for m in (ref.pass_mark, suite.verdict.get("pass_mark"), spec.pass_mark)
+                         if m is not None)
         policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
                   "pass_mark": pass_mark}
-        if ref.require_significance is not None:
-            policy["require_significance"] = ref.require_significance
         _check_policy(policy, where)
         bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy))
     params = {**suite.target.params, **(target_params or {})}
@@ -159,23 +215,29 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         "target": target.ref,
         "target_params": target.params,
         "target_fingerprint": target.fingerprint,
-        "scorers": [_describe_scorer(b, services) for b in bound],
+        "scorers": [_describe_scorer(b, services, project_dir) for b in bound],
         "cases": cases_hash,
     }
     return PreparedRun(suite, n_cases, bound, target, fingerprint)
 
 
-def _describe_scorer(bound: BoundScorer, services: Services | None) -> dict[str, Any]:
+def _describe_scorer(bound: BoundScorer, services: Services | None, project_dir: Any = None) -> dict[str, Any]:
     """A scorer in the run's fingerprint: its settings, a hash of its code (a judge's prompt lives
-    there), and for a judge the model that grades."""
+    there), and for a judge the model that grades. A project scorer's file is named relative to
+    the project, so a clone elsewhere has the same fingerprint."""
     import inspect
+    from pathlib import Path
 
     try:
         code = stable_hash(inspect.getsource(bound.spec.fn))
     except (OSError, TypeError):
         code = None
+    source = bound.spec.source
+    if project_dir is not None:
+        with contextlib.suppress(ValueError, OSError):
+            source = Path(source).resolve().relative_to(Path(project_dir).resolve()).as_posix()
     info = {"name": bound.name, "kind": bound.kind.value, "params": bound.params,
-            "threshold": bound.threshold, "source": bound.spec.source, "code": code}
+            "threshold": bound.threshold, "source": source, "code": code}
     if bound.kind == ScorerKind.LLM_JUDGE:
         judge = getattr(services, "judge", None)
         info["model"] = bound.params.get("model") or getattr(judge, "model", None)
@@ -186,7 +248,7 @@ def _check_policy(policy: dict[str, Any], where: str) -> None:
     from pydantic import ValidationError
 
     from evalloop.errors import FixtureError
-    from evalloop.verdict import VerdictPolicy
+    from evalloop.policy import VerdictPolicy
 
     try:
         VerdictPolicy(**policy)
@@ -263,11 +325,12 @@ async def execute(
     run = store.begin_run(Run(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
+        base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)),
         n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
-    tallies = {b.name: ScorerTally() for b in prepared.scorers}
-    state = _RunState(run, prepared, store, services, tallies, batch_size, progress)
+    grades = {b.name: _Grades() for b in prepared.scorers}
+    state = _RunState(run, prepared, store, services, grades, batch_size, progress)
     work: Iterator[tuple[Case, int]] = (
         (case, epoch) for epoch in range(epochs)
         for case in itertools.islice(suite.iter_cases(), n_cases)
@@ -297,9 +360,9 @@ async def execute(
 
 class _RunState:
     def __init__(self, run: Run, prepared: PreparedRun, store: HistoryStore, services: Services,
-                 tallies: dict[str, ScorerTally], batch_size: int, progress: ProgressFn | None):
+                 grades: dict[str, _Grades], batch_size: int, progress: ProgressFn | None):
         self.run, self.prepared, self.store, self.services = run, prepared, store, services
-        self.tallies, self.batch_size, self.progress = tallies, batch_size, progress
+        self.grades, self.batch_size, self.progress = grades, batch_size, progress
         self.case_rows: list[dict[str, Any]] = []
         self.score_rows: list[dict[str, Any]] = []
         self.case_errors = 0
@@ -366,8 +429,8 @@ class _RunState:
             self.totals["llm_retries"] += usage.retries
         self.case_rows.append(row)
         self.tagged = self.tagged or bool(case.tags)
-        for bound, (name, score) in zip(prepared.scorers, scores, strict=True):
-            self.tallies[name].add(score, case.expects_fail(name), case.id, bound.pass_mark)
+        for name, score in scores:
+            self.grades[name].add(case.id, score, case.expects_fail(name))
             self.score_rows.append({
                 "run_id": run_id, "case_id": case.id, "epoch": epoch, "scorer": name,
                 "value": score.value, "errored": score.errored, "skipped": score.skipped,
@@ -384,24 +447,16 @@ class _RunState:
         self.store.add_results(cases, scores)
 
     def finish(self, errored_limit: float) -> RunOutcome:
-        summaries: dict[str, ScorerSummary] = {}
-        invalid: list[str] = []
-        for bound in self.prepared.scorers:
-            tally = self.tallies[bound.name]
-            graded = tally.n + tally.errored
-            scorer_invalid = None
-            if graded and tally.errored / graded > errored_limit:
-                scorer_invalid = f"{bound.name}: {tally.errored}/{graded} scores errored (limit {errored_limit:.0%})"
-                invalid.append(scorer_invalid)
-            summaries[bound.name] = ScorerSummary(
-                run_id=self.run.id, scorer=bound.name, kind=bound.kind.value, mean=tally.mean,
-                n=tally.n, errored=tally.errored, skipped=tally.n == 0 and tally.skipped > 0,
-                threshold=bound.threshold,
-                details=dumps({"pass_mark": bound.pass_mark, "skip": tally.skip_message,
-                               "first_error": tally.first_error, "controls": tally.controls,
-                               "controls_passed": tally.controls_passed, "policy": bound.policy,
-                               "binary": bound.spec.binary or None, "invalid": scorer_invalid}),
+        results = {b.name: self.grades[b.name].result(b, errored_limit) for b in self.prepared.scorers}
+        summaries = {
+            name: ScorerSummary(
+                run_id=self.run.id, scorer=name, kind=r.kind, mean=r.mean, n=r.n, errored=r.errored,
+                skipped=r.n == 0 and not r.controls and r.skipped > 0, threshold=r.threshold,
+                details=dumps(r.details()),
             )
+            for name, r in results.items()
+        }
+        invalid = [r.invalid for r in results.values() if r.invalid]
         mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
         notes = json.loads(self.run.notes or "{}")
         stats_hook = getattr(self.prepared.target.fn, "run_stats", None)
@@ -412,5 +467,5 @@ class _RunState:
             valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
             ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals,
         )
-        return RunOutcome(run, summaries, self.tallies, self.case_errors, self.first_case_error,
+        return RunOutcome(run, summaries, results, self.case_errors, self.first_case_error,
                           tagged=self.tagged)

@@ -225,6 +225,82 @@ def paired_permutation_test(
     )
 
 
+def run_label_permutation_test(
+    current: ArrayLike,
+    window: ArrayLike,
+    *,
+    alternative: Alternative = "two-sided",
+    permutations: int = 10_000,
+    seed: int | np.random.Generator = 0,
+    budget: int = 20_000_000,
+) -> TestResult:
+    """Permutation test of a run against the runs before it, case by case.
+
+    ``current`` holds one score per case; ``window`` is cases × runs, NaN where a run did not
+    grade the case (every case needs at least one window score). The statistic is
+    ``mean_c(x_c − ȳ_c)``, the current score minus the case's mean over the window. Under the
+    null hypothesis (nothing changed) a case's k + 1 scores are exchangeable across runs, so
+    the null distribution draws, independently per case, which of its k + 1 runs is "current".
+    Unlike a sign flip of ``x − ȳ``, this stays exact when the differences are not symmetric
+    (pass/fail cases with skewed pass rates, windows of several runs); with one earlier run it
+    *is* the sign-flip test. Monte-Carlo with +1 smoothing; ``budget`` caps cases × permutations.
+    """
+    x = _vector(current, "current")
+    w = np.asarray(window, dtype=np.float64)
+    if w.ndim == 1:
+        w = w[:, None]
+    if w.shape[0] != x.size:
+        raise ValueError(f"window must have one row per case: {w.shape[0]} != {x.size}")
+    n = x.size
+    if n == 0:
+        return TestResult(test="run-label permutation", alternative=alternative, statistic=0.0,
+                          p_value=1.0, n=0, n_nonzero=0, exact=True, resamples=1)
+    present = ~np.isnan(w)
+    k = present.sum(axis=1)
+    if np.any(k == 0):
+        raise ValueError("every case needs at least one score in the window")
+    total = np.where(present, w, 0.0).sum(axis=1) + x
+    # candidates[c, j]: the statistic's term for case c when run j plays "current" (j = 0 is the
+    # actual current run), i.e. s_j − mean(other scores) = ((k + 1)·s_j − total) / k
+    scores = np.concatenate([x[:, None], w], axis=1)
+    candidates = ((k[:, None] + 1) * scores - total[:, None]) / k[:, None]
+    valid = np.concatenate([np.ones((n, 1), dtype=bool), present], axis=1)
+    observed = float(candidates[:, 0].mean())
+    # cases whose candidates are all equal carry no information: leave them out of the draws
+    spread = np.nanmax(np.where(valid, candidates, np.nan), axis=1) - \
+        np.nanmin(np.where(valid, candidates, np.nan), axis=1)
+    active = spread > 1e-12
+    fixed = float(candidates[~active, 0].sum())
+    if not active.any():
+        return TestResult(test="run-label permutation", alternative=alternative,
+                          statistic=observed, p_value=1.0, n=n, n_nonzero=0, exact=True,
+                          resamples=1)
+    cand = candidates[active]
+    ok = valid[active]
+    # order each case's valid candidates first so a uniform index in [0, k] picks among them
+    order = np.argsort(~ok, axis=1, kind="stable")
+    cand = np.take_along_axis(cand, order, axis=1)
+    choices = ok.sum(axis=1)
+    m = cand.shape[0]
+    permutations = max(1, min(permutations, budget // max(m, 1)))
+    rng = _rng(seed)
+    null = np.empty(permutations)
+    rows = max(1, _CHUNK_CELLS // m)
+    idx_rows = np.arange(m)
+    for start in range(0, permutations, rows):
+        stop = min(permutations, start + rows)
+        pick = (rng.random((stop - start, m)) * choices).astype(np.int64)
+        null[start:stop] = cand[idx_rows, pick].sum(axis=1)
+    null = (null + fixed) / n
+    tol = 1e-9 * (1.0 + float(np.abs(cand).sum()) / n)
+    p_less, p_greater = _p_values(null, observed, tol, smooth=True)
+    return TestResult(
+        test="run-label permutation", alternative=alternative, statistic=observed,
+        p_value=_pick(alternative, p_less, p_greater), n=n, n_nonzero=m, exact=False,
+        resamples=permutations,
+    )
+
+
 def _binom_cdf_half(k: int, n: int) -> float:
     """P(X ≤ k) for X ~ Binomial(n, 1/2), exact in integers."""
     if k < 0:

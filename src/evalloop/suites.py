@@ -9,7 +9,7 @@ and what is wrong — before anything is run or written.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -66,7 +66,6 @@ class ScorerRef(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
     pass_mark: float | None = Field(default=None, ge=0.0, le=1.0)
-    require_significance: bool | None = None
 
 
 class TargetRef(BaseModel):
@@ -144,9 +143,7 @@ class Suite(BaseModel):
     def iter_cases(self) -> Iterator[Case]:
         """Yield the cases in file order (streamed from JSONL when they live there)."""
         if self.dataset_dir is not None:
-            from evalloop.retrieval.suite import dataset_cases
-
-            yield from dataset_cases(self.dataset_dir)
+            yield from case_source("dataset")(self.dataset_dir)
             return
         if self.cases_file is None:
             yield from self.cases  # type: ignore[misc]
@@ -173,6 +170,34 @@ class Suite(BaseModel):
         if count == 0:
             raise FixtureError("suite has no cases", where=where_file, hint="add at least one case")
         return count
+
+
+CaseSource = Callable[[Path], Iterator[Case]]
+_CASE_SOURCES: dict[str, CaseSource] = {}
+
+
+def register_case_source(name: str, source: CaseSource) -> None:
+    """Make ``source(folder) -> cases`` serve suites whose cases come from a ``name`` folder.
+
+    Packages register theirs through the ``evalloop.case_sources`` entry-point group (the
+    benchmark datasets of :mod:`evalloop.retrieval` serve ``dataset:`` that way), so the core
+    never imports them.
+    """
+    _CASE_SOURCES[name] = source
+
+
+def case_source(name: str) -> CaseSource:
+    """The case source registered under ``name`` (entry points are loaded on first use)."""
+    if name not in _CASE_SOURCES:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="evalloop.case_sources"):
+            if ep.name == name:
+                register_case_source(name, ep.load())
+    if name not in _CASE_SOURCES:
+        raise FixtureError(f"no case source '{name}' is installed",
+                           hint="reinstall evalloop (pip install .) so its entry points are registered")
+    return _CASE_SOURCES[name]
 
 
 def _iter_jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:

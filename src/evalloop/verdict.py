@@ -1,31 +1,27 @@
 """Verdicts: one scorer's result in one run, judged against its rolling window, with certainty.
 
 ``decide`` takes the run's per-case scores and those of up to N earlier valid runs (oldest
-first) and returns a :class:`Verdict`: ``improved``, ``steady``, ``regressed``, ``regressed (not
-significant)``, ``no baseline yet``, ``invalid run`` or ``scorer broken``.
+first) and returns a :class:`Verdict`. One vocabulary serves every output (terminal, JSON,
+JUnit, Markdown, HTML, the pytest plugin, webhooks, exit codes): see :class:`VerdictStatus`.
 
-Two rules, chosen by ``VerdictPolicy.rule``:
+The comparison is made on the cases both sides share, so a changed case set never looks like
+a drop: cases only in this run (*added*) and only in the window (*removed*) are counted and
+given their own means. Per shared case ``c``, ``x_c`` is this run's score and ``ȳ_c`` its mean
+over the window; the baseline is ``mean(ȳ)``, the drop ``(mean(ȳ) − mean(x)) / mean(ȳ)``.
+Evidence comes from a run-label permutation test (:func:`evalloop.stats.run_label_permutation_test`),
+exact under "nothing changed" for any score distribution and window length.
 
-* ``"threshold"`` (the ADR rule): the baseline is the mean of the window's run means and
-  ``drop = (baseline - current) / baseline``; ``drop >= threshold`` is a regression. A two-sided
-  paired test on per-case scores is reported beside it: significant (``p < alpha``) gives
-  ``regressed``, otherwise ``regressed (not significant)``, which still counts as a regression
-  unless ``require_significance``. A rise of at least the threshold is ``improved``.
-* ``"paired"`` (evalloop's rule): each case's score is paired with its own mean over the window.
-  A regression needs both evidence and size: the two-sided paired test (sign-flip permutation,
-  or McNemar's exact test for pass/fail scores against a stable pass/fail baseline) gives
-  ``p < alpha`` for a drop, *and* the paired mean dropped by at least ``min_effect`` (default:
-  a third of the threshold). A drop past the ADR threshold without that evidence is ``regressed
-  (not significant)`` and not a regression. A significant rise of at least ``min_effect`` is
-  ``improved``. The test is two-sided (a one-sided test at ``alpha / 2``): scores clipped at 1
-  skew the paired differences, and the margin keeps false alarms under ``alpha``
-  (``bench/verdicts.py``: at most 2.3 % at a 5 % alpha, 92.6 % detection of a true 15 % drop
-  on 50 judge cases with noise sd 0.2).
+A drop that is not significant is a ``watch``, never a regression, under every rule:
 
-Only cases present in both the run and the window are paired; the rest are counted as unpaired.
-Known-bad control cases (``known_bad``) are kept out of the statistics; if the scorer passes one,
-the verdict is ``scorer broken``. Flaky cases (pass/fail flipping more than ``flaky_flips`` times
-over the window and this run) are listed, and with ``quarantine_flaky`` kept out of the decision.
+* ``"evidence"`` (default): a regression is a significant drop (two-sided ``p < alpha``) whose
+  confidence interval still reaches the threshold — the ADR's relative drop stays the smallest
+  drop worth acting on, and a drop the data show to be smaller than it is a ``watch``.
+* ``"threshold"`` (the ADR rule with evidence): the observed drop meets the threshold *and* is
+  significant.
+* ``"paired"``: a significant drop of at least ``min_effect`` (default a third of the threshold).
+
+Known-bad control cases are kept out of the statistics; passing one makes the verdict
+``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out.
 """
 
 from __future__ import annotations
@@ -33,64 +29,62 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from enum import StrEnum
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from evalloop import stats
+from evalloop.policy import TOLERANCE, VerdictPolicy
 
-TOLERANCE = 1e-9  # a drop computed as 0.1499999999 meets a 0.15 threshold
-BOOTSTRAP_BUDGET = 20_000_000  # draws per CI at most (see decide)
-MIN_EFFECT_SHARE = 1 / 3  # rule="paired": default minimum effect as a share of the threshold
+__all__ = ["TOLERANCE", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "count_flips",
+           "minimal_detectable_drop"]
 
 
 class VerdictStatus(StrEnum):
-    """The outcome of one scorer in one run."""
+    """The outcome of one scorer in one run — the one vocabulary every output uses."""
 
     IMPROVED = "improved"
     STEADY = "steady"
+    WATCH = "watch"
     REGRESSED = "regressed"
-    REGRESSED_NS = "regressed (not significant)"
     NO_BASELINE = "no baseline yet"
     INVALID = "invalid run"
     SCORER_BROKEN = "scorer broken"
-
-
-class VerdictPolicy(BaseModel):
-    """How a verdict is reached: threshold, rule, significance and flaky-case handling."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    threshold: float = Field(gt=0)
-    rule: Literal["threshold", "paired"] = "threshold"
-    require_significance: bool = False
-    alpha: float = Field(0.05, gt=0, lt=1)
-    min_effect: float | None = Field(None, ge=0)  # rule="paired"; None = threshold / 3
-    pass_mark: float = 0.5
-    flaky_flips: int = Field(2, ge=0)
-    quarantine_flaky: bool = False
-    permutations: int = Field(10_000, ge=1)
-    resamples: int = Field(10_000, ge=100)  # bootstrap resamples for the CI
-    ci_level: float = Field(0.95, gt=0, lt=1)
-    seed: int = 0
+    SKIPPED = "skipped"
 
     @property
-    def effective_min_effect(self) -> float:
-        """The minimum relative drop the paired rule asks for."""
-        return self.threshold * MIN_EFFECT_SHARE if self.min_effect is None else self.min_effect
+    def fails(self) -> bool:
+        """Whether this verdict fails CI (exit 1): a regression, a broken scorer, an invalid run."""
+        return self in _FAILING
+
+    @property
+    def is_regression(self) -> bool:
+        return self is VerdictStatus.REGRESSED
+
+    @classmethod
+    def parse(cls, text: str | None) -> VerdictStatus | None:
+        """A stored verdict string, including those written by older versions."""
+        if not text:
+            return None
+        return _LEGACY.get(text) or cls(text)
+
+
+_FAILING = frozenset({VerdictStatus.REGRESSED, VerdictStatus.SCORER_BROKEN, VerdictStatus.INVALID})
+_LEGACY = {"regressed (not significant)": VerdictStatus.WATCH}
 
 
 class Verdict(BaseModel):
     """One scorer's verdict for one run, with the evidence behind it."""
 
     status: VerdictStatus
-    is_regression: bool
-    rule: str = "threshold"
+    rule: str = "evidence"
     binary: bool = False
-    current_mean: float | None
-    baseline_mean: float | None
-    drop: float | None
+    current_mean: float | None  # over every scored case of this run (controls left out)
+    baseline_mean: float | None  # the window's mean over the shared cases
+    shared_mean: float | None = None  # this run's mean over the shared cases
+    drop: float | None  # relative, on the shared cases
+    drop_ci_low: float | None = None
+    drop_ci_high: float | None = None
     paired_drop: float | None = None
     threshold: float
     threshold_met: bool
@@ -100,9 +94,14 @@ class Verdict(BaseModel):
     stars: str
     test: str | None
     effect_size: float | None
+    mdd: float | None = None  # relative drop detected 90 % of the time under this rule
     n_current: int
     n_paired: int
     n_unpaired: int
+    added: int = 0
+    added_mean: float | None = None
+    removed: int = 0
+    removed_mean: float | None = None
     window_runs: int
     newly_failing: list[str]
     newly_passing: list[str]
@@ -111,6 +110,10 @@ class Verdict(BaseModel):
     broken_controls: list[str]
     reason: str
 
+    @property
+    def is_regression(self) -> bool:
+        return self.status.is_regression
+
 
 def _clean(scores: Mapping[str, float]) -> dict[str, float]:
     """Per-case scores without NaN or infinite values."""
@@ -118,12 +121,7 @@ def _clean(scores: Mapping[str, float]) -> dict[str, float]:
 
 
 def _mean(values: Collection[float]) -> float | None:
-    return float(np.mean(list(values))) if values else None
-
-
-def _fmean(values: list[float]) -> float:
-    """The mean of a short list (per case over the window): plain Python beats NumPy here."""
-    return math.fsum(values) / len(values)
+    return math.fsum(values) / len(values) if values else None
 
 
 def count_flips(runs: Sequence[Mapping[str, float]], pass_mark: float) -> dict[str, int]:
@@ -144,10 +142,66 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def _relative_drop(baseline: float | None, current: float | None) -> float | None:
-    if baseline is None or current is None or not math.isfinite(baseline) or baseline <= 0:
+def _relative(baseline: float | None, delta: float | None) -> float | None:
+    if baseline is None or delta is None or not math.isfinite(baseline) or baseline <= 0:
         return None
-    return (baseline - current) / baseline
+    return delta / baseline
+
+
+def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: float,
+                            policy: VerdictPolicy, *, binary: bool) -> float | None:
+    """The relative drop this rule catches 90 % of the time at this size and noise.
+
+    ``noise_var`` is one case's run-to-run score variance, ``window`` the runs per case in the
+    baseline. The observed paired drop ``D̂`` is roughly normal around the true drop ``D`` with
+    ``se = sqrt((v1 + v0 / window) / n)`` (a pass/fail drop adds variance ``B·δ(1 − δ)``); the
+    rule flags it when ``D̂`` clears both the test's critical value and the rule's floor (for
+    ``evidence`` the threshold less the confidence reach), so 90 % detection needs
+    ``D ≥ max(z_(1−α/2)·se, floor) + z_0.9·se``. Pass/fail suites also need enough flipped
+    cases for the permutation test to reach ``alpha``. ``None`` when even a total drop would
+    go unnoticed or the baseline is 0.
+    """
+    if n < 1 or not math.isfinite(baseline) or baseline <= 0:
+        return None
+    v0 = max(noise_var, 0.0)
+    za, zb = stats._z(1.0 - policy.alpha / 2), stats._z(0.9)
+    zr = stats._z(policy.reach_level)
+
+    def detectable(delta: float) -> bool:
+        d = delta * baseline
+        v1 = v0 + (baseline * delta * (1.0 - delta) if binary else 0.0)
+        se = math.sqrt((v1 + v0 / max(window, 1.0)) / n)
+        se_null = math.sqrt((v1 + v0 / max(window, 1.0) + d * d) / n)
+        if policy.rule == "evidence":
+            floor = policy.threshold * baseline - zr * se
+        elif policy.rule == "threshold":
+            floor = policy.threshold * baseline
+        else:
+            floor = policy.effective_min_effect * baseline
+        return d >= max(za * se_null, floor) + zb * se
+
+    if not detectable(1.0):
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(40):
+        mid = (low + high) / 2
+        low, high = (low, mid) if detectable(mid) else (mid, high)
+    if binary:  # a pass/fail test needs some cases to flip before any p-value can reach alpha:
+        # f flipped cases, each "current" in 1 of window + 1 equally likely runs, give p ≈ 2/(w+1)^f
+        flips = math.ceil(math.log(2.0 / policy.alpha) / math.log(max(window, 1.0) + 1.0) - 1e-9)
+        high = max(high, flips / (n * baseline))
+    return min(1.0, high)
+
+
+def _noise_var(x: np.ndarray, window: np.ndarray) -> float:
+    """One case's run-to-run variance: pooled over the window's cases graded twice or more,
+    else half the variance of this run's paired differences (one earlier run)."""
+    counts = np.sum(~np.isnan(window), axis=1)
+    multi = counts >= 2
+    if multi.any():
+        return float(np.nanmean(np.nanvar(window[multi], axis=1, ddof=1)))
+    d = x - np.nanmean(window, axis=1)
+    return float(d.var(ddof=1)) / 2 if d.size > 1 else 0.0
 
 
 def decide(
@@ -158,6 +212,7 @@ def decide(
     binary: bool | None = None,
     known_bad: Collection[str] = (),
     valid: bool = True,
+    invalid_reason: str | None = None,
 ) -> Verdict:
     """Judge ``current`` (case id → score) against ``window`` (earlier runs, oldest first)."""
     cur = _clean(current)
@@ -173,17 +228,16 @@ def decide(
     values = [*used.values(), *(s for r in used_runs for s in r.values())]
     is_binary = all(s in (0.0, 1.0) for s in values) if binary is None else binary
 
-    current_mean = _mean(used.values())
-    # Large suites: the CI of a mean needs fewer resamples to be stable; bound the work to
-    # ~20 million draws (10,000 resamples up to 2,000 cases, never fewer than 2,000).
-    resamples = min(policy.resamples, max(2_000, BOOTSTRAP_BUDGET // max(len(used), 1)))
-    ci = stats.bootstrap_ci(list(used.values()), level=policy.ci_level, resamples=resamples, seed=policy.seed)
+    current_mean = _mean(list(used.values()))
+    resamples = min(policy.resamples, max(2_000, stats_budget() // max(len(used), 1)))
+    ci = stats.bootstrap_ci(list(used.values()), level=policy.ci_level, resamples=resamples,
+                            seed=policy.seed)
     newly_failing: list[str] = []
     newly_passing: list[str] = []
-    if runs:
-        last = runs[-1]
-        for case in sorted(set(cur) & set(last) - bad):
-            before, now = last[case] >= policy.pass_mark, cur[case] >= policy.pass_mark
+    if used_runs:
+        last = used_runs[-1]
+        for case in sorted(set(used) & set(last)):
+            before, now = last[case] >= policy.pass_mark, used[case] >= policy.pass_mark
             if before and not now:
                 newly_failing.append(case)
             elif now and not before:
@@ -200,11 +254,11 @@ def decide(
         "broken_controls": broken,
     }
 
-    def verdict(status: VerdictStatus, reason: str, regression: bool = False) -> Verdict:
-        return Verdict(status=status, is_regression=regression, reason=reason, **fields)
+    def verdict(status: VerdictStatus, reason: str) -> Verdict:
+        return Verdict(status=status, reason=reason, **fields)
 
     if not valid:
-        return verdict(VerdictStatus.INVALID, "The run was marked invalid, so it is not judged.")
+        return verdict(VerdictStatus.INVALID, invalid_reason or "The run was marked invalid, so it is not judged.")
     if not used:
         return verdict(VerdictStatus.INVALID, "The run has no scored cases to judge.")
     if broken:
@@ -219,106 +273,93 @@ def decide(
             f"No earlier valid run to compare with; mean {current_mean:.3f} is the first point.",
         )
 
-    if set(used) < set().union(*used_runs):  # a run on a subset of the cases (e.g. --limit)
-        used_runs = [r for r in ({c: s for c, s in run.items() if c in used} for run in used_runs) if r] or used_runs
-    baseline_mean = _mean([_mean(r.values()) for r in used_runs])
-    drop = _relative_drop(baseline_mean, current_mean)
-    window_cases = set().union(*used_runs)
-    paired = sorted(set(used) & window_cases)
-    x = np.array([used[c] for c in paired])
-    y = np.array([_fmean([r[c] for r in used_runs if c in r]) for c in paired])
+    window_cases: set[str] = set().union(*used_runs)
+    shared = sorted(set(used) & window_cases)
+    added = sorted(set(used) - window_cases)
+    last_cases = set(used_runs[-1])
+    removed = sorted(last_cases - set(used))
     fields.update(
-        baseline_mean=baseline_mean, drop=drop, n_paired=len(paired),
-        n_unpaired=len(set(used) ^ window_cases),
+        n_paired=len(shared), n_unpaired=len(added) + len(removed), added=len(added),
+        added_mean=_mean([used[c] for c in added]), removed=len(removed),
+        removed_mean=_mean([_mean([r[c] for r in used_runs if c in r]) for c in removed]),
     )
+    if not shared:
+        return verdict(
+            VerdictStatus.NO_BASELINE,
+            f"No case of this run was graded in the {len(used_runs)}-run window "
+            f"({len(added)} new cases); mean {current_mean:.3f} starts a new baseline.",
+        )
+    x = np.array([used[c] for c in shared])
+    w = np.array([[r.get(c, np.nan) for r in used_runs] for c in shared], dtype=np.float64)
+    y = np.nanmean(w, axis=1)
+    baseline_mean = float(y.mean())
+    shared_mean = float(x.mean())
+    diff = x - y
+    drop = _relative(baseline_mean, baseline_mean - shared_mean)
+    test = stats.run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed)
+    p = test.p_value
+    mean_diff = float(diff.mean())
+    # the reach: a normal-theory interval of the mean paired difference (its tails are far out,
+    # where a bootstrap of a few thousand resamples is too coarse)
+    half = stats._z(policy.reach_level) * (float(diff.std(ddof=1)) / math.sqrt(diff.size) if diff.size > 1 else 0.0)
+    d_low, d_high = mean_diff - half, mean_diff + half
     falls = drop is not None and drop >= policy.threshold - TOLERANCE
-    rises = drop is not None and -drop >= policy.threshold - TOLERANCE
-    fields["threshold_met"] = falls
-
-    p = None
-    lower = True
-    paired_drop = None
-    if paired:
-        lower = float(np.mean(x - y)) <= 0
-        if is_binary and np.isin(y, (0.0, 1.0)).all() and np.isin(x, (0.0, 1.0)).all():
-            result = stats.mcnemar_exact(x, y)
-        else:
-            result = stats.paired_permutation_test(
-                x, y, permutations=policy.permutations, seed=policy.seed
-            )
-        p = result.p_value
-        paired_drop = _relative_drop(float(y.mean()), float(x.mean()))
-        fields.update(
-            p_value=p, stars=stats.stars(p), paired_drop=paired_drop,
-            test=f"{result.test}, two-sided",
-            effect_size=stats.paired_effect_size(x, y),
-        )
-    significant = p is not None and p < policy.alpha
-    sig_drop, sig_rise = significant and lower, significant and not lower
-
-    ctx = _context(baseline_mean, current_mean, drop, len(used_runs), p, len(paired), fields)
-    if policy.rule == "paired":
+    fields.update(
+        baseline_mean=baseline_mean, shared_mean=shared_mean, drop=drop,
+        drop_ci_low=_relative(baseline_mean, -d_high), drop_ci_high=_relative(baseline_mean, -d_low),
+        paired_drop=drop, threshold_met=falls, p_value=p, stars=stats.stars(p),
+        test=f"{test.test}, two-sided", effect_size=stats.paired_effect_size(x, y),
+        mdd=minimal_detectable_drop(len(shared), baseline_mean, _noise_var(x, w),
+                                    float(np.mean(np.sum(~np.isnan(w), axis=1))), policy,
+                                    binary=is_binary),
+    )
+    significant = p < policy.alpha
+    sig_drop, sig_rise = significant and mean_diff < 0, significant and mean_diff > 0
+    ctx = _context(baseline_mean, shared_mean, drop, len(used_runs), p, fields)
+    thr = policy.threshold
+    if policy.rule == "evidence":
+        reach_drop = fields["drop_ci_high"] is not None and fields["drop_ci_high"] >= thr - TOLERANCE
+        reach_rise = baseline_mean <= 0 or _relative(baseline_mean, d_high) is not None and \
+            _relative(baseline_mean, d_high) >= thr - TOLERANCE
+        big_drop, big_rise = reach_drop, reach_rise
+        size = f"its {_pct(policy.reach_level * 2 - 1)} interval reaches the {_pct(thr)} threshold"
+    elif policy.rule == "threshold":
+        big_drop = falls
+        big_rise = baseline_mean <= 0 or (drop is not None and -drop >= thr - TOLERANCE)
+        size = f"it meets the {_pct(thr)} threshold"
+    else:
         m = policy.effective_min_effect
-        big_drop = paired_drop is not None and paired_drop >= m - TOLERANCE
-        big_rise = paired_drop is None or -paired_drop >= m - TOLERANCE
-        if sig_drop and big_drop:
-            return verdict(
-                VerdictStatus.REGRESSED,
-                f"Significant paired drop of at least {_pct(m)}: {ctx}.", True,
-            )
-        if falls:
-            return verdict(
-                VerdictStatus.REGRESSED_NS,
-                f"Drop meets the {_pct(policy.threshold)} threshold but the paired evidence "
-                f"does not (needs p < {policy.alpha} and a drop ≥ {_pct(m)}): {ctx}.",
-            )
-        if sig_rise and big_rise:
-            return verdict(VerdictStatus.IMPROVED, f"Significant paired rise: {ctx}.")
-        return verdict(VerdictStatus.STEADY, f"No significant paired change: {ctx}.")
+        big_drop = drop is not None and drop >= m - TOLERANCE
+        big_rise = baseline_mean <= 0 or (drop is not None and -drop >= m - TOLERANCE)
+        size = f"it is at least {_pct(m)}"
 
+    if sig_drop and big_drop:
+        return verdict(VerdictStatus.REGRESSED, f"Significant drop, and {size}: {ctx}.")
+    if sig_drop:
+        return verdict(VerdictStatus.WATCH,
+                       f"Significant but small drop: not worth acting on unless {size}: {ctx}.")
     if falls:
-        if sig_drop:
-            return verdict(
-                VerdictStatus.REGRESSED,
-                f"Drop meets the {_pct(policy.threshold)} threshold and is significant: {ctx}.",
-                True,
-            )
-        return verdict(
-            VerdictStatus.REGRESSED_NS,
-            f"Drop meets the {_pct(policy.threshold)} threshold but is not significant: {ctx}.",
-            not policy.require_significance,
-        )
-    if rises and (sig_rise or not policy.require_significance):
-        return verdict(
-            VerdictStatus.IMPROVED, f"Rise meets the {_pct(policy.threshold)} threshold: {ctx}."
-        )
-    if drop is None:
-        return verdict(
-            VerdictStatus.STEADY,
-            f"Baseline mean is {baseline_mean:.3f}, so a relative drop is undefined: {ctx}.",
-        )
-    return verdict(VerdictStatus.STEADY, f"Change within the {_pct(policy.threshold)} "
-                   f"threshold: {ctx}.")
+        return verdict(VerdictStatus.WATCH,
+                       f"Drop meets the {_pct(thr)} threshold but is not significant "
+                       f"(p ≥ {policy.alpha}): watch the next runs: {ctx}.")
+    if sig_rise and big_rise:
+        return verdict(VerdictStatus.IMPROVED, f"Significant rise: {ctx}.")
+    return verdict(VerdictStatus.STEADY, f"No significant change: {ctx}.")
 
 
-def _context(
-    baseline: float | None,
-    current: float | None,
-    drop: float | None,
-    runs: int,
-    p: float | None,
-    n_paired: int,
-    fields: dict,
-) -> str:
+def stats_budget() -> int:
+    """Bootstrap draws per CI at most (10,000 resamples up to 2,000 cases, never fewer than 2,000)."""
+    return 20_000_000
+
+
+def _context(baseline: float, current: float, drop: float | None, runs: int, p: float,
+             fields: dict) -> str:
     """A short clause with the numbers behind a verdict."""
     change = "n/a" if drop is None else f"{'-' if drop >= 0 else '+'}{_pct(abs(drop))}"
-    text = f"{baseline:.3f} → {current:.3f} ({change}) vs {runs}-run baseline"
-    if p is None:
-        text += ", no paired cases to test"
-    else:
-        text += f", p={p:.3g}{fields['stars']} on {n_paired} paired cases"
-    if fields["n_unpaired"]:
-        text += f", {fields['n_unpaired']} unpaired"
+    text = (f"{baseline:.3f} → {current:.3f} ({change}) vs {runs}-run baseline, "
+            f"p={p:.3g}{fields['stars']} on {fields['n_paired']} shared cases")
+    if fields["added"] or fields["removed"]:
+        text += f"; {fields['added']} added, {fields['removed']} removed"
     if fields["quarantined"]:
         text += f", {len(fields['quarantined'])} flaky quarantined"
     return text

@@ -30,7 +30,8 @@ def report(
     last: Annotated[int, typer.Option(min=1, max=500, help="How many recent runs per suite.")] = DEFAULT_LAST,
     title: Annotated[str, typer.Option(help="Title of the HTML/Markdown report.")] = "evalloop report",
     fail_on_regression: Annotated[bool, typer.Option(
-        "--fail-on-regression", help="Exit 1 when the latest run of any suite regressed.")] = False,
+        "--fail-on-regression",
+        help="Exit 1 when the latest run of a suite regressed, has a broken scorer, or is invalid.")] = False,
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
@@ -66,8 +67,9 @@ def report(
         print(trends.model_dump_json(indent=2))
     if html is None and not markdown and markdown_file is None and not json_out:
         _print_table(trends)
-    if fail_on_regression and trends.regressed_suites:
-        err().print(f"regression in {', '.join(s.suite for s in trends.regressed_suites)}")
+    if fail_on_regression and trends.failing_suites:
+        err().print(f"failing (regressed, scorer broken or invalid run): "
+                    f"{', '.join(s.suite for s in trends.failing_suites)}")
         raise typer.Exit(1)
 
 

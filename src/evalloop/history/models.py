@@ -38,6 +38,9 @@ class Run(SQLModel, table=True):
     code_version: str | None = None
     fingerprint: str = "{}"
     fingerprint_hash: str = ""
+    # the fingerprint without what changes on its own (injected failure memories, case files):
+    # a change here is a change of the system under test, and the baseline says so
+    base_fingerprint: str | None = None
     n_cases: int = 0
     epochs: int = 1
     case_errors: int = 0
@@ -68,6 +71,11 @@ class ScorerSummary(SQLModel, table=True):
     verdict: str | None = None
     baseline: float | None = None
     drop: float | None = None
+    p_value: float | None = None
+    mdd: float | None = None  # the relative drop this run's verdict would catch 90 % of the time
+    # whether this scorer of this run may serve as a baseline (set once, when the run is judged;
+    # see evalloop.history.eligibility): completed, valid, complete, graded, scorer not broken
+    eligible: bool | None = None
     details: str = "{}"
 
 

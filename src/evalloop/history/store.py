@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, insert, or_
+from sqlalchemy import event, insert
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, create_engine, select
@@ -246,29 +246,35 @@ class HistoryStore:
             rows = session.exec(select(ScorerSummary).where(ScorerSummary.run_id == run_id)).all()
             return {row.scorer: row for row in rows}
 
-    def baseline_runs(self, suite: str, scorer: str, before: Run, n: int) -> list[tuple[Run, ScorerSummary]]:
-        """The last ``n`` completed, valid runs before ``before`` where the scorer was graded.
+    def baseline_runs(self, suite: str, scorer: str, before: Run, n: int,
+                      base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
+        """The last ``n`` runs before ``before`` that may serve as this scorer's baseline.
 
-        Oldest first.
+        Oldest first. Eligibility has one definition (:func:`history.eligibility.baseline_eligible`);
+        the query only narrows the candidates. With ``base_fingerprint``, only runs of that
+        system (a baseline restarted when the system changed).
         """
+        from evalloop.history.eligibility import baseline_eligible
+
+        query = (
+            select(Run, ScorerSummary)
+            .join(ScorerSummary, col(ScorerSummary.run_id) == col(Run.id))
+            .where(Run.suite == suite, ScorerSummary.scorer == scorer,
+                   Run.status == RunStatus.COMPLETED, col(Run.id) != before.id,
+                   (col(Run.started_at) < before.started_at)
+                   | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)))
+            .order_by(col(Run.started_at).desc(), col(Run.id).desc())
+        )
+        if base_fingerprint is not None:
+            query = query.where(col(Run.base_fingerprint) == base_fingerprint)
+        found: list[tuple[Run, ScorerSummary]] = []
         with Session(self.engine, expire_on_commit=False) as session:
-            query = (
-                select(Run, ScorerSummary)
-                .join(ScorerSummary, col(ScorerSummary.run_id) == col(Run.id))
-                .where(Run.suite == suite, ScorerSummary.scorer == scorer,
-                       Run.status == RunStatus.COMPLETED, col(Run.valid).is_(True),
-                       or_(col(Run.partial).is_(False), col(Run.partial).is_(None)),
-                       col(ScorerSummary.skipped).is_(False), ScorerSummary.n > 0,
-                       # a scorer that passed a known-bad case graded that run wrongly: not a baseline
-                       or_(col(ScorerSummary.verdict).is_(None), col(ScorerSummary.verdict) != "scorer broken"),
-                       col(Run.id) != before.id,
-                       (col(Run.started_at) < before.started_at)
-                       | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)))
-                .order_by(col(Run.started_at).desc(), col(Run.id).desc())
-                .limit(n)
-            )
-            rows = list(session.exec(query).all())
-        return [(run, summary) for run, summary in reversed(rows)]
+            for run, summary in session.exec(query.execution_options(yield_per=64)):
+                if baseline_eligible(run, summary):
+                    found.append((run, summary))
+                    if len(found) >= n:
+                        break
+        return list(reversed(found))
 
     def case_scores(self, run_id: str, scorer: str) -> dict[str, float]:
         """Per-case score of one scorer in one run: epochs averaged, errored/skipped left out."""

@@ -17,6 +17,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from evalloop.report.format import num, pct
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
+from evalloop.verdict import VerdictStatus
 
 TEMPLATES = Path(__file__).parent / "templates"
 WIDTH, HEIGHT, SMALL_HEIGHT = 1064, 290, 170
@@ -177,13 +178,15 @@ def score_chart(trend: ScorerTrend) -> Chart:
 def _marker_style(p: TrendPoint) -> tuple[str, str]:
     drop = f"−{p.drop:.0%}" if p.drop is not None and p.drop > 0 else ""
     if p.regression:
-        return ("regressed" if p.significant else "weak"), f"▼ {drop}".strip()
+        return "regressed", f"▼ {drop}".strip()
+    if p.status is VerdictStatus.WATCH:
+        return "weak", "watch"
+    if p.status is VerdictStatus.SCORER_BROKEN:
+        return "broken", "broken"
     if not p.eligible:
         return "ineligible", ""
-    if p.verdict == "improved":
+    if p.status is VerdictStatus.IMPROVED:
         return "improved", ""
-    if p.verdict == "scorer broken":
-        return "broken", "broken"
     return "ok", ""
 
 
@@ -236,13 +239,12 @@ def _slug(*parts: str) -> str:
 
 def verdict_class(point: TrendPoint | None) -> str:
     """The CSS class of a verdict."""
-    verdict = (point.verdict if point else None) or ""
-    if verdict == "regressed":
-        return "v-regressed"
-    if verdict.startswith("regressed"):
-        return "v-weak"
-    return {"improved": "v-improved", "invalid run": "v-invalid", "skipped": "v-skipped",
-            "scorer broken": "v-regressed"}.get(verdict, "v-none" if not verdict else "")
+    status = point.status if point else None
+    if status is None:
+        return "v-none"
+    return {VerdictStatus.REGRESSED: "v-regressed", VerdictStatus.SCORER_BROKEN: "v-regressed",
+            VerdictStatus.WATCH: "v-weak", VerdictStatus.IMPROVED: "v-improved",
+            VerdictStatus.INVALID: "v-invalid", VerdictStatus.SKIPPED: "v-skipped"}.get(status, "")
 
 
 @lru_cache(maxsize=1)

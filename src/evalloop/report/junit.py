@@ -79,7 +79,7 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
         line = (f"{s.verdict}: current {_fmt(s.current)}, baseline {_fmt(s.baseline)} "
                 f"({s.window_runs} runs), threshold {s.threshold:.0%}"
                 + (f" — {s.reason}" if s.reason else ""))
-        if s.is_regression or s.verdict == "scorer broken":
+        if s.fails:
             failing = ", ".join(c for c, _ in s.newly_failing[:20])
             fail = ET.SubElement(el, "failure", message=line, type=s.verdict)
             fail.text = f"newly failing vs previous run: {failing}" if failing else line
@@ -88,6 +88,12 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
             ET.SubElement(el, "skipped", message=s.reason or "scorer did not run")
             counts["skipped"] += 1
         ET.SubElement(el, "system-out").text = line
+    if not run.valid and not any(s.status.value == "invalid run" for s in report.comparison.scorers):
+        el = ET.SubElement(suite_el, "testcase", classname=f"{run.suite}.baseline", name="run")
+        counts["tests"] += 1
+        ET.SubElement(el, "failure", message=f"invalid run: {run.invalid_reason or 'invalid'}",
+                      type="invalid run")
+        counts["failures"] += 1
     for key in ("tests", "failures", "errors", "skipped"):
         suite_el.set(key, str(counts[key]))
     return suite_el

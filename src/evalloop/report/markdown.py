@@ -10,6 +10,7 @@ import html
 import re
 
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
+from evalloop.verdict import VerdictStatus
 
 SPARKS = "▁▂▃▄▅▆▇█"
 MAX_CASES = 15
@@ -76,21 +77,31 @@ def _pct(v: float | None, signed: bool = False) -> str:
 
 
 def _verdict(p: TrendPoint | None) -> str:
-    verdict = (p.verdict if p else None) or "—"
-    if verdict == "regressed" or verdict == "scorer broken":
-        return f"❌ **{verdict}**"
-    if verdict.startswith("regressed"):
-        return f"⚠️ {verdict}"
-    if verdict == "improved":
-        return f"✅ {verdict}"
-    return verdict
+    status = p.status if p else None
+    if status is None:
+        return "—"
+    if status.fails:
+        return f"❌ **{status.value}**"
+    if status is VerdictStatus.WATCH:
+        return f"⚠️ {status.value}"
+    if status is VerdictStatus.IMPROVED:
+        return f"✅ {status.value}"
+    return status.value
+
+
+def _what(suite: SuiteTrend) -> str:
+    """What fails in a suite's latest run, in the one vocabulary."""
+    statuses = {t.latest.status for t in suite.latest_failures if t.latest is not None}
+    if VerdictStatus.REGRESSED in statuses:
+        return "regression"
+    return "scorer broken" if VerdictStatus.SCORER_BROKEN in statuses else "invalid run"
 
 
 def render_markdown(report: TrendReport, title: str = "evalloop") -> str:
     """The report as Markdown for a pull-request comment."""
-    regressed = report.regressed_suites
+    failing = report.failing_suites
     lines = [f"### {title}: " + (
-        f"❌ regression in {', '.join(_code(s.suite, cell=False) for s in regressed)}" if regressed
+        "❌ " + "; ".join(f"{_what(s)} in {_code(s.suite, cell=False)}" for s in failing) if failing
         else f"✅ no regression in {len(report.suites)} suite{'s' if len(report.suites) != 1 else ''}"
     ), ""]
     for suite in report.suites:

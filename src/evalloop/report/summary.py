@@ -28,7 +28,11 @@ def run_summary(report: RunReport) -> dict[str, Any]:
         "llm_calls": run.llm_calls,
         "cache_hits": run.cache_hits,
         "llm_retries": run.llm_retries,
+        "verdict": worst.value if (worst := report.comparison.worst) else None,
+        "fails": report.comparison.fails,
         "regression": report.comparison.has_regression,
+        "watch": bool(report.comparison.watches),
+        "fingerprint_change": _change(report),
         "scorers": [
             {
                 "scorer": s.scorer,
@@ -42,13 +46,17 @@ def run_summary(report: RunReport) -> dict[str, Any]:
                 "drop": s.drop,
                 "threshold": s.threshold,
                 "verdict": s.verdict,
+                "fails": s.fails,
                 "regression": s.is_regression,
+                "p_value": s.p_value,
+                "mdd": s.mdd,
+                "grades": s.grades,
                 "reason": s.reason,
                 "first_error": s.first_error or None,
                 "newly_failing": [{"case": c, "message": m} for c, m in s.newly_failing],
                 "newly_passing": s.newly_passing,
                 "evidence": s.evidence.model_dump(
-                    mode="json", exclude={"newly_failing", "newly_passing", "status", "is_regression"})
+                    mode="json", exclude={"newly_failing", "newly_passing", "status"})
                 if s.evidence else None,
             }
             for s in report.comparison.scorers
@@ -56,3 +64,10 @@ def run_summary(report: RunReport) -> dict[str, Any]:
         "notices": report.notices,
         **report.extras,
     }
+
+
+def _change(report: RunReport) -> dict[str, Any] | None:
+    change = report.comparison.fingerprint_change
+    if change is None:
+        return None
+    return {"previous_run": change.previous_run, "changed": change.changed, "restarted": change.restarted}

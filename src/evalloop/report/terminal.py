@@ -13,7 +13,7 @@ from evalloop.pipeline import RunReport
 from evalloop.report.format import num, pct
 
 VERDICT_STYLE = {
-    "regressed": "bold red", "regressed (not significant)": "yellow", "improved": "green",
+    "regressed": "bold red", "watch": "yellow", "improved": "green",
     "steady": "", "no baseline yet": "cyan", "invalid run": "magenta", "skipped": "dim",
     "scorer broken": "bold magenta",
 }
@@ -60,15 +60,21 @@ def print_run(report: RunReport, console: Console) -> None:
 
 
 def _print_details(s: ScorerComparison, console: Console) -> None:
-    if s.verdict in ("skipped", "scorer broken") or s.verdict.startswith("regressed"):
+    if s.verdict in ("skipped", "scorer broken", "regressed", "watch", "invalid run"):
         console.print(f"  {s.scorer}: {s.reason}", highlight=False, markup=False)
+    ev = s.evidence
+    if ev is not None and (ev.added or ev.removed):
+        added = f"{ev.added} added (mean {num(ev.added_mean)})" if ev.added else ""
+        removed = f"{ev.removed} removed (mean {num(ev.removed_mean)})" if ev.removed else ""
+        console.print(f"  {s.scorer}: compared on {ev.n_paired} shared cases; "
+                      + ", ".join(x for x in (added, removed) if x), highlight=False, markup=False)
+    if ev is not None and ev.baseline_mean is not None:
+        mdd = "none (even a total drop would go unnoticed)" if ev.mdd is None else pct(ev.mdd)
+        console.print(f"  {s.scorer}: smallest drop this run would catch 90% of the time: {mdd}",
+                      highlight=False, markup=False, style="dim")
     if s.errored and s.first_error:
         console.print(f"  {s.scorer}: {s.errored} errored grade(s); first: {s.first_error}", highlight=False,
                       markup=False)
-    ev = s.evidence
-    if ev is not None and ev.n_unpaired:
-        console.print(f"  {s.scorer}: {ev.n_unpaired} case(s) unpaired with the baseline window",
-                      highlight=False)
     if ev is not None and ev.flaky:
         label = "quarantined" if ev.quarantined else "flagged"
         console.print(f"  {s.scorer}: flaky cases ({label}): {', '.join(ev.flaky[:MAX_FLIPS_SHOWN])}"

@@ -18,8 +18,10 @@ from typing import Any
 from pydantic import BaseModel, Field, computed_field
 
 from evalloop.errors import EvalloopError
+from evalloop.history.eligibility import baseline_eligible
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
+from evalloop.verdict import VerdictStatus
 
 DEFAULT_LAST = 20
 MAX_FLIPS = 50
@@ -59,15 +61,26 @@ class TrendPoint(BaseModel):
     newly_failing: list[FlippedCase] = Field(default_factory=list)
     newly_passing: list[FlippedCase] = Field(default_factory=list)
 
+    @property
+    def status(self) -> VerdictStatus | None:
+        """The stored verdict, in the one vocabulary (older runs' labels mapped)."""
+        return VerdictStatus.parse(self.verdict)
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def regression(self) -> bool:
-        """Any regression verdict, significant or not."""
-        return (self.verdict or "").startswith("regressed")
+        """A regression: a significant drop the rule in force acts on (never a watch)."""
+        return self.status is VerdictStatus.REGRESSED
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def fails(self) -> bool:
+        """Whether this verdict fails CI (regressed, scorer broken, invalid run): as ``run``."""
+        return self.status is not None and self.status.fails
 
     @property
     def significant(self) -> bool:
-        return self.verdict == "regressed"
+        return self.regression
 
 
 class ScorerTrend(BaseModel):
@@ -135,6 +148,11 @@ class SuiteTrend(BaseModel):
         return [s for s in self.scorers if s.latest is not None and s.latest.regression]
 
     @property
+    def latest_failures(self) -> list[ScorerTrend]:
+        """Scorers whose latest verdict fails CI (regressed, scorer broken, invalid run)."""
+        return [s for s in self.scorers if s.latest is not None and s.latest.fails]
+
+    @property
     def total_cost(self) -> float:
         return sum(r.cost_usd for r in self.runs)
 
@@ -151,6 +169,11 @@ class TrendReport(BaseModel):
     @property
     def regressed_suites(self) -> list[SuiteTrend]:
         return [s for s in self.suites if s.latest_regressions]
+
+    @property
+    def failing_suites(self) -> list[SuiteTrend]:
+        """Suites whose latest run fails CI — the same test as ``evalloop run``'s exit code."""
+        return [s for s in self.suites if s.latest_failures]
 
 
 def build_trends(store: HistoryStore, suites: Sequence[str] | None = None, *, last: int = DEFAULT_LAST,
@@ -199,11 +222,7 @@ def _scorer_names(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSumm
     return list(seen)
 
 
-def _eligible(run: Run, summary: ScorerSummary | None) -> bool:
-    """Whether a run counts in baselines for this scorer (as ``HistoryStore.baseline_runs``)."""
-    return (summary is not None and run.status == RunStatus.COMPLETED and run.valid
-            and not summary.skipped and summary.n > 0 and summary.mean is not None
-            and math.isfinite(summary.mean))
+_eligible = baseline_eligible  # the one definition, shared with the verdicts
 
 
 def _scorer_trend(name: str, finished: list[Run], shown: list[Run],
