@@ -194,4 +194,4 @@ def test_invalid_runs_and_ungraded_scorers_still_render(tmp_path, monkeypatch):
     assert [g.get("class") for g in charts["value over 2 runs"].iter("g")] == ["marker ineligible"] * 2
     assert not list(charts["explodes over 2 runs"].iter("g"))
     assert page.count(">invalid <span") == 2 and "explodes: 3/3 grades errored" in page
-    assert "| `explodes` | — | — | — | 10.0% | ❌ **invalid run** |" in render_markdown(report)
+    assert "| `explodes` | — | — | — | 10.0% | — | ❌ **invalid run** |" in render_markdown(report)

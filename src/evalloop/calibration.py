@@ -24,7 +24,9 @@ from evalloop.errors import EvalloopError
 from evalloop.history.models import CalibrationRecord
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.llm.errors import is_case_level
+from evalloop.policy import VerdictPolicy
 from evalloop.runner import BoundScorer, PreparedRun
+from evalloop.verdict import minimal_detectable_drop
 
 try:
     from evalloop.llm.cache import current_epoch
@@ -107,9 +109,9 @@ async def acalibrate(
             values = [s.value for s in scores if not (s.errored or s.skipped)]
             mean = float(np.mean(values)) if values else math.nan
             binary = bool(values) and all(v in (0.0, 1.0) for v in values)
-            if binary:
-                result.minimal_detectable_drop = stats.minimal_detectable_drop(len(values), mean, binary=True,
-                                                                               window=window)
+            if binary:  # the target may vary from run to run: a coin at the mean is the pessimistic case
+                result.minimal_detectable_drop = minimal_detectable_drop(
+                    len(values), mean, mean * (1 - mean), window, VerdictPolicy(**bound.policy), binary=True)
                 result.note = "deterministic pass/fail scorer: no judge noise to measure"
             else:
                 result.note = "deterministic scorer: no judge noise to measure"
@@ -135,7 +137,12 @@ async def acalibrate(
             continue
         result.calibration = stats.calibrate(rows, false_alarm_rate=false_alarm_rate, window=window,
                                              binary=bound.spec.binary or None)
-        result.minimal_detectable_drop = result.calibration.minimal_detectable_drop
+        # under the verdict rule in force (its floor included), at this suite's size and noise
+        cal = result.calibration
+        mdd = minimal_detectable_drop(cal.n_cases, cal.mean, cal.noise_sd**2, window,
+                                      VerdictPolicy(**bound.policy), binary=cal.binary)
+        result.calibration = cal.model_copy(update={"minimal_detectable_drop": mdd})
+        result.minimal_detectable_drop = mdd
     return results
 
 

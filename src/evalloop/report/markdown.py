@@ -124,14 +124,15 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
         if not latest.valid:
             head += f" — ⚠️ invalid run: {_cell(latest.invalid_reason or '')}"
     lines = [head, "",
-             "| scorer | latest | baseline | change | threshold | verdict | trend |",
-             "|---|--:|--:|--:|--:|---|---|"]
+             "| scorer | latest | baseline | change | threshold | detects | verdict | trend |",
+             "|---|--:|--:|--:|--:|--:|---|---|"]
     for t in suite.scorers:
         p = t.latest
         change = -p.drop if p is not None and p.drop is not None else None
         lines.append(f"| {_code(t.scorer)} | {_num(p.mean if p else None)} | "
                      f"{_num(p.baseline if p else None)} | {_pct(change, True)} | "
-                     f"{_pct(t.threshold)} | {_verdict(p)} | {sparkline([q.mean for q in t.points])} |")
+                     f"{_pct(t.threshold)} | {_pct(p.mdd if p else None)} | {_verdict(p)} | "
+                     f"{sparkline([q.mean for q in t.points])} |")
     lines.append("")
     for t in suite.scorers:
         lines += _flips(t)

@@ -52,6 +52,7 @@ class TrendPoint(BaseModel):
     verdict: str | None
     drop: float | None
     baseline: float | None
+    mdd: float | None = None  # the relative drop this run's verdict would catch 90 % of the time
     band_low: float | None = None
     band_high: float | None = None
     window_runs: int = 0
@@ -261,6 +262,7 @@ def _point(run: Run, summary: ScorerSummary, window: list[tuple[Run, ScorerSumma
     point = TrendPoint(
         run_id=run.id, started_at=_aware(run.started_at), mean=summary.mean, n=summary.n,
         errored=summary.errored, skipped=summary.skipped, verdict=summary.verdict, drop=summary.drop,
+        mdd=summary.mdd,
         baseline=baseline, band_low=min(means) if means else None,
         band_high=max(means) if means else None, window_runs=len(means),
         threshold_line=baseline * (1 - summary.threshold) if baseline is not None else None,
