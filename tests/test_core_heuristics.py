@@ -12,7 +12,34 @@ def test_exact_match_noop_follows_the_adr():
     assert ok.value == 1.0
     assert h.exact_match_noop(None, {"action": "NOOP", "reason": "same"}, None).value == 0.0
     assert h.exact_match_noop(None, {"action": "UPDATE", "reason": "identical"}, None).value == 0.0
-    assert h.exact_match_noop(None, "not json", None).message == "output is not JSON"
+    unparseable = h.exact_match_noop(None, "not json", None)
+    assert unparseable.message == "output is not valid JSON: Expecting value: line 1 column 1 (char 0)"
+
+
+def test_every_json_scorer_fails_unparseable_output_as_the_targets_failure():
+    """An output a scorer cannot parse is a real 0 counted against the target, never errored."""
+    from evalloop.scoring import llm
+
+    graders = {
+        "exact-match-noop": lambda out: h.exact_match_noop(None, out, None),
+        "required-fields": lambda out: h.required_fields(None, out, None),
+        "equals (field)": lambda out: h.equals(None, out, {"action": "NOOP"}, field="action"),
+        "json-valid": lambda out: h.json_valid(None, out, None, required=["a"]),
+        "similarity-detection": lambda out: llm.similarity_detection(None, out, {"action": "NOOP"}),
+        "quality-label": lambda out: llm.quality_label(None, out, {"quality": "high"}),
+    }
+    for name, grade in graders.items():
+        for output, message in (("<html>502</html>", "output is not valid JSON: "),
+                                ('{"action": "NO', "output is not valid JSON: ")):
+            score = grade(output)
+            assert (score.value, score.errored, score.failure) == (0.0, False, "target"), name
+            assert score.message.startswith(message), (name, score.message)
+    for name in ("exact-match-noop", "required-fields", "similarity-detection"):
+        score = graders[name]("[1, 2]")
+        assert (score.value, score.errored, score.failure) == (0.0, False, "target"), name
+        assert score.message == "output is not a JSON object (got list)"
+    wrong = llm.similarity_detection(None, {"action": "CREATE"}, {"action": "NOOP"})
+    assert wrong.value == 0.0 and wrong.failure is None   # a wrong answer is not a parse failure
 
 
 def test_placeholder_detection():

@@ -140,6 +140,34 @@ async def test_timeouts_exhausted_raise(llm_server, make_client):  # noqa: F811
     assert llm_server.count == 2
 
 
+MALFORMED = {
+    "html": (Reply.html(), "got '<!doctype html>"),
+    "html-as-json": (Reply.html(content_type="application/json"), "the body is not JSON"),
+    "empty-object": (Reply.empty_object(), "the message has no content list"),
+    "truncated": (Reply.bad_json(), "the body is not JSON"),
+    "list": (Reply(raw_body=b"[]"), "got 'list'"),
+    "content-str": (Reply(raw_body=b'{"type": "message", "content": "hi", "usage": {}}'), "the message has no content list"),
+    "text-without-text": (Reply(raw_body=b'{"type": "message", "content": [{"type": "text"}], '
+                                         b'"usage": {"input_tokens": 1, "output_tokens": 1}}'),
+                          "a text block without text"),
+    "no-usage": (Reply(raw_body=b'{"type": "message", "content": []}'), "the message has no token usage"),
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+async def test_a_200_that_is_not_a_message_is_malformed_and_not_retried(llm_server, make_client, name):  # noqa: F811
+    from evalloop.failures import Failure, classify
+    from evalloop.llm.errors import MalformedReply, is_case_level
+
+    reply, why = MALFORMED[name]
+    llm_server.script(reply)
+    with pytest.raises(MalformedReply) as caught:
+        await make_client().complete(ask())
+    assert f"not a Messages-API reply: {why}" in str(caught.value), str(caught.value)
+    assert "ANTHROPIC_BASE_URL" in str(caught.value) and llm_server.count == 1
+    assert is_case_level(caught.value) and classify(caught.value) is Failure.INFRA
+
+
 async def test_connection_refused_names_the_url():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -126,10 +126,22 @@ async def test_refusal(llm_server, client):  # noqa: F811
     assert response.stop_reason == "refusal" and response.text == "Sorry, no."
 
 
-async def test_malformed_body_is_a_call_error(llm_server, client):  # noqa: F811
-    llm_server.script(Reply(raw_body=b"<html>proxy error</html>"))
-    with pytest.raises(LLMCallFailed, match="not a chat completion"):
+MALFORMED = [Reply(raw_body=b"<html>proxy error</html>"), Reply.html(), Reply.empty_object(), Reply.bad_json(),
+             Reply(raw_body=b'{"choices": ["x"]}'), Reply(raw_body=b"[]"),
+             Reply(raw_body=b'{"choices": [{"message": {"content": [1]}}]}')]
+
+
+@pytest.mark.parametrize("reply", MALFORMED, ids=["html-as-json", "html", "empty", "truncated", "choice-str",
+                                                  "list", "content-list"])
+async def test_a_body_that_is_not_a_chat_completion_is_malformed_and_not_retried(llm_server, client, reply):  # noqa: F811
+    from evalloop.failures import Failure, classify
+    from evalloop.llm.errors import MalformedReply, is_case_level
+
+    llm_server.script(reply)
+    with pytest.raises(MalformedReply, match="not a chat completion") as caught:
         await client.complete(ask())
+    assert isinstance(caught.value, LLMCallFailed) and llm_server.count == 1
+    assert is_case_level(caught.value) and classify(caught.value) is Failure.INFRA
 
 
 async def test_connection_refused_names_the_url():

@@ -1,8 +1,9 @@
 """The runner: calls the target on every case, grades each output, and persists as it goes.
 
 Cases are streamed (never all held), run by a bounded pool of asyncio workers, and written
-to history in batches. A target that raises fails only its case (a real 0 for every scorer);
-a scorer that raises gives an *errored* score. An interrupted run is marked so and kept out
+to history in batches. A target that raises or times out fails only its case: a real 0 for
+every scorer, or an *errored* score when the failure is the infrastructure's
+(:mod:`evalloop.failures`); a scorer that raises gives an *errored* score. An interrupted run is marked so and kept out
 of baselines. The runner knows nothing of baselines.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError
+from evalloop.failures import Failure, TargetTimeout, classify
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
@@ -181,6 +183,16 @@ class RunOutcome:
     first_case_error: str = ""
     notices: list[str] = field(default_factory=list)
     tagged: bool = False
+
+    @property
+    def target_failures(self) -> int:
+        """Case results (case × epoch) the target failed: raised, timed out, unparseable output."""
+        return self.run.target_failures or 0
+
+    @property
+    def infra_failures(self) -> int:
+        """Case results lost to the infrastructure (API or network faults): errored."""
+        return self.run.infra_failures or 0
 
 
 def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
@@ -369,7 +381,7 @@ class _RunState:
         self.first_case_error = ""
         self.tagged = False
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
-                       "cache_hits": 0, "llm_retries": 0}
+                       "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0}
 
     async def worker(self, work: Iterator[tuple[Case, int]]) -> None:
         for i, (case, epoch) in enumerate(work, start=1):
@@ -381,31 +393,29 @@ class _RunState:
         prepared, run_id = self.prepared, self.run.id
         ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services)
         error: str | None = None
-        grading_failed = False
+        failure: Failure | None = None
         output: Any = None
         epoch_token = _EPOCH.set(epoch) if _EPOCH is not None else None
         with _usage_scope() as usage:
             started = time.perf_counter()
             try:
-                call = prepared.target(case.input, ctx)
-                timeout = prepared.suite.timeout
-                output = await (asyncio.wait_for(call, timeout) if timeout else call)
+                output = await prepared.target(case.input, ctx, timeout=prepared.suite.timeout)
             except EvalloopError as exc:
                 if not _is_case_level(exc):
                     exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
                     raise
-                error, grading_failed = f"{type(exc).__name__}: {exc.what}", True
-            except TimeoutError:  # no output to grade: errored, never a real 0
-                error, grading_failed = f"target timed out after {prepared.suite.timeout} s", True
+                error, failure = f"{type(exc).__name__}: {exc.what}", classify(exc)
+            except TargetTimeout as exc:
+                error, failure = str(exc), Failure.TARGET
             except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
+                error, failure = f"{type(exc).__name__}: {exc}", classify(exc)
             latency_ms = (time.perf_counter() - started) * 1000.0
             scores = []
             for bound in prepared.scorers:
-                if grading_failed:
-                    score = Score.error(f"no output to grade: {error}")
-                elif error is not None:
-                    score = Score(value=0.0, message=f"target error: {error}")
+                if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
+                    score = Score.infrastructure(error or "")
+                elif failure is Failure.TARGET:  # the product failed its case: a real 0
+                    score = Score.target_failure(error or "")
                 else:
                     score = await bound.score(case, output, ctx)
                 scores.append((bound.name, score))
@@ -414,9 +424,14 @@ class _RunState:
         if error is not None:
             self.case_errors += 1
             self.first_case_error = self.first_case_error or f"case '{case.id}': {error}"
+        elif any(score.failure is Failure.TARGET for _, score in scores):  # a scorer could not parse it
+            failure = Failure.TARGET
+        if failure is not None:
+            self.totals[f"{failure.value}_failures"] += 1
         row: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
                                "tags": ",".join(case.tags) or None,
                                "output": None if error else dumps(output), "error": error,
+                               "failure": failure.value if failure else None,
                                "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
                                "output_tokens": 0}
         if usage is not None:

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from evalloop.failures import Failure
+
 
 class ScorerKind(StrEnum):
     """How a scorer grades: pure computation, a real LLM call of the target, or a second model."""
@@ -33,12 +35,16 @@ class Score(BaseModel):
     ``errored`` means the grader could not grade (a judge that did not answer, a scorer that
     raised): the value is kept for display but excluded from means and baselines. ``skipped``
     means the scorer did not run at all (for example a judge with no LLM configured).
+    ``failure`` says whose failure a failed case is (see :mod:`evalloop.failures`): ``target``
+    (a real 0: the target raised, timed out, or its output could not be parsed) or ``infra``
+    (errored: the API or the network failed).
     """
 
     value: float = Field(ge=0.0, le=1.0)
     message: str = ""
     errored: bool = False
     skipped: bool = False
+    failure: Failure | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("value", mode="before")
@@ -54,6 +60,22 @@ class Score(BaseModel):
     def error(cls, message: str, **metadata: Any) -> Score:
         """A grading failure: shown and counted, never passed off as a real score."""
         return cls(value=0.5, message=message, errored=True, metadata=metadata)
+
+    @classmethod
+    def target_failure(cls, reason: str) -> Score:
+        """The target failed its case (raised, timed out, an unusable reply): a real 0."""
+        return cls(value=0.0, message=f"target failure: {reason}", failure=Failure.TARGET)
+
+    @classmethod
+    def unparseable(cls, message: str) -> Score:
+        """An output the scorer cannot parse (not JSON, not the shape it grades): the target's
+        failure, a real 0 — never errored."""
+        return cls(value=0.0, message=message, failure=Failure.TARGET)
+
+    @classmethod
+    def infrastructure(cls, reason: str) -> Score:
+        """The API or the network failed, not the product: errored, never a real score."""
+        return cls(value=0.5, message=f"infrastructure: {reason}", errored=True, failure=Failure.INFRA)
 
     @classmethod
     def skip(cls, message: str) -> Score:

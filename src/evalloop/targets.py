@@ -4,11 +4,12 @@ A target is any callable ``f(input, **params)``, sync or async; a parameter name
 receives the :class:`~evalloop.context.CaseContext`. A class is instantiated with the params
 and its instance called with the input. A target may describe itself for the run's
 fingerprint with a ``fingerprint(params) -> dict`` attribute (prompt hashes, model, config).
+How a call runs — threads, the deadline, awaiting what a sync target returns — is
+:mod:`evalloop.calling`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import importlib
 import inspect
@@ -19,7 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalloop.calling import call as call_target
 from evalloop.errors import TargetError
+from evalloop.failures import TargetTimeout
+
+__all__ = ["Target", "TargetTimeout", "resolve_target", "stable_hash"]
 
 
 @dataclass
@@ -34,18 +39,14 @@ class Target:
     threads: bool = False
     fingerprint: dict[str, Any] = field(default_factory=dict)
 
-    async def __call__(self, input: Any, ctx: Any = None) -> Any:
+    async def __call__(self, input: Any, ctx: Any = None, *, timeout: float | None = None) -> Any:
+        """The target's output for ``input``; :class:`TargetTimeout` past ``timeout`` seconds
+        from the call's start. A sync target runs on a daemon thread when ``threads`` is set."""
         kwargs = dict(self.params)
         if self.wants_ctx:
             kwargs["ctx"] = ctx
-        if self.is_async:
-            return await self.fn(input, **kwargs)
-        if self.threads:
-            return await asyncio.to_thread(self.fn, input, **kwargs)
-        result = self.fn(input, **kwargs)
-        if inspect.isawaitable(result):
-            return await result
-        return result
+        return await call_target(self.fn, (input,), kwargs, in_thread=self.threads and not self.is_async,
+                                 timeout=timeout)
 
 
 def _forget_foreign(module_name: str, project_dir: Path | None) -> None:

@@ -3,7 +3,8 @@
 One threaded HTTP server on 127.0.0.1 and a free port answers ``POST /v1/messages`` with real
 Messages-API shapes (``message`` objects with text and ``tool_use`` blocks, ``usage``,
 ``stop_reason``, ids, ``error`` bodies) and ``POST /v1/chat/completions`` with chat-completion
-shapes (``tool_calls``, ``finish_reason``, ``usage``). Each request takes the next scripted
+shapes (``tool_calls``, ``finish_reason``, ``usage``), or, when told, a 200 whose body is not
+the API's shape (an HTML page, ``{}``, truncated JSON). Each request takes the next scripted
 :class:`Reply` from a queue, or asks ``responder`` when the queue is empty. It records every
 request, so tests can count API calls.
 """
@@ -67,6 +68,7 @@ class Reply:
     input_tokens: int | None = None
     output_tokens: int | None = None
     model: str | None = None
+    content_type: str = "application/json"
 
     @classmethod
     def of_text(cls, text: str, **kw: Any) -> Reply:
@@ -103,6 +105,23 @@ class Reply:
     def server_error(cls) -> Reply:
         """500 api_error."""
         return cls.error(500, "api_error", "Internal server error")
+
+    # -- a 200 whose body is not the API's shape (a proxy's page, a broken gateway) -----------
+    @classmethod
+    def html(cls, content_type: str = "text/html; charset=utf-8") -> Reply:
+        """200 with an HTML page (as a captive portal or a misrouted proxy sends)."""
+        page = b"<!doctype html><html><body><h1>502 Bad Gateway</h1></body></html>"
+        return cls(raw_body=page, content_type=content_type)
+
+    @classmethod
+    def empty_object(cls) -> Reply:
+        """200 with ``{}``."""
+        return cls(raw_body=b"{}")
+
+    @classmethod
+    def bad_json(cls) -> Reply:
+        """200 with JSON cut off half-way."""
+        return cls(raw_body=b'{"id": "msg_1", "type": "message", "content": [{"type": "te')
 
 
 Responder = Callable[[Seen], Reply]
@@ -214,7 +233,7 @@ class LLMServer:
                         return
                     openai = path == "/v1/chat/completions"
                     if reply.raw_body is not None:
-                        self._send_bytes(reply.status, reply.raw_body, reply.headers)
+                        self._send_bytes(reply.status, reply.raw_body, reply.headers, reply.content_type)
                     elif reply.status >= 400:
                         self._send(reply.status, _error_body(reply, openai), reply.headers)
                     elif openai:
@@ -229,9 +248,10 @@ class LLMServer:
             def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
                 self._send_bytes(status, json.dumps(payload).encode(), headers)
 
-            def _send_bytes(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+            def _send_bytes(self, status: int, data: bytes, headers: dict[str, str],
+                            content_type: str = "application/json") -> None:
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(data)))
                 self.send_header("request-id", f"req_{uuid.uuid4().hex[:24]}")
                 for name, value in headers.items():

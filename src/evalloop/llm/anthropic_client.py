@@ -1,8 +1,16 @@
-"""The Messages-API client on ``anthropic.AsyncAnthropic``, with the shared retry policy."""
+"""The Messages-API client on ``anthropic.AsyncAnthropic``, with the shared retry policy.
+
+Every way a reply can fail maps to a typed error: transport faults and retryable statuses are
+retried, a rejected key is a configuration error, other statuses :class:`LLMCallFailed`, and a
+body that is not a Messages-API reply (HTML, truncated JSON, ``{}``, a message without content
+or usage, blocks of the wrong types) :class:`MalformedReply` — an infrastructure fault, never
+passed to the target as a reply.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -10,7 +18,7 @@ from typing import Any
 import anthropic
 
 from evalloop.errors import ConfigError
-from evalloop.llm.errors import LLMCallFailed
+from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
 from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, send
 from evalloop.llm.retry import parse_retry_after as _retry_after
@@ -84,8 +92,9 @@ class AnthropicClient:
         return params
 
     async def _attempt(self, request: LLMRequest) -> LLMResponse:
+        params = self._params(request)
         try:
-            message = await self._sdk.messages.create(**self._params(request))
+            message = await self._sdk.messages.create(**params)
         except anthropic.APITimeoutError as error:
             raise TransientError("timeout", f"no reply within {self.policy.timeout:g} s") from error
         except anthropic.APIConnectionError as error:
@@ -103,7 +112,24 @@ class AnthropicClient:
                 retry_after = _retry_after(error.response.headers)
                 raise TransientError("status", text, status=error.status_code, retry_after=retry_after) from error
             raise LLMCallFailed(text, status=error.status_code, where=f"Anthropic API at {self.base_url}") from error
-        return self._response(request, message)
+        except anthropic.APIResponseValidationError as error:
+            raise self._malformed(f"{error.message}") from error
+        except json.JSONDecodeError as error:
+            raise self._malformed(f"the body is not JSON ({error})") from error
+        except (ValueError, TypeError, AttributeError, KeyError) as error:  # the SDK could not read the body
+            raise self._malformed(f"unreadable body ({type(error).__name__}: {error})") from error
+        try:
+            message = _checked(message)
+        except TypeError as error:
+            raise self._malformed(str(error)) from error
+        try:
+            return self._response(request, message)
+        except (ValueError, TypeError, AttributeError, KeyError) as error:
+            raise self._malformed(f"{type(error).__name__}: {error}") from error
+
+    def _malformed(self, why: str) -> MalformedReply:
+        return MalformedReply(f"not a Messages-API reply: {why}", where=f"Anthropic API at {self.base_url}",
+                              hint="check ANTHROPIC_BASE_URL points at the Messages API (not a proxy's page)")
 
     def _response(self, request: LLMRequest, message: anthropic.types.Message) -> LLMResponse:
         texts: list[str] = []
@@ -129,3 +155,28 @@ class AnthropicClient:
             id=message.id,
             cost_usd=cost_usd(model, usage, self.prices),
         )
+
+
+def _checked(message: object) -> anthropic.types.Message:
+    """``message`` if it has a Messages-API reply's shape; TypeError naming what is wrong if not.
+
+    The SDK builds its models without validation, so ``{}`` arrives as a Message full of None
+    and a non-JSON body (an HTML page) as a string.
+    """
+    if not isinstance(message, anthropic.types.Message):
+        shown = message if isinstance(message, str) else type(message).__name__
+        raise TypeError(f"got {str(shown)[:80]!r}")
+    if not isinstance(message.content, list):
+        raise TypeError("the message has no content list")
+    for block in message.content:
+        kind = getattr(block, "type", None)
+        if not isinstance(kind, str):
+            raise TypeError(f"a content block without a type: {str(block)[:80]}")
+        if kind == "text" and not isinstance(getattr(block, "text", None), str):
+            raise TypeError("a text block without text")
+        if kind == "tool_use" and not isinstance(getattr(block, "name", None), str):
+            raise TypeError("a tool_use block without a name")
+    usage = message.usage
+    if usage is None or not isinstance(usage.input_tokens, int) or not isinstance(usage.output_tokens, int):
+        raise TypeError("the message has no token usage")
+    return message

@@ -1,4 +1,10 @@
-"""Typed errors of the LLM layer, all :class:`evalloop.errors.EvalloopError` subclasses."""
+"""Typed errors of the LLM layer, all :class:`evalloop.errors.EvalloopError` subclasses.
+
+Whose failure each one is (:mod:`evalloop.failures`): a reply the model made that cannot be used
+(:class:`ReplyParseError`, :class:`RefusalError`) is the target's; a call that failed
+(:class:`LLMCallFailed`, including :class:`MalformedReply`) or could not connect
+(:class:`LLMConnectionFailed`) is the infrastructure's.
+"""
 
 from __future__ import annotations
 
@@ -40,6 +46,11 @@ class LLMCallFailed(LLMError):
     ) -> None:
         self.status = status
         super().__init__(what, where=where, hint=hint)
+
+
+class MalformedReply(LLMCallFailed):
+    """The API answered, but not with its reply shape: an HTML page, JSON cut off, ``{}``, a
+    message without content or usage. An infrastructure fault (never retried, never cached)."""
 
 
 class LLMConnectionFailed(ConnectionFailed, LLMError):

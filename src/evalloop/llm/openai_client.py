@@ -1,4 +1,8 @@
-"""A client for OpenAI-compatible ``/chat/completions`` servers (Ollama, vLLM, llama.cpp)."""
+"""A client for OpenAI-compatible ``/chat/completions`` servers (Ollama, vLLM, llama.cpp).
+
+A body that is not a chat completion (HTML, truncated JSON, ``{}``, wrong types) raises
+:class:`~evalloop.llm.errors.MalformedReply`: an infrastructure fault, like a failed call.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from typing import Any
 import httpx
 
 from evalloop.errors import ConfigError
-from evalloop.llm.errors import LLMCallFailed
+from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
 from evalloop.llm.retry import (
     RETRYABLE_STATUS,
@@ -21,6 +25,7 @@ from evalloop.llm.retry import (
 )
 from evalloop.llm.types import LLMRequest, LLMResponse, TokenUsage
 
+_MALFORMED_HINT = "check EVALLOOP_LLM_BASE_URL points at the API root with /v1 (not a web page)"
 FINISH_REASONS = {
     "stop": "end_turn",
     "length": "max_tokens",
@@ -137,14 +142,22 @@ class OpenAICompatClient:
                 where=self.url,
             )
         try:
-            return self._response(request, reply.json())
-        except (ValueError, KeyError, IndexError, TypeError) as error:
-            raise LLMCallFailed(f"not a chat completion: {error}", status=reply.status_code, where=self.url) from error
+            data = reply.json()
+        except ValueError as error:
+            raise MalformedReply(f"not a chat completion: the body is not JSON ({reply.text[:60]!r})",
+                                 status=reply.status_code, where=self.url, hint=_MALFORMED_HINT) from error
+        try:
+            return self._response(request, data)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
+            raise MalformedReply(f"not a chat completion: {type(error).__name__}: {error}",
+                                 status=reply.status_code, where=self.url, hint=_MALFORMED_HINT) from error
 
     def _response(self, request: LLMRequest, data: dict[str, Any]) -> LLMResponse:
         choice = data["choices"][0]
         message = choice.get("message") or {}
         text = message.get("content") or ""
+        if not isinstance(text, str):
+            raise TypeError(f"message content is a {type(text).__name__}, not text")
         tool_input: dict | None = None
         for call in message.get("tool_calls") or []:
             arguments = (call.get("function") or {}).get("arguments")

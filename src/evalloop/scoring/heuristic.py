@@ -22,6 +22,16 @@ def as_data(output: Any) -> Any:
     return output
 
 
+def not_json(error: Exception) -> Score:
+    """An output that is not valid JSON: the target's failure (a real 0), never an errored grade."""
+    return Score.unparseable(f"output is not valid JSON: {error}")
+
+
+def not_object(data: Any) -> Score:
+    """JSON that is not the object a scorer grades: the target's failure (a real 0)."""
+    return Score.unparseable(f"output is not a JSON object (got {type(data).__name__})")
+
+
 def as_text(output: Any) -> str:
     """An output as text: strings as they are, anything else as compact JSON."""
     if isinstance(output, str):
@@ -53,10 +63,10 @@ def exact_match_noop(input: Any, output: Any, expected: Any) -> Score:
     """Identical content must give action NOOP with a reason that says 'identical' (ADR)."""
     try:
         result = as_data(output)
-    except (ValueError, TypeError):
-        return Score(value=0.0, message="output is not JSON")
+    except (ValueError, TypeError) as exc:
+        return not_json(exc)
     if not isinstance(result, dict):
-        return Score(value=0.0, message="output is not a JSON object")
+        return not_object(result)
     action = str(result.get("action", ""))
     reason = str(result.get("reason") or "")
     if action.upper() == "NOOP" and re.search("identical", reason, re.I):
@@ -80,10 +90,10 @@ def required_fields(
     """All required fields (default id, content, tags) are present and non-empty (ADR)."""
     try:
         data = as_data(output)
-    except (ValueError, TypeError):
-        return Score(value=0.0, message="output is not JSON")
+    except (ValueError, TypeError) as exc:
+        return not_json(exc)
     if not isinstance(data, dict):
-        return Score(value=0.0, message="output is not a JSON object")
+        return not_object(data)
     missing = [f for f in fields if _field(data, f) in (None, "", [], {})]
     if missing:
         return Score(value=0.0, message=f"missing or empty: {', '.join(missing)}")
@@ -103,8 +113,8 @@ def equals(
     if field:
         try:
             got = _field(as_data(output), field)
-        except (ValueError, TypeError):
-            return Score(value=0.0, message="output is not JSON")
+        except (ValueError, TypeError) as exc:
+            return not_json(exc)
         expected = _field(expected, field) if isinstance(expected, dict) else expected
     if isinstance(got, str) and isinstance(expected, str) and normalize:
         ok = _normalise(got) == _normalise(expected)
@@ -156,10 +166,10 @@ def json_valid(
     try:
         data = as_data(output)
     except (ValueError, TypeError) as exc:
-        return Score(value=0.0, message=f"invalid JSON: {exc}")
+        return not_json(exc)
     if required:
         if not isinstance(data, dict):
-            return Score(value=0.0, message="JSON is not an object")
+            return not_object(data)
         missing = [k for k in required if k not in data]
         if missing:
             return Score(value=0.0, message=f"missing keys: {', '.join(missing)}")

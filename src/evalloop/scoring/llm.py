@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from evalloop.errors import EvalloopError
 from evalloop.llm.errors import is_case_level
 from evalloop.score import Score
-from evalloop.scoring.heuristic import as_data, as_text, keyword_grade
+from evalloop.scoring.heuristic import as_data, as_text, keyword_grade, not_json, not_object
 from evalloop.scoring.registry import scorer
 from evalloop.untrusted import FENCE_NOTE, fence
 
@@ -72,9 +72,11 @@ def similarity_detection(input: Any, output: Any, expected: Any) -> Score:
     """expectSimilar → UPDATE, otherwise CREATE (ADR); NOOP expected where the case says so."""
     try:
         result = as_data(output)
-    except (ValueError, TypeError):
-        return Score(value=0.0, message="output is not JSON")
-    action = str((result or {}).get("action", "")).upper() if isinstance(result, dict) else ""
+    except (ValueError, TypeError) as exc:
+        return not_json(exc)
+    if not isinstance(result, dict):
+        return not_object(result)
+    action = str(result.get("action", "")).upper()
     wanted = (expected or {}).get("action") if isinstance(expected, dict) else None
     if wanted is None and isinstance(input, dict) and "expectSimilar" in input:
         wanted = "UPDATE" if input["expectSimilar"] else "CREATE"
@@ -92,9 +94,12 @@ def quality_label(input: Any, output: Any, expected: Any, high_at: float = 0.6, 
     """A known-good memory scores ≥ high_at and a known-bad one < low_below."""
     try:
         data = as_data(output)
+    except (ValueError, TypeError) as exc:
+        return not_json(exc)
+    try:
         value = float(data["score"] if isinstance(data, dict) else data)
     except (ValueError, TypeError, KeyError):
-        return Score(value=0.0, message="output has no numeric score")
+        return Score.unparseable("output has no numeric score")
     label = (expected or {}).get("quality") if isinstance(expected, dict) else expected
     if label not in ("high", "low"):
         return Score.error("expected.quality must be 'high' or 'low'")

@@ -1,0 +1,86 @@
+"""What failed when a case failed: the product (a real 0) or the infrastructure (errored).
+
+The rule, in one place:
+
+* **target** — the system under test failed its case: it raised, it missed the suite's
+  ``timeout:``, the model's reply could not be used (unparseable after the one retry, a refusal),
+  or it returned an output its scorer cannot parse. Every scorer gives that case a real 0, and
+  the run counts it in ``target_failures``.
+* **infra** — the infrastructure failed, so the case says nothing about the product: the LLM API
+  could not be reached, kept failing (5xx, timeouts after retries) or answered with a body that
+  is not its reply shape (HTML, truncated JSON, ``{}``); or the target's own network call failed
+  (``ConnectionError``, DNS, a socket timeout, an ``httpx`` transport error, an HTTP error with
+  a 5xx status — anywhere in the exception's chain). The case is *errored*, the run counts it
+  in ``infra_failures``, and past the errored limit the run is invalid.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import ssl
+from enum import StrEnum
+
+NETWORK_ERRNOS = frozenset({
+    errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH,
+    errno.EHOSTDOWN, errno.ENETUNREACH, errno.ENETDOWN, errno.ENETRESET, errno.EPIPE,
+})
+_CHAIN_DEPTH = 16
+
+
+class Failure(StrEnum):
+    """Whose failure a failed case is."""
+
+    TARGET = "target"
+    INFRA = "infra"
+
+
+class TargetTimeout(Exception):
+    """The target missed the suite's deadline (counted from the call's start): a target failure."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(f"target timed out after {timeout:g} s")
+
+
+def classify(exc: BaseException) -> Failure:
+    """Whether a target's exception is the product's failure or the infrastructure's (see above)."""
+    from evalloop.errors import ConnectionFailed
+    from evalloop.llm.errors import LLMCallFailed, LLMError
+
+    if isinstance(exc, TargetTimeout):
+        return Failure.TARGET
+    if isinstance(exc, LLMError | ConnectionFailed):  # evalloop's own clients say what they mean
+        return Failure.INFRA if isinstance(exc, LLMCallFailed | ConnectionFailed) else Failure.TARGET
+    return Failure.INFRA if any(_is_network(link) for link in _chain(exc)) else Failure.TARGET
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and its causes (``raise … from``) and contexts (raised while handling)."""
+    seen: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and len(seen) < _CHAIN_DEPTH and all(link is not s for s in seen):
+        seen.append(link)
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return seen
+
+
+def _is_network(exc: BaseException) -> bool:
+    if isinstance(exc, TargetTimeout):
+        return False
+    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror | socket.herror | ssl.SSLError):
+        return True
+    if isinstance(exc, OSError) and exc.errno in NETWORK_ERRNOS:
+        return True
+    if _is_httpx_transport(exc):
+        return True
+    status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
+    return isinstance(status, int) and 500 <= status <= 599
+
+
+def _is_httpx_transport(exc: BaseException) -> bool:
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - httpx is a dependency
+        return False
+    return isinstance(exc, httpx.TransportError)

@@ -1,0 +1,173 @@
+"""Target failures are product failures; infrastructure failures invalidate. Timeouts that hold.
+
+Real runs on real SQLite: a target that times out or answers something its scorer cannot parse
+fails its case (a real 0, counted as a target failure); a target whose network is down is an
+infrastructure failure (errored, and past the errored limit the run is invalid, exit 1, never a
+baseline). Deadlines count from the call's start, threads never hold the process at exit.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evalloop import load_settings, run_suite
+from evalloop.failures import Failure, classify
+from evalloop.history import HistoryStore
+from support.project import TARGET, make_project
+
+EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
+
+FAILING_TARGET = TARGET + '''
+import socket, time
+
+def sleepy(input):
+    time.sleep(input.get("sleep", 0))
+    return input.get("value")
+
+def returns_coroutine(input):
+    async def later():
+        await asyncio.sleep(0.01)
+        return input["value"]
+    return later()
+
+def reply(input):
+    time.sleep(input.get("sleep", 0))
+    return input["reply"]
+
+def unreachable(input):
+    raise ConnectionRefusedError(111, "Connection refused")
+
+def no_dns(input):
+    raise socket.gaierror(-2, "Name or service not known")
+'''
+
+
+def project(root: Path, **suites: dict) -> Path:
+    return make_project(root, suites, target=FAILING_TARGET, scorers=None)
+
+
+def case_rows(root: Path, run_id: str) -> dict[str, tuple[str | None, str | None]]:
+    store = HistoryStore(load_settings(root).database_url)
+    return {c.case_id: (c.failure, c.error) for c in store.case_results(run_id)}
+
+
+# -- timeouts ---------------------------------------------------------------------------------
+def test_a_deadline_counts_from_the_call_not_from_the_wait_for_a_thread(tmp_path):
+    # 48 sync cases of 0.4 s at concurrency 16 with timeout 1: every call fits its deadline.
+    # asyncio's default pool (cpu + 4 threads) made calls queue, and the queueing timed out.
+    cases = [{"id": f"c{i}", "input": {"sleep": 0.4, "value": i}, "expected": i} for i in range(48)]
+    root = project(tmp_path, busy={"name": "busy", "target": "sut:sleepy", "scorers": ["equals"],
+                                   "concurrency": 16, "timeout": 1, "cases": cases})
+    started = time.perf_counter()
+    report = run_suite("busy", settings=load_settings(root))
+    elapsed = time.perf_counter() - started
+    run = report.outcome.run
+    timed_out = [c for c, (_, error) in case_rows(root, run.id).items() if error and "timed out" in error]
+    assert timed_out == [] and run.target_failures == 0 and run.infra_failures == 0
+    assert report.outcome.summaries["equals"].mean == 1.0
+    assert elapsed < 48 * 0.4 / 4, f"{elapsed:.1f} s: the calls did not run 16 at a time"
+
+
+def test_a_hung_sync_target_does_not_hold_the_cli_at_exit(tmp_path):
+    quick = {"name": "quick", "target": "sut:sleepy", "scorers": ["equals"], "timeout": 1,
+             "cases": [{"id": "a", "input": {"sleep": 0, "value": 1}, "expected": 1}]}
+    hung = {**quick, "name": "hung", "cases": [{"id": "a", "input": {"sleep": 6, "value": 1}, "expected": 1}]}
+    root = project(tmp_path, quick=quick, hung=hung)
+
+    def timed(suite: str) -> tuple[float, subprocess.CompletedProcess]:
+        started = time.perf_counter()
+        result = subprocess.run([EVALLOOP, "run", "--suite", suite, "--json"], cwd=root,
+                                capture_output=True, text=True, timeout=60)
+        return time.perf_counter() - started, result
+
+    base, ok = timed("quick")       # the CLI's own start-up and shutdown on this machine
+    spent, result = timed("hung")
+    assert ok.returncode == 0 and result.returncode == 0, ok.stderr + result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["scorers"][0]["current"] == 0.0 and doc["case_errors"] == 1
+    # the 1 s deadline plus slack; waiting for the 6 s thread would add 5 s more
+    assert spent - base < 3.0, f"the hung run took {spent:.1f} s, a quick one {base:.1f} s"
+
+
+def test_a_sync_target_returning_a_coroutine_scores_the_same_with_and_without_timeout(tmp_path):
+    cases = [{"id": f"c{i}", "input": {"value": i}, "expected": i} for i in range(4)]
+    suite = {"name": "plain", "target": "sut:returns_coroutine", "scorers": ["equals"], "cases": cases}
+    root = project(tmp_path, plain=suite, timed={**suite, "name": "timed", "timeout": 5},
+                   threaded={**suite, "name": "threaded", "target_threads": True})
+    settings = load_settings(root)
+    for name in ("plain", "timed", "threaded"):
+        report = run_suite(name, settings=settings)
+        assert report.outcome.summaries["equals"].mean == 1.0, name
+        outputs = [c.output for c in HistoryStore(settings.database_url).case_results(report.outcome.run.id)]
+        assert "coroutine" not in " ".join(map(str, outputs)), name
+
+
+# -- target failures: a real 0, counted -------------------------------------------------------
+def test_unparseable_and_timed_out_replies_are_counted_target_failures(tmp_path):
+    replies = [{"id": f"c{i}", "input": {"reply": '{"action": "NOOP", "reason": "identical content"}'}}
+               for i in range(8)]
+    replies += [{"id": "garbled", "input": {"reply": "Sure! The action is NOOP."}},
+                {"id": "slow", "input": {"sleep": 3, "reply": '{"action": "NOOP", "reason": "identical"}'}}]
+    root = project(tmp_path, replies={"name": "replies", "target": "sut:reply", "timeout": 1,
+                                      "scorers": ["exact-match-noop"], "cases": replies})
+    report = run_suite("replies", settings=load_settings(root))
+    run, summary = report.outcome.run, report.outcome.summaries["exact-match-noop"]
+    assert (summary.n, summary.errored, summary.mean) == (10, 0, pytest.approx(0.8))
+    assert run.valid and (run.target_failures, run.infra_failures) == (2, 0)
+    assert (report.outcome.target_failures, report.outcome.infra_failures) == (2, 0)
+    rows = case_rows(root, run.id)
+    assert rows["garbled"][0] == "target" and rows["slow"][0] == "target" and rows["c0"] == (None, None)
+    assert "timed out after 1" in rows["slow"][1]
+    store = HistoryStore(load_settings(root).database_url)
+    messages = store.case_messages(run.id, "exact-match-noop", ["garbled", "slow"])
+    assert messages["garbled"].startswith("output is not valid JSON: ")
+    assert messages["slow"].startswith("target failure: target timed out after 1")
+
+
+# -- infrastructure failures: errored, the run invalid, exit 1 --------------------------------
+@pytest.mark.parametrize("target", ["sut:unreachable", "sut:no_dns"])
+def test_a_target_whose_network_is_down_gives_an_invalid_run(tmp_path, target):
+    cases = [{"id": f"c{i}", "input": {"value": i}, "expected": i} for i in range(5)]
+    root = project(tmp_path, down={"name": "down", "target": target, "scorers": ["equals"], "cases": cases})
+    result = subprocess.run([EVALLOOP, "run", "--suite", "down", "--json", "--fail-on-regression"],
+                            cwd=root, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["valid"] is False and "5/5 scores errored" in doc["invalid_reason"]
+    run = HistoryStore(load_settings(root).database_url).get_run(doc["run_id"])
+    assert (run.target_failures, run.infra_failures) == (0, 5)
+    failure, error = case_rows(root, run.id)["c0"]
+    assert failure == "infra" and "Connection refused" in error or "Name or service" in error
+    score = doc["scorers"][0]
+    assert score["current"] is None and score["errored"] == 5
+    assert score["first_error"].startswith("infrastructure: ")
+
+
+# -- the classification itself ------------------------------------------------------------------
+def test_classify_tells_the_product_from_the_infrastructure():
+    import httpx
+
+    from evalloop.llm.errors import LLMCallFailed, MalformedReply, RefusalError, ReplyParseError
+    from evalloop.targets import TargetTimeout
+
+    infra = [ConnectionRefusedError(111, "refused"), ConnectionResetError(), BrokenPipeError(),
+             TimeoutError("read timed out"), OSError(101, "Network is unreachable"),
+             httpx.ConnectError("refused"), LLMCallFailed("HTTP 503", status=503),
+             MalformedReply("not a message", status=200)]
+    wrapped = RuntimeError("client gave up")
+    wrapped.__cause__ = ConnectionRefusedError(111, "refused")     # requests, urllib3, SDKs chain so
+    infra.append(wrapped)
+    status = RuntimeError("upstream failed")
+    status.status_code = 502                                         # an SDK's APIStatusError
+    infra.append(status)
+    target = [ValueError("bad"), KeyError("action"), TargetTimeout(1.0), ReplyParseError("not JSON"),
+              RefusalError("refused"), FileNotFoundError(2, "No such file"), RuntimeError("boom")]
+    assert [classify(e) for e in infra] == [Failure.INFRA] * len(infra)
+    assert [classify(e) for e in target] == [Failure.TARGET] * len(target)
