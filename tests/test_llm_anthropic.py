@@ -146,7 +146,8 @@ MALFORMED = {
     "empty-object": (Reply.empty_object(), "the message has no content list"),
     "truncated": (Reply.bad_json(), "the body is not JSON"),
     "list": (Reply(raw_body=b"[]"), "got 'list'"),
-    "content-str": (Reply(raw_body=b'{"type": "message", "content": "hi", "usage": {}}'), "the message has no content list"),
+    "content-str": (Reply(raw_body=b'{"type": "message", "content": "hi", "usage": {}}'),
+                    "the message has no content list"),
     "text-without-text": (Reply(raw_body=b'{"type": "message", "content": [{"type": "text"}], '
                                          b'"usage": {"input_tokens": 1, "output_tokens": 1}}'),
                           "a text block without text"),

@@ -8,6 +8,7 @@ baseline). Deadlines count from the call's start, threads never hold the process
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -171,3 +172,36 @@ def test_classify_tells_the_product_from_the_infrastructure():
               RefusalError("refused"), FileNotFoundError(2, "No such file"), RuntimeError("boom")]
     assert [classify(e) for e in infra] == [Failure.INFRA] * len(infra)
     assert [classify(e) for e in target] == [Failure.TARGET] * len(target)
+
+
+# -- the calling machinery itself -------------------------------------------------------------
+async def test_a_hung_thread_is_replaced_and_a_targets_own_timeout_is_not_the_deadline():
+    from evalloop.calling import call
+    from evalloop.failures import TargetTimeout
+
+    def work(seconds: float, value: int) -> int:
+        time.sleep(seconds)
+        return value
+
+    started = time.perf_counter()
+    with pytest.raises(TargetTimeout, match="timed out after 0.2 s"):
+        await call(work, (3.0, 0), in_thread=True, timeout=0.2)
+    assert time.perf_counter() - started < 1.0
+    # the abandoned thread still sleeps; two new calls neither wait for it nor for each other
+    started = time.perf_counter()
+    values = await asyncio.gather(*(call(work, (0.3, i), in_thread=True, timeout=0.6) for i in (1, 2)))
+    assert values == [1, 2] and time.perf_counter() - started < 0.55
+
+    def own_timeout() -> None:
+        raise TimeoutError("read timed out")          # e.g. the target's HTTP client
+
+    with pytest.raises(TimeoutError, match="read timed out") as caught:
+        await call(own_timeout, in_thread=True, timeout=5)
+    assert not isinstance(caught.value, TargetTimeout) and classify(caught.value) is Failure.INFRA
+
+    async def slow_async() -> int:
+        await asyncio.sleep(2)
+        return 1
+
+    with pytest.raises(TargetTimeout):
+        await call(slow_async, timeout=0.1)
