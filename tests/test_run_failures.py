@@ -166,9 +166,18 @@ def test_classify_tells_the_product_from_the_infrastructure():
     wrapped = RuntimeError("client gave up")
     wrapped.__cause__ = ConnectionRefusedError(111, "refused")     # requests, urllib3, SDKs chain so
     infra.append(wrapped)
-    status = RuntimeError("upstream failed")
-    status.status_code = 502                                         # an SDK's APIStatusError
-    infra.append(status)
+    for code in (502, 429, 400):                                     # an SDK's APIStatusError
+        status = RuntimeError(f"HTTP {code}")
+        status.status_code = code
+        infra.append(status)
+    import anthropic
+
+    infra.append(anthropic.InternalServerError("overloaded", body=None,
+                                               response=httpx.Response(529, request=httpx.Request("POST", "http://x"))))
+    infra.append(anthropic.APIConnectionError(request=httpx.Request("POST", "http://x")))
+    ours = ValueError("decide failed")
+    ours.__context__ = LLMCallFailed("HTTP 500 after 5 attempts", status=500)   # wrapped by a target
+    infra.append(ours)
     target = [ValueError("bad"), KeyError("action"), TargetTimeout(1.0), ReplyParseError("not JSON"),
               RefusalError("refused"), FileNotFoundError(2, "No such file"), RuntimeError("boom")]
     assert [classify(e) for e in infra] == [Failure.INFRA] * len(infra)

@@ -7,11 +7,18 @@ The rule, in one place:
   or it returned an output its scorer cannot parse. Every scorer gives that case a real 0, and
   the run counts it in ``target_failures``.
 * **infra** — the infrastructure failed, so the case says nothing about the product: the LLM API
-  could not be reached, kept failing (5xx, timeouts after retries) or answered with a body that
-  is not its reply shape (HTML, truncated JSON, ``{}``); or the target's own network call failed
-  (``ConnectionError``, DNS, a socket timeout, an ``httpx`` transport error, an HTTP error with
-  a 5xx status — anywhere in the exception's chain). The case is *errored*, the run counts it
-  in ``infra_failures``, and past the errored limit the run is invalid.
+  could not be reached, refused or kept failing the call (any HTTP error status after retries,
+  timeouts) or answered with a body that is not its reply shape (HTML, truncated JSON, ``{}``);
+  or the target's own network call failed (``ConnectionError``, DNS, a socket timeout, an
+  ``httpx`` transport error, an exception carrying an HTTP error ``status_code`` — anywhere in
+  the exception's chain). The case is *errored*, the run counts it in ``infra_failures``, and
+  past the errored limit the run is invalid.
+
+When in doubt the rule leans to *infra*: an infrastructure fault taken for the product's gives a
+valid run of zeros — a false regression, a failure memory, a poisoned baseline — while a product
+fault taken for infrastructure is errored, shown, and (when common) makes the run invalid, which
+fails CI just the same. An API refusing the call (a 4xx: a rejected key, an exhausted credit
+balance, an over-long prompt) has no answer to grade, so it is infrastructure too.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import errno
 import socket
 import ssl
+import sys
 from enum import StrEnum
 
 NETWORK_ERRNOS = frozenset({
@@ -66,21 +74,31 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _is_network(exc: BaseException) -> bool:
+    from evalloop.errors import ConnectionFailed
+    from evalloop.llm.errors import LLMCallFailed
+
     if isinstance(exc, TargetTimeout):
         return False
+    if isinstance(exc, LLMCallFailed | ConnectionFailed):  # evalloop's clients, wrapped by the target
+        return True
     if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror | socket.herror | ssl.SSLError):
         return True
     if isinstance(exc, OSError) and exc.errno in NETWORK_ERRNOS:
         return True
-    if _is_httpx_transport(exc):
+    if isinstance(exc, _transport_errors()):
         return True
     status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
-    return isinstance(status, int) and 500 <= status <= 599
+    return isinstance(status, int) and 400 <= status <= 599   # an SDK's or httpx's HTTP status error
 
 
-def _is_httpx_transport(exc: BaseException) -> bool:
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover - httpx is a dependency
-        return False
-    return isinstance(exc, httpx.TransportError)
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """Transport errors of the HTTP clients and LLM SDKs already imported (httpx, anthropic,
+    openai; an exception of one means its module is loaded): the SDKs chain the httpx error as
+    the cause, but their own types say it directly."""
+    found: list[type[BaseException]] = []
+    for module, name in (("httpx", "TransportError"), ("anthropic", "APIConnectionError"),
+                         ("openai", "APIConnectionError")):
+        kind = getattr(sys.modules.get(module), name, None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            found.append(kind)
+    return tuple(found)
