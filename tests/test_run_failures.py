@@ -131,6 +131,12 @@ def test_unparseable_and_timed_out_replies_are_counted_target_failures(tmp_path)
     messages = store.case_messages(run.id, "exact-match-noop", ["garbled", "slow"])
     assert messages["garbled"].startswith("output is not valid JSON: ")
     assert messages["slow"].startswith("target failure: target timed out after 1")
+    # the rate is reported beside the baseline's: here the first run, so no baseline rate yet
+    rate = report.comparison.target_failures
+    assert (rate.failures, rate.results, rate.baseline_rate) == (2, 10, None)
+    assert "target failures: 2/10 = 20.0%" in report.notices
+    again = run_suite("replies", settings=load_settings(root)).comparison.target_failures
+    assert again.rate == 0.2 and again.baseline_rate == 0.2
 
 
 # -- infrastructure failures: errored, the run invalid, exit 1 --------------------------------

@@ -87,12 +87,37 @@ class FingerprintChange:
 
 
 @dataclass
+class FailureRate:
+    """How often the target failed its cases (raised, timed out, unparseable output) in this run,
+    beside the same rate over the baseline's runs. Each failure is already a real 0 in every
+    scorer; the rate says how much of a drop is the target breaking rather than answering worse."""
+
+    failures: int
+    results: int  # case results (cases × epochs)
+    baseline_failures: int
+    baseline_results: int
+
+    @property
+    def rate(self) -> float:
+        return self.failures / self.results if self.results else 0.0
+
+    @property
+    def baseline_rate(self) -> float | None:
+        return self.baseline_failures / self.baseline_results if self.baseline_results else None
+
+    def describe(self) -> str:
+        base = "" if self.baseline_rate is None else f" (baseline {self.baseline_rate:.1%})"
+        return f"target failures: {self.failures}/{self.results} = {self.rate:.1%}{base}"
+
+
+@dataclass
 class Comparison:
     """Every scorer of one run against its baseline."""
 
     run: Run
     scorers: list[ScorerComparison]
     fingerprint_change: FingerprintChange | None = None
+    target_failures: FailureRate | None = None
 
     @property
     def regressions(self) -> list[ScorerComparison]:
@@ -155,6 +180,7 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
                               current=None if current is None else current.get(summary.scorer),
                               base_fingerprint=run.base_fingerprint if restart else None)
                for summary in summaries.values()]
+    target = _failure_rate(store, run, summaries, window, run.base_fingerprint if restart else None)
     store.update_summaries(run.id, {
         r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop, "mean": r.current,
                    "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
@@ -162,7 +188,20 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
                    "details": _with_evidence(summaries[r.scorer].details, r.evidence, change)}
         for r in results
     })
-    return Comparison(run, results, change)
+    return Comparison(run, results, change, target)
+
+
+def _failure_rate(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary], window: int,
+                  base_fingerprint: str | None) -> FailureRate | None:
+    """The run's target-failure rate beside its baseline runs' (runs of older versions count 0)."""
+    graded = [s for s in summaries.values() if not s.skipped]
+    if run.target_failures is None or not graded:
+        return None
+    prior = store.baseline_runs(run.suite, graded[0].scorer, run, window, base_fingerprint)
+    results = lambda r: (r.n_cases or 0) * (r.epochs or 1)  # noqa: E731
+    return FailureRate(run.target_failures, results(run),
+                       sum(r.target_failures or 0 for r, _ in prior if r.target_failures is not None),
+                       sum(results(r) for r, _ in prior if r.target_failures is not None))
 
 
 def _fingerprint_change(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary],

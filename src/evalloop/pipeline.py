@@ -126,6 +126,9 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
             report.extras["strata"] = strata.model_dump(mode="json")
     if comparison.fingerprint_change is not None:
         report.notices.append(comparison.fingerprint_change.describe())
+    rate = comparison.target_failures
+    if rate is not None and (rate.failures or rate.baseline_failures):
+        report.notices.append(rate.describe())
     if settings.learn and comparison.has_regression and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")

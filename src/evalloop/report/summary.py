@@ -33,6 +33,7 @@ def run_summary(report: RunReport) -> dict[str, Any]:
         "regression": report.comparison.has_regression,
         "watch": bool(report.comparison.watches),
         "fingerprint_change": _change(report),
+        "target_failures": _failures(report),
         "scorers": [
             {
                 "scorer": s.scorer,
@@ -64,6 +65,14 @@ def run_summary(report: RunReport) -> dict[str, Any]:
         "notices": report.notices,
         **report.extras,
     }
+
+
+def _failures(report: RunReport) -> dict[str, Any] | None:
+    rate = report.comparison.target_failures
+    if rate is None:
+        return None
+    return {"failures": rate.failures, "results": rate.results, "rate": rate.rate,
+            "baseline_rate": rate.baseline_rate}
 
 
 def _change(report: RunReport) -> dict[str, Any] | None:
