@@ -1,4 +1,4 @@
-"""Database locks and fire claims on a real SQLite file, across threads and processes."""
+"""Database locks and fire claims on a real SQLite file and a real PostgreSQL, across threads and processes."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from evalloop.locks import DatabaseLock, LockBusy, claim_fire, current_holder
 
 
 @pytest.fixture
-def url(tmp_path):
-    return f"sqlite:///{tmp_path / 'history' / 'evalloop.db'}"
+def url(history_url):
+    return history_url
 
 
 def test_one_holder_at_a_time_then_released(url):

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalloop.errors import ConfigError
+from evalloop.redact import check_settings
 
 CONFIG_FILE = "evalloop.toml"
 
@@ -144,10 +145,13 @@ def load_settings(project_dir: Path | None = None, **overrides: Any) -> Settings
     data.update({k: v for k, v in overrides.items() if v is not None})
     data["project_dir"] = project_dir
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
         where = str(source) if source else "settings"
         raise ConfigError(f"setting '{key}': {err['msg']}", where=where,
                           hint="see the Configuration section of the README") from None
+    # webhook/memory/LLM base URLs are checked now; credentials are kept out of logs
+    check_settings(settings, str(source) if source else None)
+    return settings

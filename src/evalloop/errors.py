@@ -13,16 +13,21 @@ class EvalloopError(Exception):
     exit_code: int = 2
 
     def __init__(self, what: str, *, where: str | None = None, hint: str | None = None) -> None:
-        self.what = what
-        self.where = where
-        self.hint = hint
+        from evalloop.redact import redact_text
+
+        # a URL's credentials never enter a message (it may be shown, logged or stored)
+        self.what = redact_text(what)
+        self.where = redact_text(where) if where else where
+        self.hint = redact_text(hint) if hint else hint
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
+        from evalloop.redact import redact_text
+
         parts = [f"{self.where}: {self.what}" if self.where else self.what]
         if self.hint:
             parts.append(self.hint)
-        return " — ".join(parts).replace("\n", " ")
+        return redact_text(" — ".join(parts).replace("\n", " "))
 
 
 class FixtureError(EvalloopError):
@@ -51,3 +56,71 @@ class ReplayMiss(EvalloopError):
     """A cache-only (replay) run asked for a response that is not cached."""
 
     exit_code = 1
+
+
+class StoreError(EvalloopError):
+    """A store (history database, run log, memory store, LLM cache) that is damaged, locked or
+    unreachable; the line names the file, what is wrong, and how to recover."""
+
+    exit_code = 1
+
+
+#: message fragments of database errors that a concurrent creator of the same schema causes
+RACE_MARKERS = ("already exists", "duplicate column", "duplicate key value", "database is locked",
+                "deadlock detected", "could not serialize", "database table is locked")
+_DAMAGE_MARKERS = ("file is not a database", "malformed", "disk image", "not a database",
+                   "file is encrypted", "database corrupt", "unsupported file format")
+
+
+def is_db_error(exc: BaseException) -> bool:
+    """A database error of any driver evalloop uses (SQLAlchemy, sqlite3, sqlean, psycopg)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if isinstance(exc, SQLAlchemyError):
+        return True
+    module = type(exc).__module__ or ""
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool({"DatabaseError", "Error"} & names) and module.split(".")[0] in (
+        "sqlite3", "sqlean", "pysqlite3", "psycopg", "psycopg2", "_sqlite3")
+
+
+def db_message(exc: BaseException) -> str:
+    """The driver's own words for a database error (SQLAlchemy's wrapper and SQL left out)."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    return text
+
+
+def store_error(exc: BaseException, *, store: str, where: str | None,
+                recover: str = "run `evalloop doctor`") -> StoreError:
+    """One line for a database error of a store: what is wrong, and how to recover.
+
+    The cause is named from the driver's message: a damaged file, a lock held too long, a
+    schema another process was creating, a missing file or permission, an unreachable server.
+    """
+    from evalloop.redact import redact_text
+
+    message = db_message(exc)
+    low = message.lower()
+    if any(m in low for m in _DAMAGE_MARKERS):
+        what, hint = f"the {store} is damaged ({message})", recover
+    elif "locked" in low:
+        what, hint = (f"the {store} stayed locked by another process ({message})",
+                      "wait for the other evalloop process (or stop it) and try again")
+    elif any(m in low for m in RACE_MARKERS):
+        what, hint = (f"the {store}'s tables were being changed by another process ({message})",
+                      "try again; if it persists, run `evalloop doctor`")
+    elif "unable to open" in low or "permission" in low or "readonly" in low or "read-only" in low:
+        what, hint = (f"cannot open the {store} ({message})",
+                      "check that the path exists and this user may read and write it")
+    elif "connection" in low or "could not connect" in low or "timeout" in low or "refused" in low:
+        what, hint = (f"cannot reach the {store} ({message})",
+                      "check the URL, the server, and the network")
+    else:
+        what, hint = f"the {store} failed: {type(getattr(exc, 'orig', None) or exc).__name__}: {message}", recover
+    return StoreError(redact_text(what), where=redact_text(where) if where else None, hint=hint)
+
+
+MEMORY_RECOVER = ("learning from failures is skipped until it is mended: run `evalloop doctor`, or move the "
+                  "file aside (a new store is made on the next regression)")
+CACHE_RECOVER = "caching is skipped: delete the file (it is only a cache) or run `evalloop doctor`"

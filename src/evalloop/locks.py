@@ -1,9 +1,10 @@
 """Locks in the history database: one run per suite at a time, across processes and hosts.
 
-A lock is a row (name, owner, expiry, last refresh). Taking it is an INSERT (or an UPDATE of a
-stale row); the holder refreshes it from a heartbeat thread, so only a holder that died leaves
-a lock behind. That one is taken over at once when the holder was a process on this host that
-no longer exists, else when it is stale: past the expiry the holder wrote, or not refreshed for
+A lock is a lease: a row (name, owner, expiry, last refresh). Taking it is an INSERT (or an
+UPDATE of a stale row); the holder refreshes it from a heartbeat thread, so only a holder that
+died leaves a lock behind. That one is taken over at once when the holder was a process of this
+host *and PID namespace* that no longer exists (containers sharing a hostname do not share
+pids: the owner carries a namespace key), else when it is stale: past the expiry the holder wrote, or not refreshed for
 the taker's ``stale_seconds`` (never less than three of the holder's heartbeats). Fire claims record
 which scheduler process took one scheduled fire time of a job, so two schedulers sharing a
 job store never both run it.
@@ -11,6 +12,7 @@ job store never both run it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -24,10 +26,11 @@ from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Column, Float, MetaData, String, Table, delete, insert, select, update
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from evalloop.errors import EvalloopError
+from evalloop.history.schema import ensure_tables
 from evalloop.history.store import get_engine, pid_alive
 
 log = logging.getLogger("evalloop.locks")
@@ -71,9 +74,27 @@ class LockInfo:
     expires_at: float
 
 
+@functools.cache
+def namespace_key() -> str:
+    """This process's PID namespace on this boot (Linux), or '' where that cannot be known.
+
+    Two containers may share a hostname but not a PID namespace: a pid is only meaningful
+    to a process of the same namespace, so liveness by pid is checked only when keys match.
+    """
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip().replace("-", "")[:8]
+        inode = os.readlink("/proc/self/ns/pid").rpartition("[")[2].rstrip("]")
+    except OSError:
+        return ""
+    return f"{boot}.{inode}" if boot and inode.isdigit() else ""
+
+
 def process_owner() -> str:
-    """An owner name unique to this process: host, pid and a random suffix."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    """An owner name unique to this process: host, pid, a random lease token and (after '~')
+    the PID namespace key that makes the pid meaningful."""
+    key = namespace_key()
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}{'~' + key if key else ''}"
 
 
 def engine_for(url_or_engine: str | Engine) -> Engine:
@@ -81,21 +102,19 @@ def engine_for(url_or_engine: str | Engine) -> Engine:
     engine = get_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
     if id(engine) not in _READY:
         with _READY_LOCK:
-            _META.create_all(engine)
-            _add_lock_columns(engine)
+            ensure_tables(engine, _META, migrate=_add_lock_columns, store="lock tables")
             _READY.add(id(engine))
     return engine
 
 
-def _add_lock_columns(engine: Engine) -> None:
+def _add_lock_columns(conn: Connection) -> None:
     """Add the columns newer evalloops keep on a lock row to a lock table made by an older one."""
     from sqlalchemy import inspect as sa_inspect
 
-    present = {c["name"] for c in sa_inspect(engine).get_columns(LOCKS.name)}
-    with engine.begin() as conn:
-        for column in ("refreshed_at", "beat_seconds"):
-            if column not in present:
-                conn.exec_driver_sql(f"ALTER TABLE {LOCKS.name} ADD COLUMN {column} FLOAT")
+    present = {c["name"] for c in sa_inspect(conn).get_columns(LOCKS.name)}
+    for column in ("refreshed_at", "beat_seconds"):
+        if column not in present:
+            conn.exec_driver_sql(f"ALTER TABLE {LOCKS.name} ADD COLUMN {column} FLOAT")
 
 
 def owner_process(owner: str) -> tuple[str, int] | None:
@@ -106,10 +125,23 @@ def owner_process(owner: str) -> tuple[str, int] | None:
     return parts[0], int(parts[1])
 
 
-def holder_is_dead(owner: str) -> bool:
-    """True when the owner is a process of this host that no longer exists."""
+def same_pid_namespace(owner: str) -> bool:
+    """Whether the owner's pid means the same process here: same host, boot and PID namespace.
+
+    Owners without a namespace key (older evalloops, other systems) never qualify: their
+    liveness is their lease alone.
+    """
     found = owner_process(owner)
-    return found is not None and found[0] == socket.gethostname() and not pid_alive(found[1])
+    key = namespace_key()
+    return (found is not None and found[0] == socket.gethostname() and bool(key)
+            and owner.rpartition("~")[2] == key and "~" in owner)
+
+
+def holder_is_dead(owner: str) -> bool:
+    """True when the owner is a process of this host and PID namespace that no longer exists
+    (a lease of another container, even one with the same hostname, is left to expire)."""
+    found = owner_process(owner)
+    return found is not None and same_pid_namespace(owner) and not pid_alive(found[1])
 
 
 def beat_interval(stale_seconds: float) -> float:
@@ -243,6 +275,9 @@ def _stale_reason(row: Any, now: float, stale_seconds: float) -> str | None:
         if row.refreshed_at < now - patience:
             return f"not refreshed for {now - row.refreshed_at:.0f} s"
     return None
+
+
+stale_reason = _stale_reason
 
 
 def current_holder(db: str | Engine, name: str, stale_seconds: float | None = None) -> LockInfo | None:

@@ -136,7 +136,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         report.extras["memories"] = _learn(settings, comparison, report.notices)
     if settings.run_log:
         try:
-            runlog.append_run(store, settings.history_dir, outcome.run.id)
+            runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices)
         except OSError as exc:
             report.notices.append(f"run log not written: {exc}")
     return report

@@ -28,6 +28,7 @@ from evalloop.failures import Failure, TargetTimeout, classify
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
+from evalloop.redact import redact_text
 from evalloop.score import Score, ScorerKind, coerce_score
 from evalloop.scoring.registry import Registry, ScorerSpec
 from evalloop.suites import Case, Suite
@@ -69,7 +70,7 @@ class BoundScorer:
             exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
             raise
         except Exception as exc:  # the grader failed: errored, never a real score
-            return Score.error(f"scorer {self.name} raised {type(exc).__name__}: {exc}")
+            return Score.error(redact_text(f"scorer {self.name} raised {type(exc).__name__}: {exc}"))
 
 
 @dataclass
@@ -408,7 +409,8 @@ class _RunState:
             except TargetTimeout as exc:
                 error, failure = str(exc), Failure.TARGET
             except Exception as exc:
-                error, failure = f"{type(exc).__name__}: {exc}", classify(exc)
+                # exception texts carry URLs: redacted before they reach history or a report
+                error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
             latency_ms = (time.perf_counter() - started) * 1000.0
             scores = []
             for bound in prepared.scorers:

@@ -33,6 +33,7 @@ from sqlalchemy.engine import make_url
 
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
+from evalloop.history.schema import ensure_job_store
 from evalloop.history.store import HistoryStore, get_engine
 from evalloop.locks import DatabaseLock, claim_fire, process_owner
 from evalloop.pipeline import RunReport, arun_suite
@@ -214,6 +215,7 @@ def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = No
     get_engine(url)  # creates the folder and the history tables
     options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
     store = SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options)
+    ensure_job_store(store)  # its table, created race-free (many schedulers may start at once)
     return (_AdminScheduler if admin else BackgroundScheduler)(
         jobstores={"default": store},
         executors={"default": executor or ClaimingExecutor(url, CONTROL.owner)},

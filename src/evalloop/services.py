@@ -60,6 +60,7 @@ def build_services(
         path = settings.history_dir / CACHE_FILE
         llm = CachedClient(llm, path, mode=cache) if llm is not None else None  # type: ignore[arg-type]
         judge = CachedClient(judge, path, mode=cache) if judge is not None else None  # type: ignore[arg-type]
+        notices += sorted({c.notice for c in (llm, judge) if c is not None and c.notice})  # a damaged cache
     judge = judge or llm
     if llm is None:
         notices.append("no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL): memory operations run on the local engine"

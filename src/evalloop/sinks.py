@@ -20,8 +20,10 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from evalloop.config import Settings
 from evalloop.errors import ConfigError
 from evalloop.pipeline import RunReport
+from evalloop.redact import install_log_redaction, redact_text, redact_url
 
 log = logging.getLogger("evalloop.sinks")
+install_log_redaction()  # a webhook URL is a credential: no log line (httpx's included) shows one
 
 
 @runtime_checkable
@@ -92,7 +94,7 @@ class WebhookSink:
                 with attempt:
                     response = client.post(self.url, json=document)
                     if response.status_code >= 500 or response.status_code in (408, 429):
-                        raise WebhookError(f"HTTP {response.status_code} from {self.url}")
+                        raise WebhookError(f"HTTP {response.status_code} from {redact_url(self.url)}")
                     response.raise_for_status()
                     return response
         raise AssertionError("unreachable")  # pragma: no cover
@@ -171,9 +173,9 @@ def notify(report: RunReport, sinks: Sequence[Sink], *, only_alarms: bool = True
             sink.send(report)
             out.append(Delivery(sink.name, True))
         except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
+            message = redact_text(f"{type(exc).__name__}: {exc}")
             url = getattr(sink, "url", None)
-            log.error("sink %s%s failed for run %s: %s", sink.name, f" ({url})" if url else "",
+            log.error("sink %s%s failed for run %s: %s", sink.name, f" ({redact_url(url)})" if url else "",
                       report.outcome.run.id, message)
             out.append(Delivery(sink.name, False, message))
     return out

@@ -47,3 +47,12 @@ def serving(handler: type[BaseHTTPRequestHandler] | None = None) -> Iterator[Thr
     finally:
         server.shutdown()
         server.server_close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

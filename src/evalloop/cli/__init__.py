@@ -16,6 +16,7 @@ from evalloop.cli import (  # noqa: F401  (they register commands)
     calibrate,
     catalog,
     compare,
+    doctor,
     history,
     memories,
     report,

@@ -10,10 +10,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from sqlalchemy.exc import SQLAlchemyError
 
 from evalloop.config import Settings, load_settings
-from evalloop.errors import EvalloopError
+from evalloop.errors import EvalloopError, is_db_error, store_error
 
 app = typer.Typer(
     name="evalloop",
@@ -68,13 +67,14 @@ def friendly(fn: F) -> F:
             where = f"{exc.filename}: " if exc.filename else ""
             print(f"error: {where}{exc.strerror or exc} — check the path and its permissions", file=sys.stderr)
             raise typer.Exit(2) from None
-        except SQLAlchemyError as exc:  # the history database failed under us
-            print(f"error: history database: {type(exc).__name__}: {getattr(exc, 'orig', exc)} — check "
-                  "history_url and that no other process holds it", file=sys.stderr)
+        except Exception as exc:  # a database (history, locks, memory, cache) failed under us
+            if not is_db_error(exc):
+                raise
+            print(f"error: {store_error(exc, store='database', where=None).one_line()}", file=sys.stderr)
             raise typer.Exit(1) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (signals.Terminated, exit 143)
             print("interrupted: the run was marked 'interrupted' and is kept out of baselines",
                   file=sys.stderr)
-            raise typer.Exit(130) from None
+            raise typer.Exit(getattr(exc, "exit_code", 130)) from None
 
     return wrapper  # type: ignore[return-value]

@@ -18,6 +18,7 @@ from evalloop.report.summary import run_summary
 from evalloop.report.terminal import print_run
 from evalloop.runner import prepare
 from evalloop.scoring.registry import discover
+from evalloop.signals import terminate_as_interrupt
 from evalloop.suites import discover_suites, find_suite
 
 
@@ -70,7 +71,8 @@ def run(
     reports: list[RunReport] = []
     said: set[str] = set()
     for name in names:
-        reports.append(asyncio.run(_run_one(name, settings, registry, options, show_progress)))
+        with terminate_as_interrupt():  # SIGTERM (systemd, docker stop) ends the run like Ctrl-C
+            reports.append(asyncio.run(_run_one(name, settings, registry, options, show_progress)))
         for notice in reports[-1].notices:
             if notice not in said:
                 said.add(notice)

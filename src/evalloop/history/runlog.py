@@ -8,7 +8,10 @@ importing twice changes nothing, and ``merge=union`` in ``.gitattributes`` merge
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import logging
 import os
 import re
 from collections import defaultdict
@@ -24,10 +27,12 @@ from sqlmodel import Session, col, select
 
 from evalloop.errors import EvalloopError
 from evalloop.history.models import CaseScore, Run, RunStatus, ScorerSummary
-from evalloop.history.store import HistoryStore, dumps
+from evalloop.history.store import HistoryStore, dumps, mapped
+from evalloop.redact import redact_text
 
 FORMAT_VERSION = 1
 MESSAGE_CHARS = 300
+log = logging.getLogger("evalloop.runlog")
 _ID = re.compile(r'"id"\s*:\s*"([^"]+)"')
 _RUN_SKIP = {"notes", "origin", "fingerprint"}
 _SUMMARY_SKIP = {"id", "run_id", "scorer", "details"}
@@ -77,6 +82,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 # -- writing ------------------------------------------------------------------------------
+@mapped(lambda store, *a, **k: store.url)
 def entry_for(store: HistoryStore, run: Run) -> LoggedRun:
     """The log line of a stored run."""
     summaries = store.summaries(run.id)
@@ -117,41 +123,108 @@ def entry_for(store: HistoryStore, run: Run) -> LoggedRun:
 def _line(entry: LoggedRun) -> bytes:
     head = {"v": entry.v, "id": entry.id}
     body = entry.model_dump(mode="json", exclude={"v", "id"})
-    return (dumps({**head, **body}) + "\n").encode("utf-8")
+    return (redact_text(dumps({**head, **body})) + "\n").encode("utf-8")
 
 
-def _append(path: Path, lines: Iterable[bytes]) -> None:
-    """Append whole lines with one write each (O_APPEND), so concurrent writers never interleave."""
+class RunLogWriteError(RunLogError, OSError):
+    """A run log append that did not complete (full disk, file size limit); nothing was kept."""
+
+    exit_code = 1
+
+
+def _append(path: Path, lines: Iterable[bytes], notices: list[str] | None = None) -> None:
+    """Append whole lines, all or nothing: write, check every byte went out, fsync; on any
+    failure truncate back to the previous length and raise :class:`RunLogWriteError`.
+
+    Appenders on one host queue on an exclusive ``flock``. A partial last line left by an
+    earlier crash is cut off first (with a notice), never buried mid-file; a complete last
+    line that only lacks its newline gets one.
+    """
+    import fcntl
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    data = b"".join(lines)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        if os.fstat(fd).st_size:
-            with open(path, "rb") as f:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    os.write(fd, b"\n")
-        for line in lines:
-            os.write(fd, line)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        size, data = _mend_tail(fd, path, size, data, notices)
+        written = 0
+        try:
+            while written < len(data):
+                n = os.write(fd, data[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += n
+            os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            raise RunLogWriteError(
+                f"the run's line was not appended ({exc.strerror or exc}; {written} of {len(data)} bytes went out "
+                "and were rolled back)", where=str(path),
+                hint="the run is in the database: free space, then `evalloop history export` adds it") from None
     finally:
         os.close(fd)
 
 
-def append_run(store: HistoryStore, history_dir: Path, run_id: str) -> Path | None:
-    """Append a completed run to its suite's log; runs read from a log are not written back."""
+def _mend_tail(fd: int, path: Path, size: int, data: bytes, notices: list[str] | None) -> tuple[int, bytes]:
+    """Cut a partial last line off (or give a whole one its newline); the new size and data back."""
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return size, data
+    start = size
+    while start > 0:  # find where the last line begins
+        chunk_start = max(0, start - 65536)
+        chunk = os.pread(fd, start - chunk_start, chunk_start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            start = chunk_start + cut + 1
+            break
+        start = chunk_start
+    tail = os.pread(fd, size - start, start)
+    if _is_entry(tail):
+        return size, b"\n" + data
+    os.ftruncate(fd, start)
+    message = (f"{path}: removed a partial last line ({size - start} bytes, left by an interrupted write) "
+               "before appending")
+    log.warning("%s", message)
+    if notices is not None:
+        notices.append(message)
+    return start, data
+
+
+def _is_entry(raw: bytes) -> bool:
+    try:
+        LoggedRun.model_validate_json(raw)
+    except (ValidationError, ValueError):
+        return False
+    return True
+
+
+def append_run(store: HistoryStore, history_dir: Path, run_id: str,
+               notices: list[str] | None = None) -> Path | None:
+    """Append a completed run to its suite's log; runs read from a log are not written back.
+
+    Raises :class:`RunLogWriteError` (an ``OSError`` too) when the line could not be written.
+    """
     run = store.get_run(run_id)
     if run is None or run.status != RunStatus.COMPLETED or run.origin == "log":
         return None
     path = log_path(history_dir, run.suite)
-    _append(path, [_line(entry_for(store, run))])
+    _append(path, [_line(entry_for(store, run))], notices)
     return path
 
 
 # -- reading ------------------------------------------------------------------------------
 def _lines(path: Path) -> Iterator[tuple[int, str, str]]:
     """(line number, run id, line) for every non-blank line; a line without an id is an error."""
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
+                continue
+            if not line.endswith("\n") and not _is_entry(line.encode()):
+                log.warning("%s:%d: skipped a partial last line (the next append removes it)", path, number)
                 continue
             found = _ID.search(line, 0, 200)
             if not found:
@@ -182,6 +255,7 @@ def logged_ids(path: Path) -> set[str]:
     return {run_id for _, run_id, _ in _lines(path)} if path.is_file() else set()
 
 
+@mapped(lambda store, *a, **k: store.url)
 def _known_ids(store: HistoryStore, suite: str | None = None) -> set[str]:
     with Session(store.engine) as session:
         query = select(Run.id)
@@ -190,6 +264,7 @@ def _known_ids(store: HistoryStore, suite: str | None = None) -> set[str]:
         return set(session.exec(query).all())
 
 
+@mapped(lambda store, *a, **k: store.url)
 def sync_suite(store: HistoryStore, history_dir: Path, suite: str) -> int:
     """Import the runs of one suite's log that the database lacks; returns how many."""
     path = log_path(history_dir, suite)
@@ -207,6 +282,7 @@ def sync_suite(store: HistoryStore, history_dir: Path, suite: str) -> int:
     return count
 
 
+@mapped(lambda store, *a, **k: store.url)
 def _insert(store: HistoryStore, entry: LoggedRun) -> int:
     """One logged run into the database, in one transaction; 0 when it is already there."""
     data = entry.model_dump(exclude={"v", "scorers", "fingerprint"})
@@ -257,6 +333,7 @@ def import_logs(store: HistoryStore, history_dir: Path,
     return {name: sync_suite(store, history_dir, name) for name in names}
 
 
+@mapped(lambda store, *a, **k: store.url)
 def export_runs(store: HistoryStore, history_dir: Path,
                 suites: Iterable[str] | None = None) -> dict[str, int]:
     """Append the database's completed runs that a log lacks (oldest first); returns counts."""

@@ -7,30 +7,50 @@ batches inside the run (so a crash loses at most the batch in flight, and the ru
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import logging
 import os
 import secrets
+import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import event, insert
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, create_engine, select
 
-from evalloop.errors import ConfigError
+from evalloop.errors import ConfigError, EvalloopError, StoreError, is_db_error, store_error
 from evalloop.history.models import CaseResult, CaseScore, Run, RunStatus, ScorerSummary, utcnow
+from evalloop.history.schema import ensure_tables
+from evalloop.redact import redact_text, redact_url
 
 _ENGINES: dict[str, Engine] = {}
+#: how long a run's lease lasts without a heartbeat (its holder refreshes it every 10 s)
+RUN_LEASE_SECONDS = 60.0
+_LEASES: dict[tuple[str, str], Any] = {}
+log = logging.getLogger("evalloop.history")
 
 
 def new_run_id(at: datetime | None = None) -> str:
     """A sortable run id: UTC time to the millisecond plus 6 random hex digits."""
     at = at or utcnow()
     return at.strftime("%Y%m%dT%H%M%S") + f"{at.microsecond // 1000:03d}-" + secrets.token_hex(3)
+
+
+def _available_driver(parsed: URL) -> URL:
+    """``postgresql://`` means SQLAlchemy's default driver (psycopg2); use psycopg 3 if only it is here."""
+    import importlib.util
+
+    if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None \
+            and importlib.util.find_spec("psycopg") is not None:
+        return parsed.set(drivername="postgresql+psycopg")
+    return parsed
 
 
 def get_engine(url: str) -> Engine:
@@ -41,15 +61,16 @@ def get_engine(url: str) -> Engine:
     try:
         parsed = make_url(url)
     except Exception:
-        raise ConfigError(f"'{url}' is not a database URL",
+        raise ConfigError(f"'{redact_url(url)}' is not a database URL",
                           hint="use e.g. sqlite:///history/evalloop.db or postgresql://…") from None
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    parsed = _available_driver(parsed)
     try:
-        engine = create_engine(url, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"
+        engine = create_engine(parsed, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"
                                else {})
     except ModuleNotFoundError as exc:
-        raise ConfigError(f"the database driver '{exc.name}' for this URL is not installed", where=url,
+        raise ConfigError(f"the database driver '{exc.name}' for this URL is not installed", where=redact_url(url),
                           hint=f"pip install {exc.name}") from None
     if parsed.get_backend_name() == "sqlite":
         @event.listens_for(engine, "connect")
@@ -59,20 +80,39 @@ def get_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
+    where = store_where(url)
     try:
-        SQLModel.metadata.create_all(engine)
-        _add_missing_columns(engine)
-    except OperationalError as exc:
-        raise ConfigError(f"cannot open history database: {exc.orig}", where=url,
-                          hint="check the path/URL and its permissions") from None
-    except DatabaseError as exc:  # e.g. a file that is not an SQLite database
-        raise ConfigError(f"the history database is unreadable: {exc.orig}", where=url,
-                          hint="restore it from a backup, or move it aside to start a new history") from None
+        ensure_tables(engine, SQLModel.metadata, migrate=_add_missing_columns, where=where)
+    except StoreError as exc:
+        engine.dispose()
+        if "is damaged" in exc.what:
+            exc.hint = recovery_hint(url)
+        raise
     _ENGINES[url] = engine
     return engine
 
 
-def _add_missing_columns(engine: Engine) -> None:
+def store_where(url: str) -> str:
+    """How a message names a history database: its file for SQLite, else its URL (redacted)."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL: say it as given, redacted
+        return redact_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return str(parsed.database)
+    return redact_url(url)
+
+
+def recovery_hint(url: str) -> str:
+    """How to recover a damaged history database: move it aside and rebuild from the run logs."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return (f"move it aside (mv {parsed.database} {parsed.database}.broken) and run "
+                "`evalloop history import` to rebuild it from the run logs; `evalloop doctor` checks every store")
+    return "restore it from a backup, or run `evalloop doctor`"
+
+
+def _add_missing_columns(conn: Connection) -> None:
     """Bring a database made by an older evalloop up to date: add new (nullable) columns and indexes.
 
     Columns are only ever added, never dropped or changed, so older histories stay readable.
@@ -80,26 +120,64 @@ def _add_missing_columns(engine: Engine) -> None:
     from sqlalchemy import inspect as sa_inspect
     from sqlalchemy.schema import CreateColumn
 
-    inspector = sa_inspect(engine)
-    with engine.begin() as conn:
-        for table in SQLModel.metadata.sorted_tables:
-            if not inspector.has_table(table.name):
+    inspector = sa_inspect(conn)
+    for table in SQLModel.metadata.sorted_tables:
+        if not inspector.has_table(table.name):
+            continue
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
                 continue
-            present = {c["name"] for c in inspector.get_columns(table.name)}
-            for column in table.columns:
-                if column.name in present:
-                    continue
-                ddl = CreateColumn(column).compile(dialect=engine.dialect)
-                ddl_text = str(ddl).replace(" NOT NULL", "")
-                conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl_text}")
-            indexes = {i["name"] for i in inspector.get_indexes(table.name)}
-            for index in table.indexes:
-                if index.name not in indexes:
-                    index.create(conn)
+            ddl = CreateColumn(column).compile(dialect=conn.dialect)
+            ddl_text = str(ddl).replace(" NOT NULL", "")
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl_text}")
+        indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name not in indexes:
+                index.create(conn)
 
 
-class HistoryStore:
-    """Runs, summaries, case results and scores of every suite, in one database."""
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def mapped(store_of: Callable[..., str]) -> Callable[[F], F]:
+    """Turn a database error raised inside the function into one StoreError line naming the
+    database (its URL redacted), what is wrong, and how to recover. ``store_of(*args)`` gives the URL."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except EvalloopError:
+                raise
+            except Exception as exc:
+                if not is_db_error(exc):
+                    raise
+                url = store_of(*args)
+                raise store_error(exc, store="history database", where=store_where(url),
+                                  recover=recovery_hint(url)) from None
+
+        return inner  # type: ignore[return-value]
+
+    return wrap
+
+
+class _MappedErrors(type):
+    """Every public method of the class maps database errors to one StoreError line."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> type:
+        for key, value in list(ns.items()):
+            if callable(value) and not key.startswith("_"):
+                ns[key] = mapped(lambda self, *a, **k: self.url)(value)
+        return super().__new__(mcs, name, bases, ns)
+
+
+class HistoryStore(metaclass=_MappedErrors):
+    """Runs, summaries, case results and scores of every suite, in one database.
+
+    A database error in any method comes out as one :class:`~evalloop.errors.StoreError` line.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -107,15 +185,43 @@ class HistoryStore:
 
     # -- writing -----------------------------------------------------------------------
     def begin_run(self, run: Run) -> Run:
+        """Store a new run and hold its lease (a heartbeat keeps it while this process lives)."""
+        from evalloop.locks import process_owner
+
+        owner = process_owner()
+        try:
+            notes = json.loads(run.notes or "{}")
+        except ValueError:
+            notes = None
+        if isinstance(notes, dict):
+            run.notes = dumps({**notes, "lease": owner})
         with Session(self.engine, expire_on_commit=False) as session:
             session.add(run)
             session.commit()
+        self._take_lease(run.id, owner)
         return run
+
+    def _take_lease(self, run_id: str, owner: str) -> None:
+        from evalloop.locks import DatabaseLock
+
+        try:
+            lease = DatabaseLock(self.engine, f"run:{run_id}", stale_seconds=RUN_LEASE_SECONDS, owner=owner)
+            if lease.acquire():
+                _LEASES[(self.url, run_id)] = lease
+        except Exception as exc:  # noqa: BLE001 - without a lease the run is only never reaped
+            log.warning("run %s has no lease (%s): if its process dies it stays 'running'", run_id, exc)
+
+    def _end_lease(self, run_id: str) -> None:
+        lease = _LEASES.pop((self.url, run_id), None)
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                lease.release()
 
     def add_results(self, cases: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str, Any]]) -> None:
         """Append a batch of case results and scores in one transaction."""
         if not cases and not scores:
             return
+        cases, scores = _redacted(cases, "error"), _redacted(scores, "message")
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
                 # The DB-API executemany is several times faster than Core's parameter handling
@@ -140,13 +246,14 @@ class HistoryStore:
             run = session.get(Run, run_id)
             assert run is not None, run_id
             for key, value in fields.items():
-                setattr(run, key, value)
+                setattr(run, key, redact_text(value) if isinstance(value, str) else value)
             run.ended_at = run.ended_at or utcnow()
             for summary in summaries:
                 session.add(summary)
             session.add(run)
             session.commit()
-            return run
+        self._end_lease(run_id)
+        return run
 
     def mark(self, run_id: str, status: RunStatus, reason: str | None = None) -> None:
         """Close a run that did not complete; it is kept for inspection, never as a baseline."""
@@ -157,12 +264,13 @@ class HistoryStore:
                     return
                 run.status = status
                 run.valid = False
-                run.invalid_reason = reason or status.value
+                run.invalid_reason = redact_text(reason or status.value)
                 run.ended_at = utcnow()
                 session.add(run)
                 session.commit()
-        except SQLAlchemyError:  # pragma: no cover - the database itself went away
-            pass
+        except SQLAlchemyError:  # the database went away: the lease lapses and a reaper marks it
+            return
+        self._end_lease(run_id)
 
     def update_summaries(self, run_id: str, updates: Mapping[str, Mapping[str, Any]]) -> None:
         with Session(self.engine) as session:
@@ -174,32 +282,42 @@ class HistoryStore:
             session.commit()
 
     def reap_dead_runs(self) -> list[str]:
-        """Mark ``failed`` the runs still ``running`` whose process on this host has died.
+        """Mark ``failed`` the runs still ``running`` whose lease lapsed: its holder stopped its
+        heartbeat (past the expiry), or was a process of this host and PID namespace that died.
 
-        A run records ``host`` and ``pid`` in its notes; runs of other hosts, and runs without
-        them, are left alone (their liveness cannot be checked from here). Returns the run ids.
+        Liveness is the lease, never hostname + pid alone: two containers sharing a hostname
+        keep each other's live runs. Runs of older evalloops (no lease) are left alone.
+        Returns the run ids.
         """
-        import socket
+        from sqlalchemy import delete, update
 
-        from sqlalchemy import update
+        from evalloop.locks import LOCKS, engine_for, owner_process, stale_reason
 
-        host = socket.gethostname()
+        engine_for(self.engine)
         with Session(self.engine) as session:
-            rows = session.exec(select(Run.id, Run.notes).where(Run.status == RunStatus.RUNNING)).all()
+            ids = list(session.exec(select(Run.id).where(Run.status == RunStatus.RUNNING)).all())
+        if not ids:
+            return []
+        with self.engine.connect() as conn:
+            leases = {r.name: r for r in conn.execute(
+                select(LOCKS).where(col(LOCKS.c.name).in_([f"run:{run_id}" for run_id in ids])))}
+        now = time.time()
         reaped: list[str] = []
-        for run_id, notes in rows:
-            try:
-                info = json.loads(notes or "{}")
-            except ValueError:
+        for run_id in ids:
+            lease = leases.get(f"run:{run_id}")
+            if lease is None or (self.url, run_id) in _LEASES:
                 continue
-            pid = info.get("pid") if isinstance(info, dict) else None
-            if info.get("host") != host or not isinstance(pid, int) or pid_alive(pid):
+            why = stale_reason(lease, now, RUN_LEASE_SECONDS)
+            if why is None:
                 continue
+            host, pid = owner_process(lease.owner) or ("?", 0)
+            reason = (f"process {pid} on {host} died" if why == "its process died"
+                      else f"its lease expired ({why}; holder {host} pid {pid})")
             with self.engine.begin() as conn:  # only if it is still running (no race with its end)
                 done = conn.execute(
                     update(Run).where(col(Run.id) == run_id, col(Run.status) == RunStatus.RUNNING)
-                    .values(status=RunStatus.FAILED, valid=False, ended_at=utcnow(),
-                            invalid_reason=f"process {pid} on {host} died"))
+                    .values(status=RunStatus.FAILED, valid=False, ended_at=utcnow(), invalid_reason=reason))
+                conn.execute(delete(LOCKS).where(LOCKS.c.name == lease.name, LOCKS.c.owner == lease.owner))
             if done.rowcount == 1:
                 reaped.append(run_id)
         return reaped
@@ -314,6 +432,14 @@ class HistoryStore:
 
         with Session(self.engine) as session:
             return int(session.exec(select(func.count()).select_from(table)).one())
+
+
+def _redacted(rows: Sequence[Mapping[str, Any]], key: str) -> Sequence[Mapping[str, Any]]:
+    """The rows with credentials in URLs of their ``key`` text masked (a last barrier: the
+    runner redacts what it builds, but a scorer's own message may quote a URL)."""
+    if not any(isinstance(r.get(key), str) and "://" in r[key] for r in rows):
+        return rows
+    return [{**r, key: redact_text(r[key])} if isinstance(r.get(key), str) else r for r in rows]
 
 
 def pid_alive(pid: int) -> bool:

@@ -1,10 +1,16 @@
-"""The response cache: one SQLite file (WAL) of replies keyed by a hash of the request."""
+"""The response cache: one SQLite file (WAL) of replies keyed by a hash of the request.
+
+A damaged cache file never stops a run: the client says so once (``CachedClient.notice``)
+and goes on uncached; only a replay (``--cache-only``) stops, in one line naming the file.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -12,11 +18,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Literal
 
-from evalloop.errors import ReplayMiss
+from evalloop.errors import CACHE_RECOVER, ReplayMiss, store_error
 from evalloop.llm.types import LLMClient, LLMRequest, LLMResponse
 from evalloop.llm.usage import record_usage
 
 CacheMode = Literal["use", "off", "only"]
+log = logging.getLogger("evalloop.llm.cache")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -126,21 +133,60 @@ class CachedClient:
         self.model = inner.model
         self.mode: CacheMode = mode
         self.epoch = epoch
-        self.cache = ResponseCache(path)
+        self.path = Path(path)
+        self.notice: str | None = None
+        self.cache: ResponseCache | None = None
+        try:
+            self.cache = ResponseCache(path)
+        except sqlite3.Error as exc:  # a damaged cache never stops a run (except a replay)
+            self._broken(exc, raise_in_replay=True)
         self._inflight: dict[str, asyncio.Future[LLMResponse]] = {}
+
+    def _broken(self, exc: BaseException, raise_in_replay: bool = False) -> None:
+        """Stop using a damaged cache file: say so once; a replay (``only``) cannot go on without it."""
+        replay = self.mode == "only" and raise_in_replay
+        error = store_error(exc, store="LLM cache", where=str(self.path), recover=(
+            "a --cache-only run replays from this file: restore it, or run without --cache-only" if replay
+            else CACHE_RECOVER))
+        if self.cache is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.cache.close()
+        self.cache = None
+        if replay:
+            raise error
+        if self.notice is None:
+            self.notice = error.one_line()
+            log.warning("%s", self.notice)
+
+    def _get(self, key: str) -> LLMResponse | None:
+        if self.cache is None:
+            return None
+        try:
+            return self.cache.get(key)
+        except sqlite3.Error as exc:
+            self._broken(exc, raise_in_replay=True)
+            return None
+
+    def _put(self, key: str, request: LLMRequest, response: LLMResponse) -> None:
+        if self.cache is None:
+            return
+        try:
+            self.cache.put(key, request, response)
+        except sqlite3.Error as exc:
+            self._broken(exc)
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """A cached reply if there is one (per ``mode``), else the inner client's."""
-        if self.mode == "off":
+        if self.mode == "off" or (self.cache is None and self.mode == "use"):
             return await self.inner.complete(request)
         key = self._key(request)
-        hit = self.cache.get(key)
+        hit = self._get(key)
         if hit is not None:
             return self._hit(hit)
         if self.mode == "only":
             raise ReplayMiss(
                 f"no cached reply for {request.model} asked {_describe(request)} (key {key[:12]})",
-                where=str(self.cache.path),
+                where=str(self.path),
                 hint="run once without --cache-only to record the replies",
             )
         while (pending := self._inflight.get(key)) is not None:
@@ -162,7 +208,7 @@ class CachedClient:
             raise
         finally:
             self._inflight.pop(key, None)
-        self.cache.put(key, request, response)
+        self._put(key, request, response)
         future.set_result(response)
         return response
 
@@ -173,8 +219,11 @@ class CachedClient:
     def forget(self, request: LLMRequest) -> None:
         """Drop a cached reply that turned out unusable (e.g. it did not parse), so the next run
         asks again instead of replaying the same failure."""
-        if self.mode == "use":
-            self.cache.delete(self._key(request))
+        if self.mode == "use" and self.cache is not None:
+            try:
+                self.cache.delete(self._key(request))
+            except sqlite3.Error as exc:
+                self._broken(exc)
 
     def _hit(self, response: LLMResponse) -> LLMResponse:
         served = response.model_copy(update={"cached": True, "cost_usd": 0.0, "retries": 0})
@@ -183,7 +232,9 @@ class CachedClient:
 
     async def aclose(self) -> None:
         """Close the cache and the inner client."""
-        self.cache.close()
+        if self.cache is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.cache.close()
         close = getattr(self.inner, "aclose", None)
         if close is not None:
             await close()

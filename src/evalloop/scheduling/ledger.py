@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, select, update
 from sqlalchemy.engine import Engine
 
+from evalloop.history.schema import ensure_tables
 from evalloop.history.store import get_engine
 
 _META = MetaData()
@@ -63,7 +64,7 @@ def _engine(url: str) -> Engine:
     engine = get_engine(url)
     if id(engine) not in _READY:
         with _LOCK:
-            _META.create_all(engine)
+            ensure_tables(engine, _META, store="schedule ledger")
             _READY.add(id(engine))
     return engine
 
@@ -88,8 +89,32 @@ def finish(url: str, entry_id: int, *, status: str, verdict: str | None = None,
             detail=(detail or "")[:1000] or None, ended_at=time.time()))
 
 
+def reap_stale(url: str) -> int:
+    """Close the ``running`` entries whose scheduler died: a fire holds its suite's lock from
+    before its entry starts until it ends, so a running entry whose owner no longer holds a
+    live lease on that lock was left behind. Returns how many were closed."""
+    from evalloop.locks import current_holder
+
+    engine = _engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(select(ENTRIES.c.id, ENTRIES.c.suite, ENTRIES.c.owner)
+                            .where(ENTRIES.c.status == "running")).all()
+    closed = 0
+    for entry_id, suite, owner in rows:
+        holder = current_holder(engine, f"suite:{suite}")
+        if holder is not None and holder.owner == owner:
+            continue
+        with engine.begin() as conn:
+            done = conn.execute(update(ENTRIES).where(ENTRIES.c.id == entry_id, ENTRIES.c.status == "running")
+                                .values(status="error", ended_at=time.time(),
+                                        detail=f"scheduler {owner} stopped mid-run (its lease on the suite lapsed)"))
+        closed += done.rowcount
+    return closed
+
+
 def entries(url: str, job_id: str | None = None, limit: int = 200) -> list[LedgerEntry]:
-    """Newest first."""
+    """Newest first (entries of schedulers that died mid-run are closed first)."""
+    reap_stale(url)
     query = select(ENTRIES).order_by(ENTRIES.c.id.desc()).limit(limit)
     if job_id is not None:
         query = query.where(ENTRIES.c.job_id == job_id)

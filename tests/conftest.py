@@ -1,0 +1,31 @@
+"""Shared fixtures: a throwaway PostgreSQL server, and history URLs on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.postgres import PostgresServer, pg_bin, start_server
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the session. Skipped only outside CI when not installed."""
+    if pg_bin() is None and os.environ.get("CI", "").lower() not in ("true", "1"):
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql); CI runs these tests")
+    server = start_server()  # under CI a missing server fails here, loudly
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty history database: an SQLite file, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'shared' / 'evalloop.db'}"
+    return request.getfixturevalue("pg_server").create_database()

@@ -1,0 +1,65 @@
+"""Eight first runs at once on a fresh project: every one succeeds (SQLite and PostgreSQL).
+
+Each child imports evalloop first and then waits on a barrier file, so all of them create
+the history tables in the same instant, as a team's CI jobs or a fleet of containers would.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from sqlalchemy import inspect
+
+from evalloop.history.models import RunStatus
+from evalloop.history.store import HistoryStore, get_engine
+from support.project import make_project
+
+N = 8
+CHILD = textwrap.dedent("""
+    import os, sys, time
+    import evalloop.cli
+    barrier = sys.argv[1]
+    while not os.path.exists(barrier):
+        time.sleep(0.005)
+    sys.argv = ["evalloop", *sys.argv[2:]]
+    evalloop.cli.main()
+""")
+SUITE = {"name": "first", "target": "sut:echo", "scorers": ["equals"],
+         "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
+
+
+def start_together(argv: list[str], env: dict[str, str], barrier: Path, n: int = N) -> list[subprocess.Popen]:
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(barrier), *argv], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    time.sleep(2.0 if n > 1 else 0)  # let every child get to the barrier
+    barrier.touch()
+    return procs
+
+
+def test_eight_first_runs_at_once_all_succeed(tmp_path, history_url):
+    root = make_project(tmp_path / "p", {"first": SUITE})
+    env = {**os.environ, "EVALLOOP_HISTORY_URL": history_url, "NO_COLOR": "1"}
+    procs = start_together(["run", "--suite", "first", "-C", str(root)], env, tmp_path / "go")
+    results = [(p.wait(120), p.stdout.read(), p.stderr.read()) for p in procs]
+    failed = [(rc, err) for rc, _, err in results if rc != 0]
+    assert not failed, failed
+    store = HistoryStore(history_url)
+    runs = store.runs("first", limit=None)
+    assert len(runs) == N and {r.status for r in runs} == {RunStatus.COMPLETED}
+    tables = set(inspect(get_engine(history_url)).get_table_names())
+    assert {"runs", "case_results", "case_scores", "scorer_summaries"} <= tables
+
+
+def test_eight_schedulers_create_the_job_store_at_once(tmp_path, history_url):
+    """APScheduler's job-store table is created race-free too (`schedule list` opens it)."""
+    root = make_project(tmp_path / "p", {"first": SUITE})
+    env = {**os.environ, "EVALLOOP_HISTORY_URL": history_url, "NO_COLOR": "1"}
+    procs = start_together(["schedule", "list", "-C", str(root)], env, tmp_path / "go")
+    results = [(p.wait(120), p.stderr.read()) for p in procs]
+    assert not [r for r in results if r[0] != 0], results
+    assert "evalloop_jobs" in inspect(get_engine(history_url)).get_table_names()
