@@ -195,10 +195,16 @@ class HistoryStore(metaclass=_MappedErrors):
             notes = None
         if isinstance(notes, dict):
             run.notes = dumps({**notes, "lease": owner})
-        with Session(self.engine, expire_on_commit=False) as session:
-            session.add(run)
-            session.commit()
+        # The lease first, then the run: a run seen 'running' always has a lease to judge it by,
+        # even when its process is killed between the two writes.
         self._take_lease(run.id, owner)
+        try:
+            with Session(self.engine, expire_on_commit=False) as session:
+                session.add(run)
+                session.commit()
+        except BaseException:
+            self._end_lease(run.id)
+            raise
         return run
 
     def _take_lease(self, run_id: str, owner: str) -> None:
