@@ -3,6 +3,7 @@ store or LLM cache never stops a run; `evalloop doctor` checks every store."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -124,3 +125,57 @@ async def test_a_damaged_llm_cache_never_stops_a_run(tmp_path, llm_server, monke
     await close_services(services)
     with pytest.raises(StoreError, match="cache-only"):  # a replay cannot go on without its file
         build_services(load_settings(root), cache="only")
+
+
+def test_a_history_file_of_random_bytes_is_one_line_naming_it(tmp_path):
+    root = make_project(tmp_path / "p", {"s": SUITE})
+    db = root / "history" / "evalloop.db"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(os.urandom(64 * 1024))
+    proc = cli(root, "run", "--suite", "s")
+    assert proc.returncode == 1, proc.stderr
+    (line,) = errors(proc)
+    assert line.startswith(f"error: {db}: the history database is damaged (file is not a database)"), line
+    assert "evalloop doctor --repair" in line and "run logs" in line, line
+
+
+def test_doctor_repair_rebuilds_the_history_from_the_run_logs_and_moves_damaged_files_aside(tmp_path):
+    root = make_project(tmp_path / "p", {"s": SUITE})
+    for _ in range(2):
+        assert cli(root, "run", "--suite", "s").returncode == 0
+    settings = load_settings(root)
+    hist = settings.history_dir
+    log = runlog.log_path(hist, "s")
+    good = log.read_bytes()
+    damage_case_pages(hist / "evalloop.db", "random")
+    log.write_bytes(good + b'{"v":1,"id":"half')
+    (hist / "memory.db").write_bytes(b"not a database" * 100)
+    (hist / "llm-cache.db").write_bytes(os.urandom(8192))
+    proc = cli(root, "doctor", "--repair")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = proc.stdout
+    assert "repaired: history database" in text and "rebuilt from the run logs: 2 run(s) (s 2)" in text, text
+    assert "repaired: run log" in text and "removed a partial last line" in text, text
+    assert "damaged" not in text.split("repaired:")[-1].split("\n", 1)[1], text  # the re-check is clean
+    assert log.read_bytes() == good
+    moved = {p.name.split(".broken-")[0] for p in hist.glob("*.broken-*")}  # kept, never deleted
+    assert moved == {"evalloop.db", "llm-cache.db", "memory.db"}, moved
+    assert not (hist / "evalloop.db-wal").exists() or (hist / "evalloop.db").exists()
+    assert cli(root, "doctor").returncode == 0
+    proc = cli(root, "run", "--suite", "s", "--json")  # the rebuilt history gives the baseline
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    summary = summary[0] if isinstance(summary, list) else summary
+    assert [sc["window_runs"] for sc in summary["scorers"]] == [2], summary
+
+
+def test_doctor_exit_codes(tmp_path):
+    root = make_project(tmp_path / "p", {"s": SUITE})
+    fresh = cli(root, "doctor")
+    assert fresh.returncode == 0 and "missing (made by the first run)" in fresh.stdout, fresh.stdout
+    (root / "evalloop.toml").write_text('history_url = "postgresql+psycopg://u@127.0.0.1:1/x"\n')
+    gone = cli(root, "doctor")
+    assert gone.returncode == 1 and "unreachable" in gone.stdout, gone.stdout
+    (root / "evalloop.toml").write_text('window = "many"\n')
+    bad = cli(root, "doctor")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -107,8 +107,8 @@ def recovery_hint(url: str) -> str:
     """How to recover a damaged history database: move it aside and rebuild from the run logs."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        return (f"move it aside (mv {parsed.database} {parsed.database}.broken) and run "
-                "`evalloop history import` to rebuild it from the run logs; `evalloop doctor` checks every store")
+        return ("run `evalloop doctor --repair`: it moves the file aside (with its -wal/-shm files) and "
+                "rebuilds it from the run logs (`evalloop history import`)")
     return "restore it from a backup, or run `evalloop doctor`"
 
 
