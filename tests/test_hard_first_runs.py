@@ -63,3 +63,46 @@ def test_eight_schedulers_create_the_job_store_at_once(tmp_path, history_url):
     results = [(p.wait(120), p.stderr.read()) for p in procs]
     assert not [r for r in results if r[0] != 0], results
     assert "evalloop_jobs" in inspect(get_engine(history_url)).get_table_names()
+
+
+def test_a_schema_lock_held_too_long_is_named_as_such(tmp_path):
+    """The race is retried; a lock that outlasts the wait says so (not 'check permissions')."""
+    import sqlite3
+
+    import pytest
+    from sqlalchemy import create_engine
+
+    from evalloop.errors import StoreError
+    from evalloop.history.schema import ensure_tables
+    from evalloop.history.store import SQLModel
+
+    db = tmp_path / "held.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        engine = create_engine(f"sqlite:///{db}", connect_args={"timeout": 0.05})
+        started = time.monotonic()
+        with pytest.raises(StoreError) as info:
+            ensure_tables(engine, SQLModel.metadata, where=str(db), timeout=1.0)
+        assert 1.0 <= time.monotonic() - started < 10
+    finally:
+        holder.rollback()
+        holder.close()
+    line = info.value.one_line()
+    assert line.startswith(f"{db}: the history database stayed locked by another process (database is locked)"), line
+    assert "permission" not in line
+    ensure_tables(engine, SQLModel.metadata, where=str(db), timeout=1.0)  # free again: created
+
+
+def test_an_unreachable_server_is_named_as_such_without_its_password():
+    import pytest
+
+    from evalloop.errors import StoreError
+    from support.loopback import free_port
+
+    url = f"postgresql+psycopg://evals:sk-ant-PASS1@127.0.0.1:{free_port()}/evalloop"
+    with pytest.raises(StoreError) as info:
+        HistoryStore(url)
+    line = info.value.one_line()
+    assert "cannot reach the history database" in line and "check the URL, the server" in line, line
+    assert "postgresql+psycopg://***@127.0.0.1" in line and "sk-ant-PASS1" not in line, line
