@@ -47,7 +47,7 @@ def errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
     return [line for line in proc.stderr.splitlines() if not line.startswith("no ANTHROPIC_API_KEY")]
 
 
-@pytest.mark.parametrize(("how", "run_log"), [("random", True), ("zeros", False)])
+@pytest.mark.parametrize(("how", "run_log"), [("random", True), ("zeros", True), ("zeros", False)])
 def test_a_damaged_history_database_is_one_line_and_no_completed_run(tmp_path, how, run_log):
     root = make_project(tmp_path / "p", {"s": SUITE})
     if not run_log:

@@ -25,7 +25,7 @@ def test_sigterm_keeps_finished_cases_and_marks_the_run_interrupted(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "NO_COLOR": "1"})
     try:
-        assert wait_for(lambda: store.runs("slow", statuses=[RunStatus.RUNNING]), 30)
+        assert wait_for(lambda: store.runs("slow", statuses=[RunStatus.RUNNING]), 90)
         time.sleep(1.5)  # several cases finish (buffered, not yet written)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(30)
