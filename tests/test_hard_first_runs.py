@@ -106,3 +106,29 @@ def test_an_unreachable_server_is_named_as_such_without_its_password():
     line = info.value.one_line()
     assert "cannot reach the history database" in line and "check the URL, the server" in line, line
     assert "postgresql+psycopg://***@127.0.0.1" in line and "sk-ant-PASS1" not in line, line
+
+
+def test_eight_processes_migrate_an_older_database_at_once(tmp_path, history_url):
+    """A database made by an older evalloop (columns missing) opened by 8 processes at once:
+    each adds what is missing or finds it added; none fails."""
+    from sqlalchemy import create_engine, text
+
+    from evalloop.history.store import SQLModel
+
+    (tmp_path / "shared").mkdir(exist_ok=True)
+    old = create_engine(history_url)
+    SQLModel.metadata.create_all(old)
+    dropped = [("runs", "target_failures"), ("runs", "infra_failures"), ("scorer_summaries", "mdd")]
+    with old.begin() as conn:
+        for table, column in dropped:
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+    old.dispose()
+    root = make_project(tmp_path / "p", {"first": SUITE})
+    env = {**os.environ, "EVALLOOP_HISTORY_URL": history_url, "NO_COLOR": "1"}
+    procs = start_together(["history", "-C", str(root)], env, tmp_path / "go")
+    results = [(p.wait(120), p.stderr.read()) for p in procs]
+    assert not [r for r in results if r[0] != 0], results
+    check = create_engine(history_url)
+    columns = {t: {c["name"] for c in inspect(check).get_columns(t)} for t, _ in dropped}
+    check.dispose()
+    assert all(column in columns[table] for table, column in dropped), columns
