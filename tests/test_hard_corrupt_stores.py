@@ -179,3 +179,62 @@ def test_doctor_exit_codes(tmp_path):
     (root / "evalloop.toml").write_text('window = "many"\n')
     bad = cli(root, "doctor")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_a_run_with_a_damaged_llm_cache_goes_on_and_says_so_in_one_line(tmp_path):
+    """The real CLI on the llm engine: every call goes to the server, the run completes."""
+    import yaml
+
+    from evalloop.suites import PACKAGE_FIXTURES
+    from support.messages_server import LLMServer
+
+    similarity = yaml.safe_load((PACKAGE_FIXTURES / "similarity.yaml").read_text(encoding="utf-8"))
+    (tmp_path / "fixtures").mkdir()
+    (tmp_path / "fixtures" / "similarity.yaml").write_text(
+        yaml.safe_dump({**similarity, "cases": similarity["cases"][:4]}, sort_keys=False))
+    cache = tmp_path / "history" / "llm-cache.db"
+    cache.parent.mkdir()
+    cache.write_bytes(os.urandom(16 * 1024))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "EVALLOOP_"))}
+    with LLMServer(lambda seen: Reply.of_tool({"action": "CREATE", "reason": "scripted"})) as server:
+        env |= {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": server.url, "NO_COLOR": "1"}
+        runs = [subprocess.run([EVALLOOP, "run", "--suite", "similarity", "--engine", "llm", "--json"], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=120, env=env) for _ in range(2)]
+        assert server.count == 8  # nothing cached: both runs asked the server
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        (line,) = [x for x in proc.stderr.splitlines() if x.strip()]
+        assert line.startswith(f"{cache}: the LLM cache is damaged") and "caching is skipped" in line, line
+        assert json.loads(proc.stdout)["status"] == "completed"
+
+
+def test_a_scheduled_run_logs_the_damaged_store_it_went_on_without(tmp_path):
+    import signal
+    import time
+    from datetime import UTC, datetime
+
+    from evalloop.scheduler import add_schedule
+    from evalloop.scheduling import ledger
+    from support.project import wait_for
+
+    root = make_project(tmp_path / "p", {"s": SUITE})
+    settings = load_settings(root)
+    memory = settings.history_dir / "memory.db"
+    memory.parent.mkdir(parents=True)
+    memory.write_bytes(os.urandom(64 * 1024))
+    add_schedule(settings, ["s"], every="1h", job_id="once", first_run=datetime.now(UTC))
+    proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NO_COLOR": "1"})
+    try:
+        done = wait_for(lambda: [e for e in ledger.entries(settings.database_url, "once") if e.status != "running"], 90)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
+    finally:
+        proc.kill()
+    log = proc.stderr.read()
+    assert done and rc == 0, log
+    assert [e.status for e in ledger.entries(settings.database_url, "once")] == ["completed"], log
+    (line,) = [x for x in log.splitlines() if "memory store is damaged" in x]
+    assert "once: s: " in line and f"{memory}: the memory store is damaged" in line and "Traceback" not in log, log

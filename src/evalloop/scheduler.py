@@ -146,6 +146,8 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         ledger.finish(url, entry, status="completed", verdict=verdict_of(report),
                       run_id=report.outcome.run.id)
         run_ids.append(report.outcome.run.id)
+        for notice in report.notices:  # a damaged store, a run log not written: as `run` says them
+            log.warning("%s: %s: %s", job_id, suite, notice)
         log.info("%s: %s run %s: %s", job_id, suite, report.outcome.run.id, verdict_of(report))
         notify(report, sinks)
     return run_ids
