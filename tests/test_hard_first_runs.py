@@ -132,3 +132,35 @@ def test_eight_processes_migrate_an_older_database_at_once(tmp_path, history_url
     columns = {t: {c["name"] for c in inspect(check).get_columns(t)} for t, _ in dropped}
     check.dispose()
     assert all(column in columns[table] for table, column in dropped), columns
+
+
+def test_eight_scheduler_starts_at_once_all_start(tmp_path, history_url):
+    """The probe itself: `scheduler start` ×8 on a fresh database (job store, locks, ledger tables)."""
+    import signal
+
+    from support.project import wait_for
+
+    root = make_project(tmp_path / "p", {"first": SUITE})
+    env = {**os.environ, "EVALLOOP_HISTORY_URL": history_url, "NO_COLOR": "1"}
+    logs = [tmp_path / f"s{i}.log" for i in range(N)]
+    barrier = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(barrier), "scheduler", "start", "--poll", "0.2",
+                               "-C", str(root)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=open(log, "w")) for log in logs]  # noqa: SIM115
+    time.sleep(2.0)
+    barrier.touch()
+
+    def settled() -> bool:
+        return all(p.poll() is not None or "scheduler started" in log.read_text()
+                   for p, log in zip(procs, logs, strict=True))
+
+    try:
+        assert wait_for(settled, 120)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(60) for proc in procs]
+    text = "\n".join(log.read_text() for log in logs)
+    assert codes == [0] * N and text.count("scheduler started") == N, text
+    assert "Traceback" not in text and "error" not in text.lower(), text
