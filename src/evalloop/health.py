@@ -65,7 +65,7 @@ def check_history(settings: Settings) -> Check:
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
-    from evalloop.history.store import _available_driver, recovery_hint, store_where
+    from evalloop.history.store import available_driver, recovery_hint, store_where
 
     url = settings.database_url
     where = store_where(url)
@@ -79,7 +79,7 @@ def check_history(settings: Settings) -> Check:
             return Check(store="history database", where=where, state="damaged", detail=problem,
                          recover=recovery_hint(url))
     try:
-        engine = create_engine(_available_driver(parsed))
+        engine = create_engine(available_driver(parsed))
         try:
             with engine.connect() as conn:
                 runs = conn.execute(text("SELECT count(*) FROM runs")).scalar_one()
