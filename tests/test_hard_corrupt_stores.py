@@ -3,6 +3,7 @@ store or LLM cache never stops a run; `evalloop doctor` checks every store."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -46,7 +47,7 @@ def errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
     return [line for line in proc.stderr.splitlines() if not line.startswith("no ANTHROPIC_API_KEY")]
 
 
-@pytest.mark.parametrize(("how", "run_log"), [("random", True), ("zeros", False)])
+@pytest.mark.parametrize(("how", "run_log"), [("random", True), ("zeros", True), ("zeros", False)])
 def test_a_damaged_history_database_is_one_line_and_no_completed_run(tmp_path, how, run_log):
     root = make_project(tmp_path / "p", {"s": SUITE})
     if not run_log:
@@ -124,3 +125,116 @@ async def test_a_damaged_llm_cache_never_stops_a_run(tmp_path, llm_server, monke
     await close_services(services)
     with pytest.raises(StoreError, match="cache-only"):  # a replay cannot go on without its file
         build_services(load_settings(root), cache="only")
+
+
+def test_a_history_file_of_random_bytes_is_one_line_naming_it(tmp_path):
+    root = make_project(tmp_path / "p", {"s": SUITE})
+    db = root / "history" / "evalloop.db"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(os.urandom(64 * 1024))
+    proc = cli(root, "run", "--suite", "s")
+    assert proc.returncode == 1, proc.stderr
+    (line,) = errors(proc)
+    assert line.startswith(f"error: {db}: the history database is damaged (file is not a database)"), line
+    assert "evalloop doctor --repair" in line and "run logs" in line, line
+
+
+def test_doctor_repair_rebuilds_the_history_from_the_run_logs_and_moves_damaged_files_aside(tmp_path):
+    root = make_project(tmp_path / "p", {"s": SUITE})
+    for _ in range(2):
+        assert cli(root, "run", "--suite", "s").returncode == 0
+    settings = load_settings(root)
+    hist = settings.history_dir
+    log = runlog.log_path(hist, "s")
+    good = log.read_bytes()
+    damage_case_pages(hist / "evalloop.db", "random")
+    log.write_bytes(good + b'{"v":1,"id":"half')
+    (hist / "memory.db").write_bytes(b"not a database" * 100)
+    (hist / "llm-cache.db").write_bytes(os.urandom(8192))
+    proc = cli(root, "doctor", "--repair")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = proc.stdout
+    assert "repaired: history database" in text and "rebuilt from the run logs: 2 run(s) (s 2)" in text, text
+    assert "repaired: run log" in text and "removed a partial last line" in text, text
+    assert "damaged" not in text.split("repaired:")[-1].split("\n", 1)[1], text  # the re-check is clean
+    assert log.read_bytes() == good
+    moved = {p.name.split(".broken-")[0] for p in hist.glob("*.broken-*")}  # kept, never deleted
+    assert moved == {"evalloop.db", "llm-cache.db", "memory.db"}, moved
+    assert not (hist / "evalloop.db-wal").exists() or (hist / "evalloop.db").exists()
+    assert cli(root, "doctor").returncode == 0
+    proc = cli(root, "run", "--suite", "s", "--json")  # the rebuilt history gives the baseline
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    summary = summary[0] if isinstance(summary, list) else summary
+    assert [sc["window_runs"] for sc in summary["scorers"]] == [2], summary
+
+
+def test_doctor_exit_codes(tmp_path):
+    root = make_project(tmp_path / "p", {"s": SUITE})
+    fresh = cli(root, "doctor")
+    assert fresh.returncode == 0 and "missing (made by the first run)" in fresh.stdout, fresh.stdout
+    (root / "evalloop.toml").write_text('history_url = "postgresql+psycopg://u@127.0.0.1:1/x"\n')
+    gone = cli(root, "doctor")
+    assert gone.returncode == 1 and "unreachable" in gone.stdout, gone.stdout
+    (root / "evalloop.toml").write_text('window = "many"\n')
+    bad = cli(root, "doctor")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_a_run_with_a_damaged_llm_cache_goes_on_and_says_so_in_one_line(tmp_path):
+    """The real CLI on the llm engine: every call goes to the server, the run completes."""
+    import yaml
+
+    from evalloop.suites import PACKAGE_FIXTURES
+    from support.messages_server import LLMServer
+
+    similarity = yaml.safe_load((PACKAGE_FIXTURES / "similarity.yaml").read_text(encoding="utf-8"))
+    (tmp_path / "fixtures").mkdir()
+    (tmp_path / "fixtures" / "similarity.yaml").write_text(
+        yaml.safe_dump({**similarity, "cases": similarity["cases"][:4]}, sort_keys=False))
+    cache = tmp_path / "history" / "llm-cache.db"
+    cache.parent.mkdir()
+    cache.write_bytes(os.urandom(16 * 1024))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "EVALLOOP_"))}
+    with LLMServer(lambda seen: Reply.of_tool({"action": "CREATE", "reason": "scripted"})) as server:
+        env |= {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": server.url, "NO_COLOR": "1"}
+        runs = [subprocess.run([EVALLOOP, "run", "--suite", "similarity", "--engine", "llm", "--json"], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=120, env=env) for _ in range(2)]
+        assert server.count == 8  # nothing cached: both runs asked the server
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        (line,) = [x for x in proc.stderr.splitlines() if x.strip()]
+        assert line.startswith(f"{cache}: the LLM cache is damaged") and "caching is skipped" in line, line
+        assert json.loads(proc.stdout)["status"] == "completed"
+
+
+def test_a_scheduled_run_logs_the_damaged_store_it_went_on_without(tmp_path):
+    import signal
+    import time
+    from datetime import UTC, datetime
+
+    from evalloop.scheduler import add_schedule
+    from evalloop.scheduling import ledger
+    from support.project import wait_for
+
+    root = make_project(tmp_path / "p", {"s": SUITE})
+    settings = load_settings(root)
+    memory = settings.history_dir / "memory.db"
+    memory.parent.mkdir(parents=True)
+    memory.write_bytes(os.urandom(64 * 1024))
+    add_schedule(settings, ["s"], every="1h", job_id="once", first_run=datetime.now(UTC))
+    proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NO_COLOR": "1"})
+    try:
+        done = wait_for(lambda: [e for e in ledger.entries(settings.database_url, "once") if e.status != "running"], 90)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
+    finally:
+        proc.kill()
+    log = proc.stderr.read()
+    assert done and rc == 0, log
+    assert [e.status for e in ledger.entries(settings.database_url, "once")] == ["completed"], log
+    (line,) = [x for x in log.splitlines() if "memory store is damaged" in x]
+    assert "once: s: " in line and f"{memory}: the memory store is damaged" in line and "Traceback" not in log, log

@@ -63,3 +63,104 @@ def test_eight_schedulers_create_the_job_store_at_once(tmp_path, history_url):
     results = [(p.wait(120), p.stderr.read()) for p in procs]
     assert not [r for r in results if r[0] != 0], results
     assert "evalloop_jobs" in inspect(get_engine(history_url)).get_table_names()
+
+
+def test_a_schema_lock_held_too_long_is_named_as_such(tmp_path):
+    """The race is retried; a lock that outlasts the wait says so (not 'check permissions')."""
+    import sqlite3
+
+    import pytest
+    from sqlalchemy import create_engine
+
+    from evalloop.errors import StoreError
+    from evalloop.history.schema import ensure_tables
+    from evalloop.history.store import SQLModel
+
+    db = tmp_path / "held.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        engine = create_engine(f"sqlite:///{db}", connect_args={"timeout": 0.05})
+        started = time.monotonic()
+        with pytest.raises(StoreError) as info:
+            ensure_tables(engine, SQLModel.metadata, where=str(db), timeout=1.0)
+        assert 1.0 <= time.monotonic() - started < 10
+    finally:
+        holder.rollback()
+        holder.close()
+    line = info.value.one_line()
+    assert line.startswith(f"{db}: the history database stayed locked by another process (database is locked)"), line
+    assert "permission" not in line
+    ensure_tables(engine, SQLModel.metadata, where=str(db), timeout=1.0)  # free again: created
+
+
+def test_an_unreachable_server_is_named_as_such_without_its_password():
+    import pytest
+
+    from evalloop.errors import StoreError
+    from support.loopback import free_port
+
+    url = f"postgresql+psycopg://evals:sk-ant-PASS1@127.0.0.1:{free_port()}/evalloop"
+    with pytest.raises(StoreError) as info:
+        HistoryStore(url)
+    line = info.value.one_line()
+    assert "cannot reach the history database" in line and "check the URL, the server" in line, line
+    assert "postgresql+psycopg://***@127.0.0.1" in line and "sk-ant-PASS1" not in line, line
+
+
+def test_eight_processes_migrate_an_older_database_at_once(tmp_path, history_url):
+    """A database made by an older evalloop (columns missing) opened by 8 processes at once:
+    each adds what is missing or finds it added; none fails."""
+    from sqlalchemy import create_engine, text
+
+    from evalloop.history.store import SQLModel
+
+    (tmp_path / "shared").mkdir(exist_ok=True)
+    old = create_engine(history_url)
+    SQLModel.metadata.create_all(old)
+    dropped = [("runs", "target_failures"), ("runs", "infra_failures"), ("scorer_summaries", "mdd")]
+    with old.begin() as conn:
+        for table, column in dropped:
+            conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+    old.dispose()
+    root = make_project(tmp_path / "p", {"first": SUITE})
+    env = {**os.environ, "EVALLOOP_HISTORY_URL": history_url, "NO_COLOR": "1"}
+    procs = start_together(["history", "-C", str(root)], env, tmp_path / "go")
+    results = [(p.wait(120), p.stderr.read()) for p in procs]
+    assert not [r for r in results if r[0] != 0], results
+    check = create_engine(history_url)
+    columns = {t: {c["name"] for c in inspect(check).get_columns(t)} for t, _ in dropped}
+    check.dispose()
+    assert all(column in columns[table] for table, column in dropped), columns
+
+
+def test_eight_scheduler_starts_at_once_all_start(tmp_path, history_url):
+    """The probe itself: `scheduler start` ×8 on a fresh database (job store, locks, ledger tables)."""
+    import signal
+
+    from support.project import wait_for
+
+    root = make_project(tmp_path / "p", {"first": SUITE})
+    env = {**os.environ, "EVALLOOP_HISTORY_URL": history_url, "NO_COLOR": "1"}
+    logs = [tmp_path / f"s{i}.log" for i in range(N)]
+    barrier = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(barrier), "scheduler", "start", "--poll", "0.2",
+                               "-C", str(root)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=open(log, "w")) for log in logs]  # noqa: SIM115
+    time.sleep(2.0)
+    barrier.touch()
+
+    def settled() -> bool:
+        return all(p.poll() is not None or "scheduler started" in log.read_text()
+                   for p, log in zip(procs, logs, strict=True))
+
+    try:
+        assert wait_for(settled, 120)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(60) for proc in procs]
+    text = "\n".join(log.read_text() for log in logs)
+    assert codes == [0] * N and text.count("scheduler started") == N, text
+    assert "Traceback" not in text and "error" not in text.lower(), text

@@ -100,3 +100,34 @@ def test_a_killed_schedulers_ledger_row_is_closed(history_url):
         assert rows["gone"].status == "error" and "stopped mid-run" in rows["gone"].detail
     finally:
         live.release()
+
+
+def test_a_scheduler_killed_mid_run_leaves_no_running_rows(tmp_path):
+    """kill -9 of a real scheduler process: its ledger entry and its run are closed afterwards."""
+    import os
+    import shutil
+    import signal
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from evalloop.config import load_settings
+    from evalloop.scheduler import add_schedule
+    from support.project import SLOW_TARGET, make_project, slow_suite, wait_for
+
+    root = make_project(tmp_path / "p", {"slow": slow_suite(40, 0.2)}, target=SLOW_TARGET)
+    settings = load_settings(root)
+    store = HistoryStore(settings.database_url)
+    add_schedule(settings, ["slow"], every="1h", job_id="once", first_run=datetime.now(UTC))
+    evalloop = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
+    proc = subprocess.Popen([evalloop, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "NO_COLOR": "1"})
+    try:
+        assert wait_for(lambda: store.runs("slow", statuses=[RunStatus.RUNNING]), 90)
+        assert [e.status for e in ledger.entries(settings.database_url, "once")] == ["running"]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    (entry,) = ledger.entries(settings.database_url, "once")
+    assert entry.status == "error" and "stopped mid-run" in entry.detail, entry
+    assert store.reap_dead_runs() == [store.runs("slow")[0].id]
+    assert store.runs("slow")[0].status == RunStatus.FAILED

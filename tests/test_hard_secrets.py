@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,46 @@ def test_a_bad_base_url_in_the_environment_fails_when_the_configuration_loads(tm
     with pytest.raises(ConfigError) as info:
         load_settings(tmp_path)
     assert "ANTHROPIC_BASE_URL" in str(info.value) and not leaked(str(info.value))
+
+
+def test_a_scheduler_logs_no_webhook_token_and_no_database_password(tmp_path, monkeypatch, pg_server):
+    """The probe: a scheduler on a shared PostgreSQL database (password in the URL) posting a
+    regression to a webhook whose URL carries a token (the receiver fails, so it retries)."""
+    import signal
+    from datetime import UTC, datetime
+
+    from evalloop.scheduler import add_schedule
+    from evalloop.scheduling import ledger
+    from support.project import controlled_suite, wait_for, write_answers
+
+    url = pg_server.create_database().replace("postgres@", "postgres:sk-ant-PASS1@", 1)
+    root = make_project(tmp_path / "p", {"controlled": controlled_suite(6)})
+    answers = tmp_path / "answers.json"
+    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(answers))
+    monkeypatch.setenv("EVALLOOP_HISTORY_URL", url)
+    settings = load_settings(root)
+    write_answers(answers, {f"c{i}": 0.8 for i in range(6)})
+    for _ in range(3):
+        run_suite("controlled", settings=settings)
+    write_answers(answers, {f"c{i}": 0.3 for i in range(6)})  # the scheduled run regresses
+    add_schedule(settings, ["controlled"], every="1h", job_id="nightly", first_run=datetime.now(UTC))
+    with webhook_server(statuses=[500]) as server:
+        proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "EVALLOOP_WEBHOOK_URL": secret_url(server.url), "NO_COLOR": "1"})
+        try:
+            sent = wait_for(lambda: len(server.received) >= settings.webhook_retries, 90)
+            done = wait_for(lambda: [e for e in ledger.entries(url, "nightly") if e.status == "completed"], 30)
+            time.sleep(1.0)  # the sink's failure line follows the last try
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(60)
+        finally:
+            proc.kill()
+    out, log = proc.stdout.read(), proc.stderr.read()
+    assert sent and done and rc == 0, (rc, log)
+    assert "sink webhook (http://***@127.0.0.1" in log and "scheduler started" in log, log
+    assert not leaked(out + log), log
+    for args in (["schedule", "list"], ["history", "--suite", "controlled"], ["doctor"]):
+        shown = subprocess.run([EVALLOOP, *args, "-C", str(root)], capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "NO_COLOR": "1"})
+        assert shown.returncode == 0 and not leaked(shown.stdout + shown.stderr), (args, shown)

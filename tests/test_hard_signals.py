@@ -25,7 +25,7 @@ def test_sigterm_keeps_finished_cases_and_marks_the_run_interrupted(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "NO_COLOR": "1"})
     try:
-        assert wait_for(lambda: store.runs("slow", statuses=[RunStatus.RUNNING]), 30)
+        assert wait_for(lambda: store.runs("slow", statuses=[RunStatus.RUNNING]), 90)
         time.sleep(1.5)  # several cases finish (buffered, not yet written)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(30)
@@ -37,3 +37,64 @@ def test_sigterm_keeps_finished_cases_and_marks_the_run_interrupted(tmp_path):
     assert run.status == RunStatus.INTERRUPTED and run.valid is False
     assert 3 <= store.count(CaseResult) < 40
     assert len(stderr.strip().splitlines()) == 1 and "interrupted" in stderr, stderr
+
+
+def test_sigterm_twice_stops_a_scheduled_run_like_ctrl_c_with_exit_143(tmp_path):
+    """The scheduler's first SIGTERM waits for the run in progress, the second interrupts it."""
+    root, store, proc = _scheduler_running(tmp_path, [])
+    try:
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None  # still finishing the run
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(30)
+    finally:
+        proc.kill()
+    _assert_interrupted(root, store, rc, proc)
+
+
+def test_a_stop_timeout_interrupts_a_scheduled_run_before_the_supervisor_kills_it(tmp_path):
+    """One SIGTERM (docker stop: SIGKILL follows after 10 s) and --stop-timeout 1: interrupted in time."""
+    root, store, proc = _scheduler_running(tmp_path, ["--stop-timeout", "1"])
+    try:
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        rc = proc.wait(30)
+        took = time.monotonic() - started
+    finally:
+        proc.kill()
+    _assert_interrupted(root, store, rc, proc)
+    assert 1.0 <= took < 8.0, took
+
+
+def _scheduler_running(tmp_path: Path, options: list[str]) -> tuple[Path, HistoryStore, subprocess.Popen]:
+    from datetime import UTC, datetime
+
+    from evalloop.scheduler import add_schedule
+
+    root = make_project(tmp_path / "p", {"slow": slow_suite(40, 0.2)}, target=SLOW_TARGET)
+    settings = load_settings(root)
+    store = HistoryStore(settings.database_url)
+    add_schedule(settings, ["slow"], every="1h", job_id="once", first_run=datetime.now(UTC))
+    proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", *options, "-C", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NO_COLOR": "1"})
+    if not wait_for(lambda: store.runs("slow", statuses=[RunStatus.RUNNING]), 90):
+        proc.kill()
+        raise AssertionError(proc.stderr.read())
+    return root, store, proc
+
+
+def _assert_interrupted(root: Path, store: HistoryStore, rc: int, proc: subprocess.Popen) -> None:
+    from evalloop.scheduling import ledger
+
+    log = proc.stderr.read()
+    assert rc == 143, (rc, log)
+    (run,) = store.runs("slow")
+    assert run.status == RunStatus.INTERRUPTED and run.valid is False, log
+    assert 3 <= store.count(CaseResult) < 40  # the cases that finished were written
+    (entry,) = ledger.entries(load_settings(root).database_url, "once")
+    assert entry.status == "interrupted"
+    assert "Traceback" not in log, log

@@ -51,3 +51,27 @@ def test_schedules_live_in_the_shared_database(team):
     assert [s.id for s in list_schedules(settings)] == ["nightly"] and info.suites == ["controlled"]
     assert remove_schedule(settings, "nightly") == "nightly"
     assert list_schedules(settings) == []
+
+
+def test_doctor_checks_a_shared_postgresql_database(tmp_path, pg_server):
+    """`postgresql://` (psycopg 3 when psycopg2 is absent, as a run uses it), counted, exit 0."""
+    import os
+    import subprocess
+
+    from support.project import make_project as make
+
+    url = pg_server.create_database().replace("postgresql+psycopg://", "postgresql://", 1)
+    root = make(tmp_path / "p", {"s": {"name": "s", "target": "sut:echo", "scorers": ["equals"],
+                                       "cases": [{"id": "a", "input": 1, "expected": 1}]}})
+    env = {**os.environ, "EVALLOOP_HISTORY_URL": url, "NO_COLOR": "1"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["evalloop", *args, "-C", str(root)], capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    assert cli("doctor").stdout.startswith("history database")  # no tables yet: missing, not damaged
+    assert cli("run", "--suite", "s").returncode == 0
+    proc = cli("doctor")
+    from evalloop.redact import redact_url
+
+    assert proc.returncode == 0 and f"{redact_url(url)}: ok (1 runs)" in proc.stdout, proc.stdout + proc.stderr

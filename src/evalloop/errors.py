@@ -121,6 +121,6 @@ def store_error(exc: BaseException, *, store: str, where: str | None,
     return StoreError(redact_text(what), where=redact_text(where) if where else None, hint=hint)
 
 
-MEMORY_RECOVER = ("learning from failures is skipped until it is mended: run `evalloop doctor`, or move the "
+MEMORY_RECOVER = ("learning from failures is skipped until it is mended: `evalloop doctor --repair` moves the "
                   "file aside (a new store is made on the next regression)")
-CACHE_RECOVER = "caching is skipped: delete the file (it is only a cache) or run `evalloop doctor`"
+CACHE_RECOVER = "caching is skipped: `evalloop doctor --repair` moves the file aside (it is only a cache)"

@@ -65,7 +65,7 @@ def check_history(settings: Settings) -> Check:
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
-    from evalloop.history.store import recovery_hint, store_where
+    from evalloop.history.store import available_driver, recovery_hint, store_where
 
     url = settings.database_url
     where = store_where(url)
@@ -79,7 +79,7 @@ def check_history(settings: Settings) -> Check:
             return Check(store="history database", where=where, state="damaged", detail=problem,
                          recover=recovery_hint(url))
     try:
-        engine = create_engine(url)
+        engine = create_engine(available_driver(parsed))
         try:
             with engine.connect() as conn:
                 runs = conn.execute(text("SELECT count(*) FROM runs")).scalar_one()
@@ -123,7 +123,7 @@ def check_run_logs(settings: Settings) -> list[Check]:
             out.append(Check(store="run log", where=str(path), state="damaged",
                              detail=f"partial last line ({partial} bytes, left by an interrupted write; "
                                     f"{n} good runs)",
-                             recover="the next run cuts it off, or delete the last line"))
+                             recover="the next run (or `evalloop doctor --repair`) cuts it off"))
         else:
             out.append(Check(store="run log", where=str(path), state="ok", detail=f"{n} runs"))
     return out
@@ -166,8 +166,8 @@ def check_all(settings: Settings) -> list[Check]:
         memory = settings.memory_file
         checks.append(check_sqlite_file(
             "memory store", memory,
-            f"move it aside (mv {memory} {memory}.broken): a new store is made on the next regression"))
+            "`evalloop doctor --repair` moves it aside: a new store is made on the next regression"))
     cache = settings.history_dir / CACHE_FILE
-    checks.append(check_sqlite_file("LLM cache", cache, f"delete it (rm {cache}): it is only a cache; "
-                                    + CACHE_RECOVER.split(":")[0] + " until then"))
+    checks.append(check_sqlite_file("LLM cache", cache, "`evalloop doctor --repair` moves it aside (it is "
+                                    "only a cache); " + CACHE_RECOVER.split(":")[0] + " until then"))
     return checks

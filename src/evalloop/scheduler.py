@@ -37,6 +37,7 @@ from evalloop.history.schema import ensure_job_store
 from evalloop.history.store import HistoryStore, get_engine
 from evalloop.locks import DatabaseLock, claim_fire, process_owner
 from evalloop.pipeline import RunReport, arun_suite
+from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
 from evalloop.sinks import LogSink, Sink, build_sinks, notify
@@ -145,6 +146,8 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         ledger.finish(url, entry, status="completed", verdict=verdict_of(report),
                       run_id=report.outcome.run.id)
         run_ids.append(report.outcome.run.id)
+        for notice in report.notices:  # a damaged store, a run log not written: as `run` says them
+            log.warning("%s: %s: %s", job_id, suite, notice)
         log.info("%s: %s run %s: %s", job_id, suite, report.outcome.run.id, verdict_of(report))
         notify(report, sinks)
     return run_ids
@@ -311,22 +314,27 @@ def resume_schedule(settings: Settings, job_id: str) -> str:
 
 
 def serve(settings: Settings, *, stop: threading.Event | None = None,
-          poll_seconds: float | None = None, on_ready: Callable[[], None] | None = None) -> int:
+          poll_seconds: float | None = None, on_ready: Callable[[], None] | None = None,
+          stop_timeout: float | None = None) -> int:
     """Run the scheduler until SIGINT/SIGTERM (or ``stop``); 0 on a clean stop.
 
-    The first signal stops new fires and waits for runs in progress to finish; a second one
-    interrupts them (they are marked ``interrupted``) and the exit code is 130.
+    The first signal stops new fires and waits for runs in progress to finish, at most
+    ``stop_timeout`` seconds (setting ``scheduler_stop_seconds``; None waits for them); a second
+    signal, or the timeout, interrupts them: the cases that finished are written, the run is
+    marked ``interrupted`` and the exit code is 143 when SIGTERM asked for it (128 + 15, as a
+    supervisor expects), else 130.
     """
     CONTROL.reset()
     stop = stop or threading.Event()
     poll = poll_seconds or settings.scheduler_poll_seconds
-    signals = 0
+    patience = stop_timeout if stop_timeout is not None else settings.scheduler_stop_seconds
+    received: list[int] = []
 
     def on_signal(signum: int, _frame: Any) -> None:
-        nonlocal signals
-        signals += 1
-        if signals == 1:
-            log.warning("stopping: finishing the run in progress (signal again to interrupt it)")
+        received.append(signum)
+        if len(received) == 1:
+            log.warning("stopping: finishing the run in progress (signal again to interrupt it%s)",
+                        f"; interrupted after {patience:g} s" if patience is not None else "")
         else:
             log.warning("interrupting the run in progress")
 
@@ -342,26 +350,33 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
     try:
         scheduler.start()
         log.info("scheduler started: %d schedule(s) on %s", len(scheduler.get_jobs()),
-                 settings.database_url)
+                 redact_url(settings.database_url))
         if on_ready is not None:
             on_ready()
         last_poll = time.monotonic()
-        while not (stop.is_set() or signals):
+        while not (stop.is_set() or received):
             time.sleep(0.05)
             if time.monotonic() - last_poll >= poll:  # notice jobs other processes added
                 scheduler.wakeup()
                 last_poll = time.monotonic()
         scheduler.pause()
         CONTROL.stopping.set()
+        stopping_since = time.monotonic()
         while executor.in_flight():
-            if signals > 1 and not CONTROL.hard.is_set():
+            overdue = patience is not None and time.monotonic() - stopping_since >= patience
+            if (len(received) > 1 or overdue) and not CONTROL.hard.is_set():
+                if overdue:
+                    log.warning("the run in progress outlasted scheduler_stop_seconds (%g s): interrupting it",
+                                patience)
                 CONTROL.cancel_all()
             time.sleep(0.05)
         scheduler.shutdown(wait=True)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    code = 130 if CONTROL.interrupted else 0
+    code = 0
+    if CONTROL.interrupted:
+        code = 128 + signal.SIGTERM if signal.SIGTERM in received else 128 + signal.SIGINT
     CONTROL.reset()  # this process may schedule (or run fires) again
     log.info("scheduler stopped")
     return code

@@ -9,6 +9,7 @@ import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.history.store import HistoryStore
+from evalloop.redact import redact_url
 from evalloop.report.terminal import print_history
 
 history_app = typer.Typer(help="Stored runs; `export`/`import` move them to and from the run log.")
@@ -52,7 +53,7 @@ def history(
         ], indent=2))
         return
     if not runs:
-        out().print(f"no runs yet{f' for {suite}' if suite else ''} in {settings.database_url}")
+        out().print(f"no runs yet{f' for {suite}' if suite else ''} in {redact_url(settings.database_url)}")
         return
     print_history(runs, summaries, out())
 

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
+from evalloop.redact import redact_url
 
 schedule_app = typer.Typer(help="Scheduled regression checks, stored beside the history.",
                            no_args_is_help=True)
@@ -65,7 +66,7 @@ def schedule_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None
         print(json.dumps([s.model_dump(mode="json") for s in schedules], indent=2))
         return
     if not schedules:
-        out().print(f"no schedules in {settings.database_url}")
+        out().print(f"no schedules in {redact_url(settings.database_url)}")
         return
     table = Table(show_edge=False, pad_edge=False)
     for col in ("id", "suites", "trigger", "next run", "last run", "verdict"):
@@ -110,18 +111,22 @@ def scheduler_start(
     poll: Annotated[float | None, typer.Option(
         min=0.01, help="Seconds between checks for schedules added elsewhere.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log APScheduler's own steps.")] = False,
+    stop_timeout: Annotated[float | None, typer.Option(
+        min=0, help="After a stop signal, wait at most this many seconds for the run in progress, "
+                    "then interrupt it (default: scheduler_stop_seconds, else wait).")] = None,
     project: ProjectOpt = None,
 ) -> None:
     """Run scheduled checks in the foreground until SIGINT/SIGTERM.
 
-    The first signal finishes the run in progress and exits; a second one interrupts it (the
-    run is marked interrupted) and exits with 130.
+    The first signal finishes the run in progress (at most --stop-timeout seconds) and exits 0;
+    a second one, or the timeout, interrupts it: finished cases are kept, the run is marked
+    interrupted, and the exit code is 143 after SIGTERM (130 after SIGINT).
     """
     from evalloop.scheduler import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.INFO if verbose else logging.WARNING)
-    code = serve(settings_for(project), poll_seconds=poll)
+    code = serve(settings_for(project), poll_seconds=poll, stop_timeout=stop_timeout)
     raise typer.Exit(code)
 
 

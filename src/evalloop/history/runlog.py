@@ -194,6 +194,23 @@ def _mend_tail(fd: int, path: Path, size: int, data: bytes, notices: list[str] |
     return start, data
 
 
+def mend_log(path: Path) -> str | None:
+    """Cut a partial last line off a run log (``evalloop doctor --repair``); what was done, or None."""
+    import fcntl
+
+    notices: list[str] = []
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _, data = _mend_tail(fd, path, os.fstat(fd).st_size, b"", notices)
+        if data:  # a whole last line that only lacked its newline
+            os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return notices[0] if notices else None
+
+
 def _is_entry(raw: bytes) -> bool:
     try:
         LoggedRun.model_validate_json(raw)

@@ -43,7 +43,7 @@ def new_run_id(at: datetime | None = None) -> str:
     return at.strftime("%Y%m%dT%H%M%S") + f"{at.microsecond // 1000:03d}-" + secrets.token_hex(3)
 
 
-def _available_driver(parsed: URL) -> URL:
+def available_driver(parsed: URL) -> URL:
     """``postgresql://`` means SQLAlchemy's default driver (psycopg2); use psycopg 3 if only it is here."""
     import importlib.util
 
@@ -65,7 +65,7 @@ def get_engine(url: str) -> Engine:
                           hint="use e.g. sqlite:///history/evalloop.db or postgresql://…") from None
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    parsed = _available_driver(parsed)
+    parsed = available_driver(parsed)
     try:
         engine = create_engine(parsed, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"
                                else {})
@@ -107,8 +107,8 @@ def recovery_hint(url: str) -> str:
     """How to recover a damaged history database: move it aside and rebuild from the run logs."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        return (f"move it aside (mv {parsed.database} {parsed.database}.broken) and run "
-                "`evalloop history import` to rebuild it from the run logs; `evalloop doctor` checks every store")
+        return ("run `evalloop doctor --repair`: it moves the file aside (with its -wal/-shm files) and "
+                "rebuilds it from the run logs (`evalloop history import`)")
     return "restore it from a backup, or run `evalloop doctor`"
 
 

@@ -139,11 +139,12 @@ class CachedClient:
         try:
             self.cache = ResponseCache(path)
         except sqlite3.Error as exc:  # a damaged cache never stops a run (except a replay)
-            self._broken(exc, raise_in_replay=True)
+            self._broken(exc, raise_in_replay=True, log_it=False)  # build_services shows .notice
         self._inflight: dict[str, asyncio.Future[LLMResponse]] = {}
 
-    def _broken(self, exc: BaseException, raise_in_replay: bool = False) -> None:
-        """Stop using a damaged cache file: say so once; a replay (``only``) cannot go on without it."""
+    def _broken(self, exc: BaseException, raise_in_replay: bool = False, log_it: bool = True) -> None:
+        """Stop using a damaged cache file: say so once (``notice``, and a warning when it broke
+        mid-run); a replay (``only``) cannot go on without it."""
         replay = self.mode == "only" and raise_in_replay
         error = store_error(exc, store="LLM cache", where=str(self.path), recover=(
             "a --cache-only run replays from this file: restore it, or run without --cache-only" if replay
@@ -156,7 +157,8 @@ class CachedClient:
             raise error
         if self.notice is None:
             self.notice = error.one_line()
-            log.warning("%s", self.notice)
+            if log_it:
+                log.warning("%s", self.notice)
 
     def _get(self, key: str) -> LLMResponse | None:
         if self.cache is None:
