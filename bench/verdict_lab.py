@@ -23,6 +23,7 @@ from evalloop import load_settings, run_suite
 from evalloop.baseline import ScorerComparison
 from evalloop.history import HistoryStore
 from evalloop.scoring.registry import discover
+from evalloop.services import build_services
 
 TARGET = '''
 import json
@@ -63,6 +64,7 @@ class Lab:
         self.answers = root / "answers.json"
         self.settings = load_settings(root)
         self.registry = discover(root)
+        self.services, _ = build_services(self.settings, engine="local")  # no LLM: built once
         self.db = root / "history" / "evalloop.db"
         HistoryStore(self.settings.database_url)  # creates the tables, and a first run the rest
         self.run({"warm-up": 1.0}, suite="warm-up")  # (leases); its history is another suite's
@@ -92,5 +94,5 @@ class Lab:
                  "cases": [{"id": c, "input": {"id": c}} for c in ids]}
         (self.root / "fixtures" / f"{suite}.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
         self.answers.write_text(json.dumps({c: float(scores[c]) for c in ids}))
-        report = run_suite(suite, settings=self.settings, registry=self.registry)
+        report = run_suite(suite, settings=self.settings, registry=self.registry, services=self.services)
         return report.comparison.scorers[0]
