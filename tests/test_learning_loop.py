@@ -91,6 +91,13 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
     assert seventh.outcome.run.fingerprint_hash != good_fingerprint
     fp = json.loads(seventh.outcome.run.fingerprint)["target_fingerprint"]
     assert fp["operation"] == "decide"
+    # the injected failure patterns are volatile: the system itself (base prompt, engine) is the
+    # same, so the baseline carries on without a "system changed" notice (issue #11)
+    assert "injected" in fp and fp["prompt_sha"] == json.loads(
+        reports[-1].outcome.run.fingerprint)["target_fingerprint"]["prompt_sha"]
+    assert seventh.outcome.run.base_fingerprint == reports[-1].outcome.run.base_fingerprint
+    assert seventh.comparison.fingerprint_change is None
+    assert not any("system changed" in n for n in seventh.notices)
     assert "memories" not in seventh.extras  # no regression against the window: nothing new stored
 
     # injection can be switched off: the prompt (and so the fingerprint) is the original again

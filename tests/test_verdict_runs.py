@@ -78,6 +78,19 @@ def test_epochs_average_per_case_and_every_reader_agrees(tmp_path, answers):
     trend = build_trends(store, ["ep"]).suites[0].scorers[0].points[-1]
     assert trend.mean == pytest.approx(0.4) and trend.n == 5
     assert json.loads(summary.details)["grades"] == 10
+    # a second run: the CLI's run JSON, `history` and `report` give the same mean, n and drop
+    from support.cli import cli
+
+    env = {"EVALLOOP_TEST_ANSWERS": str(answers)}
+    again = json.loads(cli(root, "run", "--suite", "ep", "--json", env=env).stdout)["scorers"][0]
+    assert (again["current"], again["n"], again["baseline"], again["drop"]) == (
+        pytest.approx(0.4), 5, pytest.approx(0.4), pytest.approx(0.0))
+    latest = json.loads(cli(root, "history", "--suite", "ep", "--json", env=env).stdout)[0]
+    stored = latest["scorers"]["epoch-flaky"]
+    assert (stored["mean"], stored["n"], stored["drop"]) == (pytest.approx(0.4), 5, pytest.approx(0.0))
+    point = json.loads(cli(root, "report", "--suite", "ep", "--json", env=env).stdout)[
+        "suites"][0]["scorers"][0]["points"][-1]
+    assert (point["mean"], point["n"], point["drop"]) == (pytest.approx(0.4), 5, pytest.approx(0.0))
 
 
 def test_per_tag_overall_equals_the_run_mean_with_controls(tmp_path, answers):
@@ -118,10 +131,34 @@ def test_suite_verdict_block_sets_threshold_and_pass_mark(tmp_path, answers):
     policy = json.loads(HistoryStore(load_settings(root).database_url)
                         .summaries(report.outcome.run.id)["value"].details)["policy"]
     assert policy["threshold"] == 0.3 and policy["pass_mark"] == 0.9 and policy["rule"] == "paired"
+    # and the verdict judges with them: at pass mark 0.9, 0.85 fails where 0.95 passed
+    run(root, "v", answers, {f"c{i}": 0.95 for i in range(4)})
+    s = run(root, "v", answers, {f"c{i}": 0.85 for i in range(4)}).comparison.scorers[0]
+    assert [c for c, _ in s.newly_failing] == ["c0", "c1", "c2", "c3"]
     # a scorer entry's own threshold still wins over the suite's verdict block
     make_project(tmp_path, {"v": suite("v", 4, scorers=[{"name": "value", "threshold": 0.05}],
                                        verdict={"threshold": 0.3})})
     assert run(root, "v", answers, {f"c{i}": 0.85 for i in range(4)}).comparison.scorers[0].threshold == 0.05
+
+
+def test_a_stored_legacy_label_is_a_watch_for_report_as_for_run(tmp_path, answers):
+    """Older versions stored "regressed (not significant)"; `report --fail-on-regression` once
+    read any label starting with "regressed" as a regression, where `run` exited 0."""
+    import sqlite3
+
+    from support.cli import cli
+
+    root = make_project(tmp_path, {"old": suite("old", 4)})
+    (root / "evalloop.toml").write_text("run_log = false\nlearn = false\n")
+    for _ in range(2):
+        last = run(root, "old", answers, {f"c{i}": 1.0 for i in range(4)})
+    with sqlite3.connect(root / "history" / "evalloop.db") as db:
+        db.execute("update scorer_summaries set verdict = 'regressed (not significant)' where run_id = ?",
+                   (last.outcome.run.id,))
+    report = cli(root, "report", "--suite", "old", "--json", "--fail-on-regression")
+    assert report.returncode == 0, report.stdout + report.stderr
+    point = json.loads(report.stdout)["suites"][0]["scorers"][0]["points"][-1]
+    assert point["fails"] is False and point["regression"] is False
 
 
 def test_bad_verdict_settings_and_retired_keys_fail_in_one_line(tmp_path, answers):

@@ -226,9 +226,13 @@ async def assess_quality(input: Any, engine: str | None = None, model: str | Non
 def _describe(operation: str):
     def fingerprint(params: dict[str, Any], services: Any = None) -> dict[str, Any]:
         engine = params.get("engine") or getattr(services, "engine", "local")
-        text = system_prompt(operation, services)
+        # the base prompt is the system; injected failure patterns change on their own, so they
+        # go under the volatile "injected" key, out of the base fingerprint
         info: dict[str, Any] = {"operation": operation, "engine": engine,
-                                "prompt_sha": prompt_hash(text)}
+                                "prompt_sha": prompt_hash(prompt_text(operation))}
+        extra = getattr(services, "extras", {}).get("failure_patterns") if services else None
+        if extra:
+            info["injected"] = prompt_hash(extra)
         if engine == "llm":
             info["model"] = params.get("model") or getattr(getattr(services, "llm", None), "model", None)
         else:
