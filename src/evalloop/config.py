@@ -125,6 +125,9 @@ def _file_settings(project_dir: Path) -> tuple[dict[str, Any], Path | None]:
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                          where=str(path), hint="save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", where=str(path), hint="fix the syntax") from None
 

@@ -202,14 +202,18 @@ def case_source(name: str) -> CaseSource:
 
 def _iter_jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise FixtureError(f"cannot open cases file: {exc.strerror}", where=str(path),
                            hint="check the 'cases:' path in the suite file") from None
     with handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
+        for lineno, raw in enumerate(handle, start=1):
+            if not raw.strip():
                 continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise not_utf8(exc, path, line=lineno) from None
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -217,6 +221,12 @@ def _iter_jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
                                    where=f"{path}:{lineno}",
                                    hint="each line must be one JSON object") from None
             yield lineno, _case(data, f"{path}:{lineno}")
+
+
+def not_utf8(exc: UnicodeDecodeError, path: Path, *, line: int) -> FixtureError:
+    """One line for a fixture file that is not UTF-8: the file, the line, the byte."""
+    return FixtureError(f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x})", where=f"{path}:{line}",
+                        hint="save the file as UTF-8")
 
 
 def _case(data: Any, where: str) -> Case:
@@ -263,6 +273,8 @@ def load_suite(path: str | Path) -> Suite:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise FixtureError(f"cannot read suite file: {exc.strerror}", where=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise not_utf8(exc, path, line=exc.object[:exc.start].count(b"\n") + 1) from None
     lines: list[int] = []
     try:
         if path.suffix == ".json":
@@ -327,6 +339,33 @@ def discover_suites(project_dir: Path) -> dict[str, Path]:
                 here[name] = path
         found.update(here)
     return found
+
+
+def project_suites(project_dir: Path) -> dict[str, Path]:
+    """Suite name → file, for the project's own ``fixtures/`` only."""
+    return {name: path for name, path in discover_suites(project_dir).items()
+            if path.parent != PACKAGE_FIXTURES}
+
+
+def is_evalloop_repo(project_dir: Path) -> bool:
+    """Whether the project is evalloop's own repository (its pyproject names evalloop)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads((project_dir / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return data.get("project", {}).get("name") == "evalloop"
+
+
+def suites_for_all(project_dir: Path, *, shipped: bool = False) -> list[str]:
+    """What ``run --all`` runs: the project's own suites. The suites that ship with evalloop
+    join them with ``shipped``, in evalloop's own repository, or when the project has none
+    (a directory that is no project yet: the demo). A user's project stays the user's."""
+    own = project_suites(project_dir)
+    if shipped or not own or is_evalloop_repo(project_dir):
+        return sorted(discover_suites(project_dir))
+    return sorted(own)
 
 
 def _suite_name(path: Path) -> str:
