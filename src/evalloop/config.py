@@ -65,6 +65,8 @@ class Settings(BaseModel):
     misfire_grace_seconds: int = Field(default=3600, ge=1)
     lock_stale_seconds: float = Field(default=600.0, gt=0)
     scheduler_poll_seconds: float = Field(default=5.0, gt=0)
+    #: a scheduled run still going after this is stopped (marked interrupted); None: no limit
+    fire_timeout_seconds: float | None = Field(default=6 * 3600.0, gt=0)
     sinks: list[str] = Field(default_factory=lambda: ["log", "webhook"])
     webhook_url: str | None = None
     webhook_timeout: float = Field(default=10.0, gt=0)

@@ -69,6 +69,8 @@ def run(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the LLM response cache.")] = False,
     cache_only: Annotated[bool, typer.Option(
         "--cache-only", help="Replay LLM replies from the cache; a miss is an error naming the case.")] = False,
+    notify_sinks: Annotated[bool, typer.Option(
+        "--notify", hidden=True, help="Send regressions to the configured sinks (scheduled fires).")] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Run suites against their targets, store the run, and compare it with the baseline.
@@ -104,6 +106,8 @@ def run(
             if notice not in said:
                 said.add(notice)
                 err().print(notice, markup=False)
+        if notify_sinks:
+            _notify(reports[-1], settings)
         if not json_out:
             print_run(reports[-1], out())
             if verbose:
@@ -128,6 +132,22 @@ def run(
     err().print(closing_line(reports, elapsed), markup=False, highlight=False)
     if code:
         raise typer.Exit(code)
+
+
+def _notify(report: RunReport, settings) -> None:
+    """A scheduled fire's regressions to the sinks; a bad sink setting falls back to the log."""
+    import logging
+
+    from evalloop.errors import EvalloopError
+    from evalloop.sinks import LogSink, build_sinks, notify
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        sinks = build_sinks(settings)
+    except EvalloopError as exc:  # a bad sink setting must not lose the alarm
+        logging.getLogger("evalloop.scheduler").error("sinks: %s (falling back to the log)", exc.one_line())
+        sinks = [LogSink()]
+    notify(report, sinks)
 
 
 def _selector(which: CaseFilter):

@@ -242,10 +242,14 @@ class HistoryStore(metaclass=_MappedErrors):
             notes = None
         if isinstance(notes, dict):
             run.notes = dumps({**notes, "lease": owner})
-        with Session(self.engine, expire_on_commit=False) as session:
-            session.add(run)
-            session.commit()
-        self._take_lease(run.id, owner)
+        self._take_lease(run.id, owner)  # first: a run row is never seen without its lease
+        try:
+            with Session(self.engine, expire_on_commit=False) as session:
+                session.add(run)
+                session.commit()
+        except BaseException:
+            self._end_lease(run.id)
+            raise
         return run
 
     def _take_lease(self, run_id: str, owner: str) -> None:
