@@ -29,7 +29,7 @@ from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
 from evalloop.redact import redact_text
-from evalloop.score import Score, ScorerKind, coerce_score
+from evalloop.score import Score, ScorerKind, coerce_score, scorer_failure
 from evalloop.scoring.registry import Registry, ScorerSpec
 from evalloop.suites import Case, Suite
 from evalloop.targets import Target, resolve_target, stable_hash
@@ -70,7 +70,7 @@ class BoundScorer:
             exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
             raise
         except Exception as exc:  # the grader failed: errored, never a real score
-            return Score.error(redact_text(f"scorer {self.name} raised {type(exc).__name__}: {exc}"))
+            return Score.error(redact_text(scorer_failure(self.name, exc)))
 
 
 @dataclass

@@ -253,17 +253,37 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _yaml_case_lines(text: str) -> list[int]:
-    """1-based line numbers of the items of a top-level ``cases:`` list in YAML text."""
+    """1-based line numbers of the items of a top-level ``cases:`` list in YAML text.
+
+    Read from the parser's events, one at a time: a composed node tree would hold a second
+    copy of every case (a 22 MB case would cost 22 MB more)."""
+    lines: list[int] = []
+    stack: list[str] = []
+    expecting_key, key, in_cases = True, None, False
+    starts = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
     try:
-        root = yaml.compose(text, Loader=YAML_LOADER)
+        for ev in yaml.parse(text, Loader=YAML_LOADER):
+            if in_cases and len(stack) == 2 and isinstance(ev, starts):
+                lines.append(ev.start_mark.line + 1)
+            if len(stack) == 1 and isinstance(ev, starts):  # a key or a value of the root mapping
+                if expecting_key:
+                    key = getattr(ev, "value", None)
+                else:
+                    in_cases = key == "cases" and isinstance(ev, yaml.SequenceStartEvent)
+                expecting_key = not expecting_key
+            if isinstance(ev, yaml.MappingStartEvent):
+                stack.append("map")
+            elif isinstance(ev, yaml.SequenceStartEvent):
+                stack.append("seq")
+            elif isinstance(ev, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                stack.pop()
+                if len(stack) == 1:
+                    in_cases = False
+            if not stack and lines:
+                break
     except yaml.YAMLError:
         return []
-    if not isinstance(root, yaml.MappingNode):
-        return []
-    for key, value in root.value:
-        if getattr(key, "value", None) == "cases" and isinstance(value, yaml.SequenceNode):
-            return [item.start_mark.line + 1 for item in value.value]
-    return []
+    return lines if not stack or stack[0] == "map" else []
 
 
 def load_suite(path: str | Path) -> Suite:
