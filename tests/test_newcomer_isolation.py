@@ -76,4 +76,5 @@ def test_unknown_suite_says_did_you_mean(tmp_path, name):
     result = cli(tmp_path, "run", "--suite", name)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: {tmp_path / 'fixtures'}: unknown suite '{name}' — did you mean 'sentiment'? see `evalloop suites list`"]
+        f"error: {tmp_path / 'fixtures'}: unknown suite '{name}' — did you mean 'sentiment'? "
+        "see `evalloop suites list`"]

@@ -43,7 +43,8 @@ def test_a_file_that_is_not_utf8_is_one_line_and_exit_2(tmp_path, which):
     result = cli(root, "run", "--suite", "echo")
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
-        f"error: {where}: not valid UTF-8 (byte 0xe9{'' if which != 'toml' else ' at offset 16'}) — save the file as UTF-8"]
+        f"error: {where}: not valid UTF-8 (byte 0xe9{'' if which != 'toml' else ' at offset 16'}) "
+        "— save the file as UTF-8"]
     assert not (root / "history" / "evalloop.db").exists() or which == "toml"
 
 
