@@ -44,7 +44,7 @@ def test_two_schedulers_on_one_database_never_overlap_a_suite(project, tmp_path)
     add_schedule(settings, ["slow"], every="1s", job_id="tick", first_run=datetime.now(UTC))
     procs = [start_scheduler(root, tmp_path / f"s{i}.log") for i in range(2)]
     try:
-        done = wait_for(lambda: len(store.runs("slow", statuses=[RunStatus.COMPLETED])) >= 2, 25)
+        done = wait_for(lambda: len(store.runs("slow", statuses=[RunStatus.COMPLETED])) >= 2, 90)
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)

@@ -66,6 +66,8 @@ class Settings(BaseModel):
     lock_stale_seconds: float = Field(default=600.0, gt=0)
     scheduler_poll_seconds: float = Field(default=5.0, gt=0)
     scheduler_stop_seconds: float | None = Field(default=None, ge=0)
+    #: a scheduled run still going after this is stopped (marked interrupted); None: no limit
+    fire_timeout_seconds: float | None = Field(default=6 * 3600.0, gt=0)
     sinks: list[str] = Field(default_factory=lambda: ["log", "webhook"])
     webhook_url: str | None = None
     webhook_timeout: float = Field(default=10.0, gt=0)
@@ -126,6 +128,9 @@ def _file_settings(project_dir: Path) -> tuple[dict[str, Any], Path | None]:
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+                          where=str(path), hint="save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", where=str(path), hint="fix the syntax") from None
 

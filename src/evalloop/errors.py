@@ -74,9 +74,11 @@ _DAMAGE_MARKERS = ("file is not a database", "malformed", "disk image", "not a d
 
 def is_db_error(exc: BaseException) -> bool:
     """A database error of any driver evalloop uses (SQLAlchemy, sqlite3, sqlean, psycopg)."""
-    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.exc import DBAPIError
 
-    if isinstance(exc, SQLAlchemyError):
+    # only errors the database (or its driver) raised: SQLAlchemy's own usage errors
+    # (InvalidRequestError, ArgumentError …) are bugs, and a store message would hide them
+    if isinstance(exc, DBAPIError):
         return True
     module = type(exc).__module__ or ""
     names = {c.__name__ for c in type(exc).__mro__}
@@ -116,6 +118,10 @@ def store_error(exc: BaseException, *, store: str, where: str | None,
     elif "connection" in low or "could not connect" in low or "timeout" in low or "refused" in low:
         what, hint = (f"cannot reach the {store} ({message})",
                       "check the URL, the server, and the network")
+    elif "no such table" in low or "does not exist" in low or "no such column" in low:
+        what, hint = (f"the {store} lacks part of evalloop's schema ({message})",
+                      "it was made by another program or an older evalloop: run `evalloop doctor`, "
+                      "or point history_url at a new database")
     else:
         what, hint = f"the {store} failed: {type(getattr(exc, 'orig', None) or exc).__name__}: {message}", recover
     return StoreError(redact_text(what), where=redact_text(where) if where else None, hint=hint)

@@ -16,10 +16,10 @@ from typing import Literal
 from pydantic import BaseModel
 
 from evalloop.config import Settings
-from evalloop.errors import CACHE_RECOVER, EvalloopError, db_message, is_db_error
+from evalloop.errors import CACHE_RECOVER, EvalloopError, db_message, is_db_error, store_error
 from evalloop.redact import redact_url
 
-State = Literal["ok", "missing", "damaged", "unreachable", "skipped"]
+State = Literal["ok", "missing", "damaged", "unreachable", "failing", "skipped"]
 
 
 class Check(BaseModel):
@@ -91,8 +91,12 @@ def check_history(settings: Settings) -> Check:
         message = db_message(exc)
         if "runs" in message and ("no such table" in message or "does not exist" in message):
             return Check(store="history database", where=where, state="missing", detail="no runs table yet")
-        return Check(store="history database", where=where, state="unreachable", detail=redact_message(message),
-                     recover="check history_url, the server and the network")
+        problem = store_error(exc, store="history database", where=where) if is_db_error(exc) else None
+        unreachable = problem is None or problem.what.startswith("cannot reach")
+        return Check(store="history database", where=where, state="unreachable" if unreachable else "failing",
+                     detail=redact_message(message),
+                     recover="check history_url, the server and the network" if unreachable
+                     else (problem.hint if problem and problem.hint else "run `evalloop doctor`"))
     return Check(store="history database", where=where, state="ok", detail=f"{runs} runs")
 
 

@@ -22,8 +22,8 @@ from evalloop.history.store import HistoryStore, code_version
 from evalloop.history.strata import strata_means
 from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.scoring.registry import Registry, discover
-from evalloop.services import build_services, close_services
-from evalloop.suites import Suite, find_suite
+from evalloop.services import NO_LLM_NOTICE, build_services, close_services
+from evalloop.suites import Case, Suite, find_suite
 
 
 @dataclass
@@ -63,11 +63,13 @@ async def arun_suite(
     engine: str | None = None,
     model: str | None = None,
     cache: str | None = None,
+    select: Callable[[Case], bool] | None = None,
 ) -> RunReport:
     """Run one suite and compare it with its rolling baseline (async).
 
     ``engine`` (auto/local/llm), ``model`` and ``cache`` (use/off/only) choose the services
-    when none are given; services built here are closed when the run ends.
+    when none are given; services built here are closed when the run ends. ``select`` keeps
+    only the cases it accepts (a partial run, never a baseline).
     """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
@@ -79,18 +81,31 @@ async def arun_suite(
                                            concurrency=concurrency)
     try:
         report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
-                            concurrency, progress, on_start)
+                            concurrency, progress, on_start, select)
     finally:
         if owned:
             await close_services(services)
+    if not needs_llm(report.prepared):  # "no API key" says nothing to a suite without an LLM
+        notices = [n for n in notices if not n.startswith(NO_LLM_NOTICE)]
     report.notices[:0] = notices
     return report
+
+
+def needs_llm(prepared: PreparedRun) -> bool:
+    """Whether a suite uses an LLM: an LLM judge or operation scorer, or a target that says so
+    (``uses_llm = True``, or an ``engine`` in its fingerprint, as the reference operations)."""
+    from evalloop.score import ScorerKind
+
+    target = prepared.target
+    return (any(b.kind in (ScorerKind.LLM_JUDGE,) for b in prepared.scorers)
+            or bool(getattr(target.fn, "uses_llm", False)) or "engine" in target.fingerprint)
 
 
 async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: HistoryStore | None,
                services: Services, epochs: int | None, limit: int | None, concurrency: int | None,
                progress: Callable[[int], None] | None,
-               on_start: Callable[[PreparedRun], None] | None) -> RunReport:
+               on_start: Callable[[PreparedRun], None] | None,
+               select: Callable[[Case], bool] | None = None) -> RunReport:
     notices: list[str] = []
     if settings.learn and settings.inject_failures and (settings.memory_url or settings.memory_file.exists()):
         text, notice = learning.patterns_text(settings, suite_obj.name)
@@ -111,7 +126,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         prepared, store, services=services, epochs=epochs, limit=limit,
         concurrency=concurrency, default_concurrency=settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
-        progress=progress,
+        progress=progress, select=select,
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},
     )
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,

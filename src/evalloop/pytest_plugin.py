@@ -11,8 +11,9 @@ scorer becomes one test item:
 * skipped when the scorer did not run.
 
 The suite runs when its first item runs, so ``--collect-only`` runs nothing. A summary of each
-run's verdicts is printed at the end; ``--evalloop-fail-on-regression`` makes a regression fail
-the session (exit 1) even when every case passed.
+run's verdicts is printed at the end; a run that fails its verdict (a regression, a broken scorer,
+an invalid run: :mod:`evalloop.outcome`) fails the session (exit 1) even when every case passed,
+unless ``--evalloop-no-fail-on-regression`` is given.
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="The evalloop project directory (default: $EVALLOOP_PROJECT or the cwd).")
     group.addoption("--evalloop-no-history", action="store_true", default=False,
                     help="Store the runs in a throwaway database, not the project's history.")
-    group.addoption("--evalloop-fail-on-regression", action="store_true", default=False,
-                    help="Fail the session when a suite's run regressed against its baseline.")
+    group.addoption("--evalloop-fail-on-regression", action="store_true", dest="evalloop_fail_on_regression",
+                    default=True, help="Fail the session when a suite's run fails its verdict (a regression, "
+                                       "a broken scorer, an invalid run); the default.")
+    group.addoption("--evalloop-no-fail-on-regression", action="store_false", dest="evalloop_fail_on_regression",
+                    help="Do not fail the session on a run's verdict (case tests still pass or fail).")
 
 
 def _settings(config: pytest.Config) -> Settings:
@@ -301,11 +305,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    if not config.getoption("evalloop_fail_on_regression", False):
-        return
+    from evalloop.outcome import exit_code_of
+
     runs = config.stash.get(RUNS_KEY, [])
-    if any(r.report is not None and r.report.comparison.fails for r in runs) \
-            and session.exitstatus == pytest.ExitCode.OK:
+    reports = [r.report for r in runs if r.report is not None]
+    fail = config.getoption("evalloop_fail_on_regression", True)
+    if exit_code_of(reports, fail_on_regression=fail) and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalloop.context import CaseContext, Services
-from evalloop.errors import EvalloopError
+from evalloop.errors import EvalloopError, FixtureError
 from evalloop.failures import Failure, TargetTimeout, classify
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
 from evalloop.redact import redact_text
-from evalloop.score import Score, ScorerKind, coerce_score
+from evalloop.score import Score, ScorerKind, coerce_score, scorer_failure
 from evalloop.scoring.registry import Registry, ScorerSpec
 from evalloop.suites import Case, Suite
 from evalloop.targets import Target, resolve_target, stable_hash
@@ -70,7 +70,7 @@ class BoundScorer:
             exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
             raise
         except Exception as exc:  # the grader failed: errored, never a real score
-            return Score.error(redact_text(f"scorer {self.name} raised {type(exc).__name__}: {exc}"))
+            return Score.error(redact_text(scorer_failure(self.name, exc)))
 
 
 @dataclass
@@ -328,13 +328,23 @@ async def execute(
     progress: ProgressFn | None = None,
     batch_size: int = 1000,
     notes: dict[str, Any] | None = None,
+    select: Callable[[Case], bool] | None = None,
 ) -> RunOutcome:
-    """Run a prepared suite, storing everything. Interrupts mark the run and re-raise."""
+    """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
+
+    ``select`` keeps only the cases it accepts (``-k``/``--tag``): the run is then partial,
+    compared like ``--limit`` but never a baseline."""
     suite = prepared.suite
     services = services or Services()
     epochs = epochs or suite.epochs
     concurrency = concurrency or suite.concurrency or default_concurrency
-    n_cases = min(prepared.n_cases, limit) if limit else prepared.n_cases
+    available = prepared.n_cases
+    if select is not None:
+        available = sum(1 for case in suite.iter_cases() if select(case))
+        if available == 0:
+            raise FixtureError("no case matches the case filter (-k/--tag)", where=suite.name,
+                               hint="check the pattern and tags (`evalloop show RUN` lists case ids)")
+    n_cases = min(available, limit) if limit else available
     run = store.begin_run(Run(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
@@ -346,7 +356,7 @@ async def execute(
     state = _RunState(run, prepared, store, services, grades, batch_size, progress)
     work: Iterator[tuple[Case, int]] = (
         (case, epoch) for epoch in range(epochs)
-        for case in itertools.islice(suite.iter_cases(), n_cases)
+        for case in itertools.islice((c for c in suite.iter_cases() if select is None or select(c)), n_cases)
     )
     try:
         workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
@@ -379,6 +389,7 @@ class _RunState:
         self.case_rows: list[dict[str, Any]] = []
         self.score_rows: list[dict[str, Any]] = []
         self.case_errors = 0
+        self.calls = 0
         self.first_case_error = ""
         self.tagged = False
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
@@ -423,6 +434,7 @@ class _RunState:
                 scores.append((bound.name, score))
         if epoch_token is not None:
             _EPOCH.reset(epoch_token)
+        self.calls += 1
         if error is not None:
             self.case_errors += 1
             self.first_case_error = self.first_case_error or f"case '{case.id}': {error}"
@@ -474,6 +486,9 @@ class _RunState:
             for name, r in results.items()
         }
         invalid = [r.invalid for r in results.values() if r.invalid]
+        if self.calls and self.case_errors == self.calls:  # nothing was answered: not a result
+            invalid.insert(0, f"every target call failed ({self.calls}/{self.calls}; first: "
+                              f"{self.first_case_error[:200]})")
         mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
         notes = json.loads(self.run.notes or "{}")
         stats_hook = getattr(self.prepared.target.fn, "run_stats", None)

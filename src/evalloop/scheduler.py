@@ -1,17 +1,17 @@
 """Scheduled runs: APScheduler jobs persisted beside the history, and the foreground scheduler.
 
 Jobs live in an APScheduler ``SQLAlchemyJobStore`` on the history database URL, so they
-survive restarts and any process on that database can list or change them. A fire runs its
-suites through :func:`evalloop.pipeline.arun_suite`, like ``evalloop run``, each under a
-database lock (one run per suite at a time, across processes), records the outcome in the
-schedule ledger, and sends regressions to the configured sinks. Two schedulers on one
+survive restarts and any process on that database can list or change them. A fire runs each
+of its suites in a fresh ``evalloop run`` process (:mod:`evalloop.scheduling.fire`: today's
+code, a crash or hang contained), each under a database lock (one run per suite at a time,
+across processes), records the outcome in the schedule ledger; the run sends regressions to
+the configured sinks. Two schedulers on one
 database never both take one fire (fire claims); missed fires coalesce into one run if the
 latest is within the grace time.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import signal
@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job
@@ -36,11 +36,13 @@ from evalloop.errors import EvalloopError
 from evalloop.history.schema import ensure_job_store
 from evalloop.history.store import HistoryStore, get_engine
 from evalloop.locks import DatabaseLock, claim_fire, process_owner
-from evalloop.pipeline import RunReport, arun_suite
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
+from evalloop.scheduling.fire import FireResult, Processes, run_fire, verdict_from_summary
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
-from evalloop.sinks import LogSink, Sink, build_sinks, notify
+
+if TYPE_CHECKING:
+    from evalloop.pipeline import RunReport
 
 log = logging.getLogger("evalloop.scheduler")
 
@@ -79,38 +81,22 @@ class _Control:
         self.stopping = threading.Event()
         self.hard = threading.Event()
         self.interrupted = 0
-        self._lock = threading.Lock()
-        self._active: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Task[Any]]] = {}
-
-    @contextlib.contextmanager
-    def active(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> Iterator[None]:
-        key = id(task)
-        with self._lock:
-            self._active[key] = (loop, task)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._active.pop(key, None)
+        self.processes = Processes()
 
     def cancel_all(self) -> int:
-        """Cancel every run in progress (each is then marked interrupted by the runner)."""
+        """Stop every fire process in progress (each marks its run interrupted)."""
         self.hard.set()
-        with self._lock:
-            running = list(self._active.values())
-        for loop, task in running:
-            loop.call_soon_threadsafe(task.cancel)
-        return len(running)
+        return self.processes.stop_all()
 
 
 CONTROL = _Control()
 
 
 def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc") -> list[str]:
-    """One fire of a schedule: run each suite under its lock, record it, notify. Run ids back."""
+    """One fire of a schedule: run each suite under its lock, each in a fresh process (today's
+    code), record it, and let the run notify the sinks. Run ids back."""
     settings = load_settings(Path(project_dir))
     url, fire_id = settings.database_url, uuid.uuid4().hex[:12]
-    sinks = _sinks(settings)
     run_ids: list[str] = []
     for suite in suites:
         base = {"job_id": job_id, "fire_id": fire_id, "suite": suite, "owner": CONTROL.owner}
@@ -127,64 +113,34 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
             continue
         entry = ledger.start(url, **base)
         try:
-            report = _run_cancellable(suite, settings)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            CONTROL.interrupted += 1
-            ledger.finish(url, entry, status="interrupted", detail="scheduler stopped mid-run")
-            log.warning("%s: run of %s interrupted and marked so", job_id, suite)
-            break
-        except EvalloopError as exc:
-            ledger.finish(url, entry, status="error", detail=exc.one_line())
-            log.error("%s: %s: %s", job_id, suite, exc.one_line())
-            continue
-        except Exception as exc:
-            ledger.finish(url, entry, status="error", detail=f"{type(exc).__name__}: {exc}")
-            log.exception("%s: %s failed", job_id, suite)
-            continue
+            if CONTROL.hard.is_set():
+                result = FireResult("interrupted", detail="scheduler stopped mid-run")
+            else:
+                result = run_fire(str(settings.project_dir), suite, timeout=settings.fire_timeout_seconds,
+                                  processes=CONTROL.processes, stop_requested=CONTROL.hard.is_set)
         finally:
             lock.release()
-        ledger.finish(url, entry, status="completed", verdict=verdict_of(report),
-                      run_id=report.outcome.run.id)
-        run_ids.append(report.outcome.run.id)
-        for notice in report.notices:  # a damaged store, a run log not written: as `run` says them
-            log.warning("%s: %s: %s", job_id, suite, notice)
-        log.info("%s: %s run %s: %s", job_id, suite, report.outcome.run.id, verdict_of(report))
-        notify(report, sinks)
+        if result.status == "interrupted":
+            CONTROL.interrupted += 1
+            ledger.finish(url, entry, status="interrupted", detail=result.detail)
+            log.warning("%s: run of %s interrupted and marked so", job_id, suite)
+            break
+        if result.status != "completed":
+            ledger.finish(url, entry, status="error", detail=result.detail, run_id=result.run_id)
+            log.error("%s: %s: %s", job_id, suite, result.detail)
+            continue
+        ledger.finish(url, entry, status="completed", verdict=result.verdict, run_id=result.run_id)
+        if result.run_id:
+            run_ids.append(result.run_id)
+        log.info("%s: %s run %s: %s", job_id, suite, result.run_id, result.verdict)
     return run_ids
 
 
 def verdict_of(report: RunReport) -> str:
     """One word for a run: regressed, scorer broken, invalid run, no baseline yet, or ok."""
-    comparison = report.comparison
-    if comparison.has_regression:
-        return "regressed"
-    if comparison.broken:
-        return "scorer broken"
-    if not report.outcome.run.valid:
-        return "invalid run"
-    if comparison.scorers and all(s.verdict == "no baseline yet" for s in comparison.scorers):
-        return "no baseline yet"
-    return "ok"
+    from evalloop.report.summary import run_summary
 
-
-def _sinks(settings: Settings) -> list[Sink]:
-    try:
-        return build_sinks(settings)
-    except EvalloopError as exc:  # a bad sink setting must not stop the schedule
-        log.error("sinks: %s (falling back to the log)", exc.one_line())
-        return [LogSink()]
-
-
-def _run_cancellable(suite: str, settings: Settings) -> RunReport:
-    async def main() -> RunReport:
-        task = asyncio.current_task()
-        assert task is not None
-        with CONTROL.active(asyncio.get_running_loop(), task):
-            if CONTROL.hard.is_set():
-                raise asyncio.CancelledError
-            return await arun_suite(suite, settings=settings)
-
-    return asyncio.run(main())
+    return verdict_from_summary(run_summary(report))
 
 
 # -- the scheduler ------------------------------------------------------------------------

@@ -83,12 +83,36 @@ class Score(BaseModel):
         return cls(value=0.0, message=message, skipped=True)
 
 
+class ScoreOutOfRange(ValueError):
+    """A scorer gave a value outside [0, 1]."""
+
+
 def coerce_score(raw: Any) -> Score:
     """Turn what a scorer returned (Score, number, bool, dict) into a Score, or raise ValueError."""
     if isinstance(raw, Score):
         return raw
     if isinstance(raw, bool | int | float):
+        if math.isfinite(raw) and not 0.0 <= raw <= 1.0:
+            raise ScoreOutOfRange(f"returned {raw!r}, outside [0, 1]")
         return Score(value=float(raw))
     if isinstance(raw, dict):
         return Score.model_validate(raw)
     raise ValueError(f"a scorer must return a Score, a number or a dict, not {type(raw).__name__}")
+
+
+def scorer_failure(name: str, exc: BaseException) -> str:
+    """One line for a scorer that raised — a value out of range named as such, never pydantic's
+    multi-line report with its URL."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError) and exc.title == "Score":
+        err = exc.errors()[0]
+        if tuple(err["loc"]) == ("value",) and err["type"] in ("less_than_equal", "greater_than_equal"):
+            exc = ScoreOutOfRange(f"returned {err['input']!r}, outside [0, 1]")
+        else:
+            loc = ".".join(str(p) for p in err["loc"])
+            return f"scorer {name} built an invalid Score: {loc}: {err['msg']}"
+    if isinstance(exc, ScoreOutOfRange):
+        return f"scorer {name} {exc} (ScoreOutOfRange) — return a value in [0, 1]: scale or clamp it"
+    text = " ".join(str(exc).split())
+    return f"scorer {name} raised {type(exc).__name__}: {text}"

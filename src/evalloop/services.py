@@ -17,6 +17,9 @@ from evalloop.errors import ConfigError
 CACHE_FILE = "llm-cache.db"
 
 
+#: how the notice that no LLM is configured starts (shown only to suites that use one)
+NO_LLM_NOTICE = "no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL)"
+
 def build_services(
     settings: Settings,
     *,
@@ -63,7 +66,7 @@ def build_services(
         notices += sorted({c.notice for c in (llm, judge) if c is not None and c.notice})  # a damaged cache
     judge = judge or llm
     if llm is None:
-        notices.append("no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL): memory operations run on the local engine"
+        notices.append(NO_LLM_NOTICE + ": memory operations run on the local engine"
                        + ("" if judge is not None else "; LLM judges are skipped"))
         return Services(engine="local", judge=judge), notices
     chosen = "llm" if engine in ("auto", "llm") else "local"

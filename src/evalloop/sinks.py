@@ -134,6 +134,8 @@ def register_sink(name: str, factory: SinkFactory | str) -> None:
 
 def _factory(name: str) -> SinkFactory:
     found = _FACTORIES.get(name)
+    if found is None and ":" in name:  # 'package.module:factory' names its own factory
+        found = name
     if found is None:
         raise ConfigError(f"unknown sink '{name}'", where="settings: sinks",
                           hint=f"known sinks: {', '.join(sorted(_FACTORIES))}")

@@ -202,14 +202,18 @@ def case_source(name: str) -> CaseSource:
 
 def _iter_jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as exc:
         raise FixtureError(f"cannot open cases file: {exc.strerror}", where=str(path),
                            hint="check the 'cases:' path in the suite file") from None
     with handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
+        for lineno, raw in enumerate(handle, start=1):
+            if not raw.strip():
                 continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise not_utf8(exc, path, line=lineno) from None
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -217,6 +221,12 @@ def _iter_jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
                                    where=f"{path}:{lineno}",
                                    hint="each line must be one JSON object") from None
             yield lineno, _case(data, f"{path}:{lineno}")
+
+
+def not_utf8(exc: UnicodeDecodeError, path: Path, *, line: int) -> FixtureError:
+    """One line for a fixture file that is not UTF-8: the file, the line, the byte."""
+    return FixtureError(f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x})", where=f"{path}:{line}",
+                        hint="save the file as UTF-8")
 
 
 def _case(data: Any, where: str) -> Case:
@@ -243,17 +253,37 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _yaml_case_lines(text: str) -> list[int]:
-    """1-based line numbers of the items of a top-level ``cases:`` list in YAML text."""
+    """1-based line numbers of the items of a top-level ``cases:`` list in YAML text.
+
+    Read from the parser's events, one at a time: a composed node tree would hold a second
+    copy of every case (a 22 MB case would cost 22 MB more)."""
+    lines: list[int] = []
+    stack: list[str] = []
+    expecting_key, key, in_cases = True, None, False
+    starts = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
     try:
-        root = yaml.compose(text, Loader=YAML_LOADER)
+        for ev in yaml.parse(text, Loader=YAML_LOADER):
+            if in_cases and len(stack) == 2 and isinstance(ev, starts):
+                lines.append(ev.start_mark.line + 1)
+            if len(stack) == 1 and isinstance(ev, starts):  # a key or a value of the root mapping
+                if expecting_key:
+                    key = getattr(ev, "value", None)
+                else:
+                    in_cases = key == "cases" and isinstance(ev, yaml.SequenceStartEvent)
+                expecting_key = not expecting_key
+            if isinstance(ev, yaml.MappingStartEvent):
+                stack.append("map")
+            elif isinstance(ev, yaml.SequenceStartEvent):
+                stack.append("seq")
+            elif isinstance(ev, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                stack.pop()
+                if len(stack) == 1:
+                    in_cases = False
+            if not stack and lines:
+                break
     except yaml.YAMLError:
         return []
-    if not isinstance(root, yaml.MappingNode):
-        return []
-    for key, value in root.value:
-        if getattr(key, "value", None) == "cases" and isinstance(value, yaml.SequenceNode):
-            return [item.start_mark.line + 1 for item in value.value]
-    return []
+    return lines if not stack or stack[0] == "map" else []
 
 
 def load_suite(path: str | Path) -> Suite:
@@ -263,6 +293,8 @@ def load_suite(path: str | Path) -> Suite:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise FixtureError(f"cannot read suite file: {exc.strerror}", where=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise not_utf8(exc, path, line=exc.object[:exc.start].count(b"\n") + 1) from None
     lines: list[int] = []
     try:
         if path.suffix == ".json":
@@ -327,6 +359,33 @@ def discover_suites(project_dir: Path) -> dict[str, Path]:
                 here[name] = path
         found.update(here)
     return found
+
+
+def project_suites(project_dir: Path) -> dict[str, Path]:
+    """Suite name → file, for the project's own ``fixtures/`` only."""
+    return {name: path for name, path in discover_suites(project_dir).items()
+            if path.parent != PACKAGE_FIXTURES}
+
+
+def is_evalloop_repo(project_dir: Path) -> bool:
+    """Whether the project is evalloop's own repository (its pyproject names evalloop)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads((project_dir / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return data.get("project", {}).get("name") == "evalloop"
+
+
+def suites_for_all(project_dir: Path, *, shipped: bool = False) -> list[str]:
+    """What ``run --all`` runs: the project's own suites. The suites that ship with evalloop
+    join them with ``shipped``, in evalloop's own repository, or when the project has none
+    (a directory that is no project yet: the demo). A user's project stays the user's."""
+    own = project_suites(project_dir)
+    if shipped or not own or is_evalloop_repo(project_dir):
+        return sorted(discover_suites(project_dir))
+    return sorted(own)
 
 
 def _suite_name(path: Path) -> str:

@@ -49,11 +49,22 @@ class Target:
                                  timeout=timeout)
 
 
+#: top-level packages never dropped and re-imported from a project directory: evalloop itself
+#: (its tables, registries and settings live in module state; a second copy of them breaks a
+#: run, for example from the evalloop repository's root, where ``src/evalloop`` also exists)
+_NEVER_FORGET = frozenset({"evalloop"})
+
+
 def _forget_foreign(module_name: str, project_dir: Path | None) -> None:
-    """Drop a cached module of the same name that another project directory loaded."""
-    if project_dir is None:
-        return
+    """Drop a cached module of the same name that another project directory loaded.
+
+    Two projects may each have a ``targets.py``; the second one's must not be served from
+    the first one's cache. evalloop itself is never dropped: the installed copy is the one
+    running, whatever ``./src/evalloop`` holds.
+    """
     top = module_name.split(".")[0]
+    if project_dir is None or top in _NEVER_FORGET:
+        return
     local = [project_dir / f"{top}.py", project_dir / top / "__init__.py",
              project_dir / "src" / f"{top}.py", project_dir / "src" / top / "__init__.py"]
     cached = sys.modules.get(top)

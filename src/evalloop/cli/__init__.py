@@ -23,6 +23,7 @@ from evalloop.cli import (  # noqa: F401  (they register commands)
     run,
     scaffold,
     schedule,
+    show,
 )
 from evalloop.cli.app import app
 from evalloop.errors import EvalloopError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,15 +23,18 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-suites_app = typer.Typer(help="List and validate suites.", no_args_is_help=True)
-scorers_app = typer.Typer(help="List registered scorers.", no_args_is_help=True)
+suites_app = typer.Typer(help="List and validate suites.", no_args_is_help=True,
+                         context_settings={"help_option_names": ["-h", "--help"]})
+scorers_app = typer.Typer(help="List registered scorers.", no_args_is_help=True,
+                          context_settings={"help_option_names": ["-h", "--help"]})
 app.add_typer(suites_app, name="suites")
 app.add_typer(scorers_app, name="scorers")
 
 ProjectOpt = Annotated[
     Path | None,
-    typer.Option("--project", "-C", help="Project directory (default: current directory).",
+    typer.Option("--project", "-C", metavar="DIR", help="Project directory (default: current directory).",
                  envvar="EVALLOOP_PROJECT", show_default=False),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -38,9 +42,49 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JS
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _plain_metavars() -> None:
+    """Help without type placeholders: Typer ≥ 0.2x prints ``<bool>`` beside every flag and
+    ``<list[str]>``/``<int range>`` beside values; flags get none, values a NAME."""
+    try:
+        from typer.core import TyperOption
+    except ImportError:  # pragma: no cover - an older Typer prints no placeholders
+        return
+    if getattr(TyperOption, "_evalloop_plain", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if self.metavar is not None:
+            return str(self.metavar)
+        if self.is_flag or self.count:
+            return None
+        name = (self.name or "value").upper().replace("_", "-")
+        return "N" if getattr(self, "min", None) is not None or getattr(self, "max", None) is not None else name
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    if hasattr(TyperOption, "display_type"):
+        TyperOption.display_type = lambda self, ctx: display_type_rich(self, ctx) or ""  # type: ignore[method-assign]
+    TyperOption._evalloop_plain = True  # type: ignore[attr-defined]
+
+
+_plain_metavars()
+
+
+@app.callback()
+def _global(
+    project: Annotated[Path | None, typer.Option(
+        "--project", "-C", metavar="DIR", help="Project directory for every command (default: current directory).",
+        show_default=False)] = None,
+) -> None:
+    """Evaluate an LLM-powered system, compare each run with a rolling baseline, and feed
+    regressions back as memories."""
+    if project is not None:  # `evalloop -C DIR run …`: the subcommands read it like their own -C
+        os.environ["EVALLOOP_PROJECT"] = str(project)
+
+
 def out() -> Console:
+    """stdout: a terminal's width; piped, the width COLUMNS gives, else wide (160)."""
     console = Console(highlight=False)
-    if not console.is_terminal:
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
         console.width = max(console.width, 160)
     return console
 
@@ -63,6 +107,13 @@ def friendly(fn: F) -> F:
         except EvalloopError as exc:
             print(f"error: {exc.one_line()}", file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
+        except UnicodeDecodeError as exc:  # a file in the wrong encoding (suite, JSONL, config)
+            print(f"error: {encoding_error(exc)}", file=sys.stderr)
+            raise typer.Exit(2) from None
+        except BrokenPipeError:  # `evalloop show … | head`: the reader left; so do we, quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except OSError as exc:  # a path the user gave that cannot be read or written
             where = f"{exc.filename}: " if exc.filename else ""
             print(f"error: {where}{exc.strerror or exc} — check the path and its permissions", file=sys.stderr)
@@ -78,3 +129,10 @@ def friendly(fn: F) -> F:
             raise typer.Exit(getattr(exc, "exit_code", 130)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def encoding_error(exc: UnicodeDecodeError) -> str:
+    """One line for a file that is not UTF-8 (where the decoder saw a file name, it is named)."""
+    where = getattr(exc, "evalloop_path", None)
+    return (f"{where + ': ' if where else ''}not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at "
+            f"offset {exc.start}) — save the file as UTF-8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -13,53 +14,80 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.errors import FixtureError
+from evalloop.outcome import exit_code_of, failure_lines
 from evalloop.pipeline import RunReport, arun_suite
+from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
 from evalloop.report.summary import run_summary
-from evalloop.report.terminal import print_run
+from evalloop.report.terminal import closing_line, print_run
 from evalloop.runner import prepare
 from evalloop.scoring.registry import discover
 from evalloop.signals import terminate_as_interrupt
-from evalloop.suites import discover_suites, find_suite
+from evalloop.suites import find_suite, suites_for_all
+
+CaseOpt = Annotated[list[str] | None, typer.Option(
+    "-k", "--case", metavar="PATTERN",
+    help="Only cases whose id matches (a glob such as 'auth-*', else a substring). Repeat for several.",
+    show_default=False)]
+TagOpt = Annotated[list[str] | None, typer.Option(
+    "--tag", metavar="TAG", help="Only cases with this tag (repeat: all of them).", show_default=False)]
 
 
 @app.command()
 @friendly
 def run(
-    suite: Annotated[list[str] | None, typer.Option("--suite", "-s",
+    suite: Annotated[list[str] | None, typer.Option("--suite", "-s", metavar="NAME",
                      help="Suite name (or path to a suite file). Repeat for several.")] = None,
-    all_suites: Annotated[bool, typer.Option("--all", help="Run every suite found.")] = False,
-    epochs: Annotated[int | None, typer.Option(min=1, help="Run every case N times.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
-    concurrency: Annotated[int | None, typer.Option(min=1, help="Cases in flight at once.")] = None,
+    all_suites: Annotated[bool, typer.Option(
+        "--all", help="Run the project's suites (those that ship with evalloop too, when the project "
+                      "has none or with --shipped).")] = False,
+    shipped: Annotated[bool, typer.Option(
+        "--shipped", help="With --all: also run the suites that ship with evalloop.")] = False,
+    epochs: Annotated[int | None, typer.Option(min=1, metavar="N", help="Run every case N times.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, metavar="N", help="Only the first N cases.")] = None,
+    case: CaseOpt = None,
+    tag: TagOpt = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, metavar="N", help="Cases in flight at once.")] = None,
     fail_on_regression: Annotated[bool, typer.Option(
-        "--fail-on-regression",
-        help="Exit 1 when any scorer regressed, a scorer is broken, or a run is invalid.")] = False,
+        "--fail-on-regression/--no-fail-on-regression",
+        help="Exit 1 when a scorer regressed, a scorer is broken, or a run is invalid (the default); "
+             "--no-fail-on-regression exits 0 whatever the verdicts.")] = True,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every failing case with its "
+                                          "input, expected, output and messages.")] = False,
     json_out: JsonOpt = False,
+    cases_json: Annotated[bool, typer.Option(
+        "--cases/--no-cases", help="With --json/--json-out: include every case's input, expected, "
+                                   "output and scores (the default), or leave them out.")] = True,
     json_file: Annotated[Path | None, typer.Option(
-        "--json-out", help="Also write the JSON summary to this file.", show_default=False)] = None,
+        "--json-out", metavar="PATH", help="Also write the JSON summary to this file.", show_default=False)] = None,
     junit: Annotated[Path | None, typer.Option(
-        "--junit", help="Write JUnit XML (one testcase per case × scorer) to this file.",
+        "--junit", metavar="PATH", help="Write JUnit XML (one testcase per case × scorer) to this file.",
         show_default=False)] = None,
     engine: Annotated[str | None, typer.Option(
+        metavar="ENGINE",
         help="Engine of the reference memory operations: auto (llm when a key is set), local, llm.")] = None,
-    model: Annotated[str | None, typer.Option(help="LLM model (default claude-haiku-4-5).")] = None,
+    model: Annotated[str | None, typer.Option(metavar="MODEL", help="LLM model (default claude-haiku-4-5).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the LLM response cache.")] = False,
     cache_only: Annotated[bool, typer.Option(
         "--cache-only", help="Replay LLM replies from the cache; a miss is an error naming the case.")] = False,
+    notify_sinks: Annotated[bool, typer.Option(
+        "--notify", hidden=True, help="Send regressions to the configured sinks (scheduled fires).")] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Run suites against their targets, store the run, and compare it with the baseline.
 
+    Exit 1 when a run fails (regression, broken scorer, invalid run), 2 on bad input.
     Example: [bold]evalloop run --suite exact-match[/bold]
     """
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
+    which = CaseFilter(patterns=case or [], tags=tag or [])
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
-               "model": model, "cache": "off" if no_cache else "only" if cache_only else None}
+               "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
+               "select": _selector(which) if which.active else None}
     settings = settings_for(project)
     names = list(suite or [])
     if all_suites:
-        names = sorted(discover_suites(settings.project_dir))
+        names += [n for n in suites_for_all(settings.project_dir, shipped=shipped) if n not in names]
     if not names:
         raise FixtureError("no suite given", hint="use --suite NAME or --all (see `evalloop suites list`)")
     registry = discover(settings.project_dir)
@@ -70,6 +98,7 @@ def run(
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
+    started = time.monotonic()
     for name in names:
         with terminate_as_interrupt():  # SIGTERM (systemd, docker stop) ends the run like Ctrl-C
             reports.append(asyncio.run(_run_one(name, settings, registry, options, show_progress)))
@@ -77,10 +106,15 @@ def run(
             if notice not in said:
                 said.add(notice)
                 err().print(notice, markup=False)
+        if notify_sinks:
+            _notify(reports[-1], settings)
         if not json_out:
             print_run(reports[-1], out())
+            if verbose:
+                _print_failures(reports[-1], settings, which)
+    elapsed = time.monotonic() - started
     if json_out or json_file:
-        docs = [run_summary(r) for r in reports]
+        docs = [_summary(r, settings, which, cases_json) for r in reports]
         text = json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
         if json_out:
             print(text)
@@ -92,15 +126,54 @@ def run(
         from evalloop.report.junit import write_junit
 
         write_junit(junit, reports, HistoryStore(settings.database_url))
-    regressed = [r.suite.name for r in reports if r.comparison.has_regression]
-    broken = [r.suite.name for r in reports if r.comparison.broken]
-    invalid = [r.suite.name for r in reports if not r.outcome.run.valid]
-    if fail_on_regression and (regressed or broken or invalid):
-        for label, names in (("regression in", regressed), ("scorer broken in", broken),
-                             ("invalid run (too many errored grades) in", invalid)):
-            if names:
-                err().print(f"{label} {', '.join(names)}", markup=False)
-        raise typer.Exit(1)
+    code = exit_code_of(reports, fail_on_regression=fail_on_regression)
+    for line in failure_lines(reports) if code else []:
+        err().print(line, markup=False)
+    err().print(closing_line(reports, elapsed), markup=False, highlight=False)
+    if code:
+        raise typer.Exit(code)
+
+
+def _notify(report: RunReport, settings) -> None:
+    """A scheduled fire's regressions to the sinks; a bad sink setting falls back to the log."""
+    import logging
+
+    from evalloop.errors import EvalloopError
+    from evalloop.sinks import LogSink, build_sinks, notify
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        sinks = build_sinks(settings)
+    except EvalloopError as exc:  # a bad sink setting must not lose the alarm
+        logging.getLogger("evalloop.scheduler").error("sinks: %s (falling back to the log)", exc.one_line())
+        sinks = [LogSink()]
+    notify(report, sinks)
+
+
+def _selector(which: CaseFilter):
+    return lambda c: which.keeps_id(c.id) and which.keeps_tags(c.tags)
+
+
+def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -> dict:
+    doc = run_summary(report)
+    if with_cases:
+        from evalloop.history.store import HistoryStore
+
+        doc["cases"] = case_docs(load_cases(HistoryStore(settings.database_url), report.outcome.run.id,
+                                            suite=report.suite))
+    return doc
+
+
+def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
+    from evalloop.history.store import HistoryStore
+
+    store = HistoryStore(settings.database_url)
+    run_id = report.outcome.run.id
+    views = load_cases(store, run_id, which=CaseFilter(failed=True), suite=report.suite,
+                       previous_run=previous_completed(store, report.suite.name, run_id))
+    if views:
+        out().print(f"failing cases ({len(views)}):")
+        print_cases(views, out())
 
 
 async def _run_one(name, settings, registry, options, show_progress) -> RunReport:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -18,6 +19,8 @@ VERDICT_STYLE = {
     "scorer broken": "bold magenta",
 }
 MAX_FLIPS_SHOWN = 5
+#: from this many columns on, the run table shows every column
+WIDE_COLUMNS = 120
 
 
 def print_run(report: RunReport, console: Console) -> None:
@@ -29,19 +32,7 @@ def print_run(report: RunReport, console: Console) -> None:
     if run.llm_calls or run.cost_usd:
         head += f"  {run.llm_calls} LLM calls ({run.cache_hits} cached), ${run.cost_usd:.4f}"
     console.print(head)
-    table = Table(show_edge=False, pad_edge=False)
-    for col in ("scorer", "kind", "current", "95% CI", "n", "errored", "baseline", "drop", "threshold",
-                "p", "verdict"):
-        table.add_column(col, justify="right" if col not in ("scorer", "kind", "verdict") else "left")
-    for s in report.comparison.scorers:
-        style = VERDICT_STYLE.get(s.verdict, "")
-        base = num(s.baseline) + (f" ({s.window_runs})" if s.window_runs else "")
-        ev = s.evidence
-        ci = f"{ev.ci_low:.2f}–{ev.ci_high:.2f}" if ev and ev.ci_low is not None else "—"
-        p = f"{ev.p_value:.3g}{ev.stars}" if ev and ev.p_value is not None else "—"
-        table.add_row(s.scorer, s.kind, num(s.current), ci, str(s.n), str(s.errored), base,
-                      pct(s.drop), pct(s.threshold), p, f"[{style}]{s.verdict}[/]" if style else s.verdict)
-    console.print(table)
+    console.print(run_table(report, wide=console.width >= WIDE_COLUMNS))
     for s in report.comparison.scorers:
         _print_details(s, console)
     if report.outcome.case_errors:
@@ -57,6 +48,46 @@ def print_run(report: RunReport, console: Console) -> None:
                                                 for k, v in stats.items()), highlight=False)
     if not run.valid:
         console.print(f"[magenta]run is invalid and kept out of baselines:[/] {run.invalid_reason}")
+
+
+def run_table(report: RunReport, *, wide: bool) -> Table:
+    """Per scorer: current, baseline, drop, p, verdict; a wide terminal also gets kind, the CI,
+    n, errored grades and the threshold (a narrow one reads them in the lines below)."""
+    cols = (("scorer", "kind", "current", "95% CI", "n", "errored", "baseline", "drop", "threshold", "p",
+             "verdict") if wide else ("scorer", "current", "baseline", "drop", "p", "verdict"))
+    table = Table(show_edge=False, pad_edge=False, box=None if not wide else box.HEAVY_HEAD)
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("scorer", "kind", "verdict") else "right",
+                         no_wrap=col != "scorer", overflow="fold")
+    for s in report.comparison.scorers:
+        style = VERDICT_STYLE.get(s.verdict, "")
+        base = num(s.baseline) + (f" ({s.window_runs})" if s.window_runs else "")
+        ev = s.evidence
+        ci = f"{ev.ci_low:.2f}–{ev.ci_high:.2f}" if ev and ev.ci_low is not None else "—"
+        p = f"{ev.p_value:.2g}{ev.stars}" if ev and ev.p_value is not None else "—"
+        cells = {"scorer": s.scorer, "kind": s.kind, "current": num(s.current), "95% CI": ci, "n": str(s.n),
+                 "errored": str(s.errored), "baseline": base, "drop": pct(s.drop, signed=False),
+                 "threshold": pct(s.threshold), "p": p,
+                 "verdict": f"[{style}]{s.verdict}[/]" if style else s.verdict}
+        table.add_row(*(cells[c] for c in cols))
+    return table
+
+
+def closing_line(reports: Sequence[RunReport], seconds: float) -> str:
+    """One line after all runs: suites run, regressions, watches, invalid runs, broken scorers, time."""
+    regressions = sum(1 for r in reports for s in r.comparison.scorers if s.is_regression)
+    watches = sum(len(r.comparison.watches) for r in reports)
+    invalid = sum(1 for r in reports if r.comparison.invalid)
+    broken = sum(len(r.comparison.broken) for r in reports)
+    failing = sum(1 for r in reports if r.comparison.fails)
+    parts = [f"{len(reports)} suite{'s' if len(reports) != 1 else ''} run",
+             f"{regressions} regression{'s' if regressions != 1 else ''}",
+             f"{watches} watch{'es' if watches != 1 else ''}",
+             f"{invalid} invalid run{'s' if invalid != 1 else ''}"]
+    if broken:
+        parts.append(f"{broken} broken scorer{'s' if broken != 1 else ''}")
+    verdict = f"FAILED ({failing} of {len(reports)})" if failing else "ok"
+    return f"{verdict}: {', '.join(parts)} in {seconds:.1f}s"
 
 
 def _print_details(s: ScorerComparison, console: Console) -> None:
@@ -89,31 +120,56 @@ def _print_details(s: ScorerComparison, console: Console) -> None:
             if message:
                 console.print(f"    {case}: {message}", highlight=False, markup=False)
     if s.newly_passing:
-        console.print(f"  {s.scorer}: newly passing: {', '.join(s.newly_passing[:MAX_FLIPS_SHOWN])}",
-                      highlight=False)
+        more = len(s.newly_passing) - MAX_FLIPS_SHOWN
+        console.print(f"  {s.scorer}: newly passing: {', '.join(s.newly_passing[:MAX_FLIPS_SHOWN])}"
+                      + (f" (+{more} more)" if more > 0 else ""), highlight=False)
 
 
 def print_history(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]],
                   console: Console) -> None:
-    """One row per run and scorer, newest first."""
+    """One row per run and scorer, newest first (narrower than 120 columns: run, suite and
+    status on the run's row, each scorer's mean, baseline, drop and verdict below it)."""
+    if console.width < WIDE_COLUMNS:
+        console.print(_narrow_history(runs, summaries))
+        return
     table = Table(show_edge=False, pad_edge=False)
     for col in ("run", "suite", "started (UTC)", "status", "scorer", "mean", "n", "err",
                 "baseline", "drop", "verdict"):
         table.add_column(col)
     for run in runs:
-        status = run.status if run.valid or run.status != "completed" else "invalid"
+        status = _status(run)
         rows = summaries.get(run.id) or {}
         if not rows:
             table.add_row(run.id, run.suite, run.started_at.strftime("%Y-%m-%d %H:%M:%S"), status,
                           "", "", "", "", "", "", "")
         for i, (name, s) in enumerate(sorted(rows.items())):
             first = i == 0
-            style = VERDICT_STYLE.get(s.verdict or "", "")
             table.add_row(
                 run.id if first else "", run.suite if first else "",
                 run.started_at.strftime("%Y-%m-%d %H:%M:%S") if first else "",
                 status if first else "", name, num(s.mean), str(s.n), str(s.errored),
-                num(s.baseline), pct(s.drop), f"[{style}]{s.verdict}[/]" if style and s.verdict
-                else (s.verdict or ""),
+                num(s.baseline), pct(s.drop), _verdict(s.verdict),
             )
     console.print(table)
+
+
+def _status(run: Run) -> str:
+    return run.status if run.valid or run.status != "completed" else "invalid"
+
+
+def _verdict(verdict: str | None) -> str:
+    style = VERDICT_STYLE.get(verdict or "", "")
+    return f"[{style}]{verdict}[/]" if style and verdict else (verdict or "")
+
+
+def _narrow_history(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]]) -> Table:
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    for col in ("run / scorer", "mean", "baseline", "drop", "verdict"):
+        table.add_column(col, justify="left" if col in ("run / scorer", "verdict") else "right",
+                         no_wrap=col != "verdict", min_width=26 if col == "run / scorer" else None)
+    for run in runs:
+        table.add_row(f"[bold]{run.id}[/]", "", "", "",
+                      f"{run.suite} · {_status(run)} · {run.started_at.strftime('%m-%d %H:%M')}")
+        for name, s in sorted((summaries.get(run.id) or {}).items()):
+            table.add_row(f"  {name}", num(s.mean), num(s.baseline), pct(s.drop), _verdict(s.verdict))
+    return table

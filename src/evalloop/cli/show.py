@@ -1,0 +1,70 @@
+"""``evalloop show RUN``: every case of one stored run — input, expected, output, scores, messages."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
+from evalloop.cli.run import CaseOpt, TagOpt
+from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
+from evalloop.report.terminal import print_history
+
+
+@app.command()
+@friendly
+def show(
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="A run id or a unique prefix ('last' for the newest).")],
+    failed: Annotated[bool, typer.Option("--failed", help="Only the cases that failed.")] = False,
+    case: CaseOpt = None,
+    tag: TagOpt = None,
+    limit: Annotated[int | None, typer.Option(min=1, metavar="N", help="Show at most N cases.")] = None,
+    json_out: JsonOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Show each case of a run: input, expected, output (or error), every score and its message,
+    and which cases newly fail or pass against the run before.
+
+    Example: [bold]evalloop show last --failed[/bold]
+    """
+    from evalloop.cli.compare import find_run
+    from evalloop.cli.history import _suite_or_none
+    from evalloop.history.runlog import synced_store
+
+    settings = settings_for(project)
+    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
+    assert store is not None
+    if run_id == "last":
+        newest = store.runs(None, limit=1)
+        if not newest:
+            from evalloop.errors import EvalloopError
+
+            raise EvalloopError("no runs yet", where=settings.database_url,
+                                hint="run `evalloop run --suite NAME` first")
+        run = newest[0]
+    else:
+        run = find_run(store, run_id, settings.database_url)
+    which = CaseFilter(patterns=case or [], tags=tag or [], failed=failed)
+    suite = _suite_or_none(run.suite, settings)
+    previous = previous_completed(store, run.suite, run.id)
+    views = load_cases(store, run.id, which=which, suite=suite, previous_run=previous)
+    if json_out:
+        print(json.dumps({"run_id": run.id, "suite": run.suite, "previous_run": previous,
+                          "cases": case_docs(views)}, indent=2))
+        return
+    console = out()
+    print_history([run], {run.id: store.summaries(run.id)}, console)
+    if run.origin == "log":
+        err().print("this run came from the run log, which keeps scores but no outputs", markup=False)
+    if suite is None:
+        err().print(f"suite '{run.suite}' is not found now: inputs and expected values are not shown",
+                    markup=False)
+    print_cases(views, console, limit=limit)
+    failing = sum(1 for v in views if not v.passed)
+    newly_failing = sum(1 for v in views if v.change == "newly failing")
+    newly_passing = sum(1 for v in views if v.change == "newly passing")
+    against = f" against run {previous}" if previous else " (no earlier completed run to compare with)"
+    console.print(f"{len(views)} case(s){' matching' if which.active else ''}: {failing} failing, "
+                  f"{newly_failing} newly failing, {newly_passing} newly passing{against}", highlight=False)

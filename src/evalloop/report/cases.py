@@ -1,0 +1,238 @@
+"""Per-case results of a stored run: what each case got, from whom, and why it passed or failed.
+
+The one place that reads a run's case rows back (output, error, every scorer's score and
+message), joins them with the cases' input and expected from the suite file, filters them
+(``-k`` pattern on ids, ``--tag``, failed only), and renders them for ``evalloop show``,
+``run -v`` and the ``--json`` documents of ``run`` and ``history``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+from rich.console import Console
+from sqlmodel import Session, col, select
+
+from evalloop.history.models import CaseResult, CaseScore
+from evalloop.history.store import HistoryStore
+
+#: characters of an input, expected or output shown per case on a terminal (JSON has it all)
+SHOWN_CHARS = 400
+
+
+class CaseFilter(BaseModel):
+    """Which cases to keep: id patterns (glob or substring, any matches), tags (all present),
+    and only failing ones."""
+
+    patterns: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    failed: bool = False
+
+    @property
+    def active(self) -> bool:
+        return bool(self.patterns or self.tags or self.failed)
+
+    def keeps_id(self, case_id: str) -> bool:
+        if not self.patterns:
+            return True
+        return any(fnmatch.fnmatchcase(case_id, p) if any(ch in p for ch in "*?[")
+                   else p in case_id for p in self.patterns)
+
+    def keeps_tags(self, tags: Iterable[str]) -> bool:
+        have = set(tags)
+        return all(t in have for t in self.tags)
+
+
+class CaseScoreView(BaseModel):
+    """One scorer's grade of one case (epochs averaged)."""
+
+    scorer: str
+    value: float | None
+    passed: bool | None
+    errored: bool = False
+    skipped: bool = False
+    control: bool = False
+    message: str = ""
+
+
+class CaseView(BaseModel):
+    """One case of a run: its input and expected (from the suite), output, error and scores."""
+
+    case_id: str
+    tags: list[str] = Field(default_factory=list)
+    input: Any = None
+    expected: Any = None
+    output: Any = None
+    error: str | None = None
+    failure: str | None = None
+    latency_ms: float = 0.0
+    epochs: int = 1
+    passed: bool
+    scores: list[CaseScoreView]
+    change: str | None = None  # "newly failing" / "newly passing" against the previous run
+
+
+def _pass_marks(store: HistoryStore, run_id: str) -> dict[str, float]:
+    marks = {}
+    for name, summary in store.summaries(run_id).items():
+        try:
+            marks[name] = float(json.loads(summary.details or "{}").get("pass_mark", 0.5))
+        except (ValueError, TypeError):
+            marks[name] = 0.5
+    return marks
+
+
+def _output(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = None,
+               suite: Any = None, previous_run: str | None = None) -> list[CaseView]:
+    """The run's cases in run order, filtered; ``suite`` (a :class:`~evalloop.suites.Suite`)
+    adds input and expected; ``previous_run`` marks the cases that newly fail or pass."""
+    which = which or CaseFilter()
+    marks = _pass_marks(store, run_id)
+    with Session(store.engine) as session:
+        results = session.exec(select(CaseResult).where(CaseResult.run_id == run_id)
+                               .order_by(col(CaseResult.id))).all()
+        scores = session.exec(select(CaseScore).where(CaseScore.run_id == run_id)
+                              .order_by(col(CaseScore.id))).all()
+    by_case: dict[str, list[CaseResult]] = defaultdict(list)
+    for row in results:
+        if which.keeps_id(row.case_id) and which.keeps_tags((row.tags or "").split(",") if row.tags else []):
+            by_case[row.case_id].append(row)
+    grades: dict[str, dict[str, list[CaseScore]]] = defaultdict(lambda: defaultdict(list))
+    for s in scores:
+        if s.case_id in by_case:
+            grades[s.case_id][s.scorer].append(s)
+    before = _case_passes(store, previous_run, marks) if previous_run else {}
+    fixture = _fixture(suite, set(by_case)) if suite is not None and by_case else {}
+    views = []
+    for case_id, rows in by_case.items():
+        first = rows[0]
+        case = fixture.get(case_id)
+        per_scorer = [_grade(name, items, marks.get(name, 0.5),
+                             control=bool(case is not None and case.expects_fail(name)))
+                      for name, items in grades[case_id].items()]
+        graded = [g for g in per_scorer if g.passed is not None]
+        passed = first.error is None and all(g.passed for g in graded)
+        change = None
+        if case_id in before and before[case_id] != passed:
+            change = "newly passing" if passed else "newly failing"
+        views.append(CaseView(
+            case_id=case_id, tags=[t for t in (first.tags or "").split(",") if t],
+            output=_output(first.output), error=first.error, failure=first.failure,
+            latency_ms=sum(r.latency_ms for r in rows) / len(rows), epochs=len(rows),
+            passed=passed, scores=per_scorer, change=change,
+            input=case.input if case is not None else None,
+            expected=case.expected if case is not None else None))
+    if which.failed:
+        views = [v for v in views if not v.passed]
+    return views
+
+
+def _grade(name: str, items: Sequence[CaseScore], pass_mark: float, *, control: bool) -> CaseScoreView:
+    usable = [s.value for s in items if not s.errored and not s.skipped]
+    value = sum(usable) / len(usable) if usable else None
+    passed = None if value is None else (value < pass_mark if control else value >= pass_mark)
+    return CaseScoreView(scorer=name, value=value, passed=passed, control=control,
+                         errored=any(s.errored for s in items) and value is None,
+                         skipped=all(s.skipped for s in items), message=items[0].message)
+
+
+def _case_passes(store: HistoryStore, run_id: str, marks: dict[str, float]) -> dict[str, bool]:
+    """Whether each case of another run passed (every graded scorer at or over its pass mark)."""
+    with Session(store.engine) as session:
+        rows = session.exec(select(CaseScore.case_id, CaseScore.scorer, CaseScore.value)
+                            .where(CaseScore.run_id == run_id, col(CaseScore.errored).is_(False),
+                                   col(CaseScore.skipped).is_(False))).all()
+        errors = set(session.exec(select(CaseResult.case_id).where(
+            CaseResult.run_id == run_id, col(CaseResult.error).is_not(None))).all())
+    acc: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for case_id, scorer, value in rows:
+        acc[(case_id, scorer)].append(value)
+    out: dict[str, bool] = {}
+    for (case_id, scorer), values in acc.items():
+        ok = sum(values) / len(values) >= marks.get(scorer, 0.5) and case_id not in errors
+        out[case_id] = out.get(case_id, True) and ok
+    for case_id in errors:
+        out[case_id] = False
+    return out
+
+
+def _fixture(suite: Any, wanted: set[str]) -> dict[str, Any]:
+    """The shown cases as the suite file holds them now (streamed): input, expected, controls."""
+    found: dict[str, Any] = {}
+    try:
+        for case in suite.iter_cases():
+            if case.id in wanted:
+                found[case.id] = case
+    except Exception:  # noqa: BLE001 - the file changed or broke since: the outputs still show
+        pass
+    return found
+
+
+def previous_completed(store: HistoryStore, suite: str, run_id: str) -> str | None:
+    """The completed, valid run of the suite that came just before ``run_id``."""
+    runs = store.runs(suite, limit=200, statuses=["completed"])
+    ids = [r.id for r in runs]
+    if run_id not in ids:
+        return None
+    for r in runs[ids.index(run_id) + 1:]:
+        if r.valid:
+            return r.id
+    return None
+
+
+def case_docs(views: Sequence[CaseView]) -> list[dict[str, Any]]:
+    """The cases as JSON-able dicts (``--json``)."""
+    return [v.model_dump(mode="json") for v in views]
+
+
+def _short(value: Any, limit: int = SHOWN_CHARS) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = re.sub(r"\s+", " ", text)
+    return text if len(text) <= limit else f"{text[:limit]}… (+{len(text) - limit} chars)"
+
+
+def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | None = None,
+                total: int | None = None) -> None:
+    """Each case: id, verdict, tags, input, expected, output (or error), every score and message."""
+    shown = views if limit is None else views[:limit]
+    for v in shown:
+        mark = "[green]pass[/]" if v.passed else "[red]FAIL[/]"
+        change = f"  [yellow]{v.change}[/]" if v.change else ""
+        tags = f"  [dim]tags: {', '.join(v.tags)}[/]" if v.tags else ""
+        console.print(f"{mark} [bold]{_escape(v.case_id)}[/]{change}{tags}")
+        console.print(f"  input:    {_escape(_short(v.input))}", highlight=False)
+        console.print(f"  expected: {_escape(_short(v.expected))}", highlight=False)
+        if v.error:
+            console.print(f"  error:    {_escape(_short(v.error))}", highlight=False)
+        else:
+            console.print(f"  output:   {_escape(_short(v.output))}", highlight=False)
+        for s in v.scores:
+            value = "—" if s.value is None else f"{s.value:.3f}"
+            state = ("errored" if s.errored else "skipped" if s.skipped else
+                     ("ok" if s.passed else "fail") + (" (known-bad control)" if s.control else ""))
+            message = f" — {_escape(_short(s.message, 200))}" if s.message else ""
+            console.print(f"  {_escape(s.scorer)}: {value} {state}{message}", highlight=False)
+    left = (total if total is not None else len(views)) - len(shown)
+    if left > 0:
+        console.print(f"… {left} more case(s) not shown (use --limit or filter with -k/--tag)")
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

@@ -1,0 +1,183 @@
+"""One suite of a scheduled fire, run in a fresh process: today's code, isolated, stoppable.
+
+The scheduler never imports the system under test. Each suite of each fire runs as
+``python -m evalloop run --suite S -C PROJECT --json --notify`` — the same code path as
+``evalloop run`` — in a new process, so a deploy takes effect at the next fire without a
+restart, a target that crashes or hangs the interpreter cannot take the scheduler down, and
+a run that overruns ``fire_timeout_seconds`` is stopped (SIGTERM: the run is marked
+interrupted; SIGKILL after a grace period). The child sends regressions to the sinks itself
+and prints its JSON summary; the scheduler reads the verdict and run id from it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("evalloop.scheduler")
+
+#: seconds a fire process gets after SIGTERM (to mark its run interrupted) before SIGKILL
+TERM_GRACE_SECONDS = 30.0
+
+
+@dataclass
+class FireResult:
+    """What one suite's fire process did."""
+
+    status: str  # completed | interrupted | error
+    verdict: str | None = None
+    run_id: str | None = None
+    detail: str | None = None
+    exit_code: int | None = None
+    summary: dict[str, Any] | None = None
+
+
+def fire_argv(project_dir: str, suite: str) -> list[str]:
+    """The command of one suite's fire: this interpreter, the installed evalloop, as a CLI run."""
+    return [sys.executable, "-m", "evalloop", "run", "--suite", suite, "--project", str(project_dir),
+            "--json", "--no-cases", "--no-fail-on-regression", "--notify"]
+
+
+def verdict_from_summary(doc: dict[str, Any]) -> str:
+    """One word for a run from its JSON summary (as :func:`evalloop.scheduler.verdict_of`)."""
+    scorers = doc.get("scorers") or []
+    if doc.get("regression"):
+        return "regressed"
+    if any(s.get("verdict") == "scorer broken" for s in scorers):
+        return "scorer broken"
+    if not doc.get("valid", True):
+        return "invalid run"
+    if scorers and all(s.get("verdict") == "no baseline yet" for s in scorers):
+        return "no baseline yet"
+    return "ok"
+
+
+def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: Processes | None = None,
+             stop_requested: Callable[[], bool] = lambda: False) -> FireResult:
+    """Run one suite in a fresh process and wait for it; never raises for what the run did."""
+    env = {**os.environ, "EVALLOOP_PROJECT": str(project_dir), "NO_COLOR": "1"}
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(fire_argv(project_dir, suite), stdout=stdout, stderr=stderr,
+                                    stdin=subprocess.DEVNULL, cwd=project_dir, env=env,
+                                    start_new_session=True)  # a terminal's Ctrl-C is the scheduler's
+        except OSError as exc:
+            return FireResult("error", detail=f"cannot start the fire process: {exc}")
+        if processes is not None:
+            processes.add(proc)
+        try:
+            why = _wait(proc, timeout, started, stop_requested)
+        finally:
+            if processes is not None:
+                processes.discard(proc)
+        stdout.seek(0)
+        stderr.seek(0)
+        out_text = stdout.read().decode("utf-8", "replace")
+        err_text = stderr.read().decode("utf-8", "replace")
+    for line in err_text.splitlines():  # the child's notices, sink warnings and errors
+        if line.strip():
+            log.info("%s: %s", suite, line)
+    return _result(proc.returncode, out_text, err_text, why, timeout)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float | None, started: float,
+          stop_requested: Callable[[], bool]) -> str | None:
+    """Wait for the process; stop it when it overruns or the scheduler is told to interrupt."""
+    why = None
+    while proc.poll() is None:
+        if why is None and timeout is not None and time.monotonic() - started > timeout:
+            why = "overran"
+        elif why is None and stop_requested():
+            why = "stopped"
+        if why is not None:
+            terminate(proc)
+            break
+        time.sleep(0.05)
+    return why
+
+
+def terminate(proc: subprocess.Popen[bytes], grace: float = TERM_GRACE_SECONDS) -> None:
+    """SIGTERM (the run is flushed and marked interrupted), then SIGKILL after ``grace`` seconds."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.wait()
+
+
+def _result(code: int | None, out_text: str, err_text: str, why: str | None,
+            timeout: float | None) -> FireResult:
+    summary = _summary(out_text)
+    last_error = next((line for line in reversed(err_text.splitlines()) if line.startswith("error:")), None)
+    if why == "overran":
+        return FireResult("error", detail=f"overran fire_timeout_seconds ({timeout:g} s): stopped",
+                          exit_code=code, run_id=summary.get("run_id") if summary else None)
+    if why == "stopped" or code in (130, 143, -signal.SIGTERM, -signal.SIGINT):
+        return FireResult("interrupted", detail="scheduler stopped mid-run", exit_code=code)
+    if summary is not None and code in (0, 1):
+        return FireResult("completed", verdict=verdict_from_summary(summary), run_id=summary.get("run_id"),
+                          exit_code=code, summary=summary)
+    if last_error:
+        return FireResult("error", detail=last_error.removeprefix("error: "), exit_code=code)
+    tail = [line for line in err_text.splitlines() if line.strip()][-1:]
+    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited {code}"
+    return FireResult("error", detail=f"the fire process {how}" + (f": {tail[0][:300]}" if tail else ""),
+                      exit_code=code)
+
+
+def _summary(text: str) -> dict[str, Any] | None:
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        doc = json.loads(text[start:])
+    except ValueError:
+        return None
+    if isinstance(doc, list):
+        doc = doc[0] if doc else None
+    return doc if isinstance(doc, dict) else None
+
+
+class Processes:
+    """The fire processes in flight, so that a second signal can stop them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    def add(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs[proc.pid] = proc
+
+    def discard(self, proc: subprocess.Popen[bytes] | None) -> None:
+        if proc is not None:
+            with self._lock:
+                self._procs.pop(proc.pid, None)
+
+    def stop_all(self) -> int:
+        with self._lock:
+            procs = list(self._procs.values())
+        for proc in procs:
+            threading.Thread(target=terminate, args=(proc,), daemon=True).start()
+        return len(procs)
+

@@ -1,0 +1,104 @@
+"""Scheduled fires run today's code in a fresh process; a crashing or hanging target never takes
+the scheduler down. A real APScheduler on a SQLite job store, real `python -m evalloop` children."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import yaml
+
+from evalloop.config import load_settings
+from evalloop.history.store import HistoryStore
+from evalloop.scheduler import add_schedule, serve
+from evalloop.scheduling import ledger
+from evalloop.scheduling.fire import verdict_from_summary
+from support.project import wait_for
+
+GOOD = "def answer(input):\n    return input\n"
+BROKEN = "def answer(input):\n    return {'wrong': True}  # a deploy that broke the product\n"
+BAD = '''
+import os, time
+
+def crash(input):
+    os.abort()  # the whole interpreter dies, as a segfaulting extension would
+
+def hang(input):
+    time.sleep(3600)  # a sync target stuck in a call with no timeout
+'''
+
+
+def suite(name: str, target: str, n: int = 8) -> dict:
+    return {"name": name, "target": target, "scorers": ["equals"],
+            "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(n)]}
+
+
+def project(tmp_path, timeout: float = 60, **extra_suites):
+    root = tmp_path / "proj"
+    (root / "fixtures").mkdir(parents=True)
+    (root / "live.py").write_text(GOOD)
+    (root / "bad.py").write_text(BAD)
+    for name, doc in {"live": suite("live", "live:answer"), **extra_suites}.items():
+        (root / "fixtures" / f"{name}.yaml").write_text(yaml.safe_dump(doc))
+    (root / "evalloop.toml").write_text(f"fire_timeout_seconds = {timeout}\nlearn = false\n")
+    return load_settings(root)
+
+
+@contextmanager
+def serving(settings):
+    stop, result = threading.Event(), {}
+    thread = threading.Thread(target=lambda: result.update(code=serve(settings, stop=stop, poll_seconds=0.1)))
+    thread.start()
+    try:
+        yield result
+    finally:
+        stop.set()
+        thread.join(60)
+        assert not thread.is_alive()
+
+
+def verdicts(settings, job_id):
+    return [e.verdict for e in reversed(ledger.entries(settings.database_url, job_id)) if e.status == "completed"]
+
+
+def test_editing_the_target_between_two_fires_changes_the_verdict(tmp_path):
+    settings = project(tmp_path)
+    add_schedule(settings, ["live"], every="2s", job_id="live", first_run=datetime.now(UTC))
+    with serving(settings) as result:
+        assert wait_for(lambda: len(verdicts(settings, "live")) >= 2, 90)
+        (settings.project_dir / "live.py").write_text(BROKEN)  # deployed while the scheduler runs
+        assert wait_for(lambda: "regressed" in verdicts(settings, "live"), 90), verdicts(settings, "live")
+    assert result["code"] == 0
+    seen = verdicts(settings, "live")
+    assert seen[0] == "no baseline yet" and "ok" in seen[:seen.index("regressed")]
+    runs = HistoryStore(settings.database_url).runs("live", limit=None)
+    assert all(r.status == "completed" for r in runs)
+
+
+def test_a_crashing_or_hanging_target_leaves_the_scheduler_serving(tmp_path):
+    # a fire process needs ~1.6 s of CPU to start: 20 s leaves room on a loaded 2-core machine
+    settings = project(tmp_path, timeout=20, crash=suite("crash", "bad:crash", 1), hang=suite("hang", "bad:hang", 1))
+    add_schedule(settings, ["crash", "hang"], every="1h", job_id="bad", first_run=datetime.now(UTC))
+    started = time.monotonic()
+    with serving(settings):
+        assert wait_for(lambda: len([e for e in ledger.entries(settings.database_url, "bad")
+                                     if e.status != "running"]) == 2, 120)
+        add_schedule(settings, ["live"], every="1h", job_id="after", first_run=datetime.now(UTC))
+        assert wait_for(lambda: verdicts(settings, "after") == ["no baseline yet"], 90)
+    entries = {e.suite: e for e in ledger.entries(settings.database_url, "bad")}
+    assert entries["crash"].status == "error" and "signal 6" in entries["crash"].detail
+    assert entries["hang"].status == "error" and "overran fire_timeout_seconds (20 s)" in entries["hang"].detail
+    hung = HistoryStore(settings.database_url).runs("hang", limit=None)
+    # SIGTERM marks it interrupted; a target that blocks signals is SIGKILLed and its run reaped as failed
+    assert len(hung) == 1 and hung[0].status in ("interrupted", "failed"), (hung[0].status, hung[0].invalid_reason)
+    assert time.monotonic() - started < 150
+
+
+def test_the_verdict_word_of_a_summary():
+    assert verdict_from_summary({"regression": True, "valid": True, "scorers": []}) == "regressed"
+    assert verdict_from_summary({"valid": False, "scorers": [{"verdict": "steady"}]}) == "invalid run"
+    assert verdict_from_summary({"valid": True, "scorers": [{"verdict": "scorer broken"}]}) == "scorer broken"
+    assert verdict_from_summary({"valid": True, "scorers": [{"verdict": "no baseline yet"}]}) == "no baseline yet"
+    assert verdict_from_summary({"valid": True, "scorers": [{"verdict": "watch"}]}) == "ok"
