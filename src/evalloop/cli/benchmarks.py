@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 import yaml
+from rich.markup import escape
 from rich.table import Table
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
@@ -200,7 +201,7 @@ def compare_targets_cmd(
         return
     console = out()
     console.print(f"[bold]{result.suite}[/bold]  {result.n_cases} cases  "
-                  f"reference: {result.reference}")
+                  f"reference: {escape(result.reference)}")
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("target")
     for s in result.scorers:
@@ -209,7 +210,7 @@ def compare_targets_cmd(
         table.add_column(col, justify="right")
     for r in result.results:
         size, build = r.stats.get("index_bytes"), r.stats.get("build_s")
-        table.add_row(r.target, *[_cell(r.means.get(s), r.vs_reference.get(s)) for s in result.scorers],
+        table.add_row(escape(r.target), *[_cell(r.means.get(s), r.vs_reference.get(s)) for s in result.scorers],
                       _ms(r.stats.get("latency_p50_ms")), _ms(r.stats.get("latency_p95_ms")),
                       _ms(None if build is None else build * 1000.0),
                       "—" if size is None else f"{size / 1024:.0f}")
@@ -218,6 +219,6 @@ def compare_targets_cmd(
         from evalloop.report.strata import strata_table
 
         for r in result.results:
-            console.print(strata_table(r.strata, title=f"{r.target} per stratum"))
+            console.print(strata_table(r.strata, title=f"{escape(r.target)} per stratum"))
             if r.strata.scopes:
-                console.print(strata_table(r.strata, title=f"{r.target} per scope", scopes=True))
+                console.print(strata_table(r.strata, title=f"{escape(r.target)} per scope", scopes=True))

@@ -8,9 +8,12 @@ retriever per scope and sends each query only to the index of its own scope.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from evalloop.errors import TargetError
 from evalloop.retrieval.baselines import Fts5Bm25Retriever, OpenClawHybridRetriever
@@ -33,6 +36,9 @@ class MemoryStoreRetriever:
     name = "evalloop-memory"
 
     def __init__(self, embedder: Any = None, path: str = ":memory:", **search: Any) -> None:
+        from evalloop.memory.search import Fusion
+
+        Fusion(**search)  # unknown or bad options fail here, before any document is stored
         self.embedder, self.path, self.search_options = embedder, path, dict(search)
         self._store: Any = None
         self._docs: dict[str, list[str]] = {}
@@ -98,6 +104,25 @@ def retriever_factory(spec: str, *, embedder: str | None = None,
     if isinstance(obj, type):
         return lambda: as_retriever(obj(**opts))
     return lambda: as_retriever(obj)
+
+
+_OPTIONS = re.compile(r"^(?P<spec>[^\[\]]+)\[(?P<opts>[^\[\]]*)\]$")
+
+
+def parse_spec(label: str) -> tuple[str, dict[str, Any]]:
+    """``memory[vector_weight=0, text_weight=1]`` -> ``("memory", {...})``: a retriever with some
+    options set, as ``compare-targets`` takes it for an ablation. Values are read as YAML scalars."""
+    match = _OPTIONS.match(label.strip())
+    if match is None:
+        return label.strip(), {}
+    options: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in match.group("opts").split(","))):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            raise TargetError(f"bad option {part!r} in {label!r}",
+                              hint="write retriever[option=value, ...], e.g. memory[vector_weight=0]")
+        options[key.strip()] = yaml.safe_load(value.strip())
+    return match.group("spec").strip(), options
 
 
 class _Corpus:
