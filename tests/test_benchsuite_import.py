@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.support.cli import cli
 
 from evalloop.errors import FixtureError
 from evalloop.retrieval.loaders import load_locomo, load_longmemeval
 from evalloop.retrieval.suite_targets import RetrieverTarget
+from support.cli import cli
 
 
 def turn(speaker: str, dia: str, text: str) -> dict:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.support.cli import cli
 
 from evalloop.memory import MemoryStore
 from evalloop.memory.embedders import HashingEmbedder
@@ -16,6 +15,7 @@ from evalloop.retrieval.dataset import load_dataset
 from evalloop.retrieval.retrievers import parse_spec, retriever_factory
 from evalloop.retrieval.runner import run_retriever
 from evalloop.suites import PACKAGE_FIXTURES
+from support.cli import cli
 
 BENCH = PACKAGE_FIXTURES / "data" / "memory-bench"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.support.cli import cli
-from tests.support.project import make_project
 
 from evalloop.suites import Suite, load_suite
+from support.cli import cli
+from support.project import make_project
 
 RANKED = '''
 def ranked(input):
