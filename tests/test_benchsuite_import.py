@@ -177,3 +177,19 @@ def test_a_query_judged_against_another_scope_is_refused(tmp_path):
     (tmp_path / "queries.jsonl").write_text('{"query_id": "q", "text": "x", "stratum": "s"}\n')
     with pytest.raises(FixtureError, match="query 'q' has no 'scope'"):
         load_dataset(tmp_path)
+
+
+def test_a_long_scope_table_shows_the_lowest_scopes_and_says_so():
+    from rich.console import Console
+
+    from evalloop.report.strata import MAX_SCOPE_ROWS, StrataReport, StratumRow, strata_table
+
+    rows = [StratumRow(tag=f"q{i}", n=1, means={"hit@5": 1.0 if i % 2 else 0.0}) for i in range(50)]
+    report = StrataReport(run_id="r", scorers=["hit@5"], n=50, overall={"hit@5": 0.5}, macro={},
+                          strata=[], scopes=rows, scope_macro={"hit@5": 0.5})
+    console = Console(width=200, record=True)
+    console.print(strata_table(report, "per scope", scopes=True))
+    text = console.export_text()
+    shown = [line.split()[0] for line in text.splitlines() if line.startswith("q")]
+    assert len(shown) == MAX_SCOPE_ROWS and all(int(tag[1:]) % 2 == 0 for tag in shown)
+    assert f"the {MAX_SCOPE_ROWS} lowest of 50 scopes by hit@5" in " ".join(text.split())

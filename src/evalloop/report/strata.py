@@ -6,6 +6,9 @@ from rich.table import Table
 
 from evalloop.history.strata import StrataReport, StratumRow, latency_summary, strata_means
 
+MAX_SCOPE_ROWS = 20
+"""At most this many scopes are printed (the lowest first); JSON output holds them all."""
+
 __all__ = ["StrataReport", "StratumRow", "latency_summary", "strata_means", "strata_table"]
 
 
@@ -21,7 +24,13 @@ def strata_table(report: StrataReport, title: str | None = None, *, scopes: bool
         return ["—" if means.get(s) is None else f"{means[s]:.3f}" for s in report.scorers]
 
     rows = report.scopes if scopes else report.strata
-    for row in rows:
+    shown = rows
+    if scopes and len(rows) > MAX_SCOPE_ROWS:  # LongMemEval: one scope per question
+        first = report.scorers[0] if report.scorers else None
+        shown = sorted(rows, key=lambda r: (r.means.get(first) if first else 0.0) or 0.0)[:MAX_SCOPE_ROWS]
+        table.caption = (f"the {MAX_SCOPE_ROWS} lowest of {len(rows)} scopes by {first}; "
+                         "all of them in --json (strata.scopes)")
+    for row in shown:
         table.add_row(row.tag, str(row.n), *cells(row.means))
     table.add_row("[bold]overall[/]", str(report.n), *cells(report.overall))
     if len(rows) > 1:
