@@ -193,3 +193,20 @@ def test_a_long_scope_table_shows_the_lowest_scopes_and_says_so():
     shown = [line.split()[0] for line in text.splitlines() if line.startswith("q")]
     assert len(shown) == MAX_SCOPE_ROWS and all(int(tag[1:]) % 2 == 0 for tag in shown)
     assert f"the {MAX_SCOPE_ROWS} lowest of 50 scopes by hit@5" in " ".join(text.split())
+
+
+def test_python_api_scores_a_scoped_dataset_as_the_suite_does(files, tmp_path):
+    from evalloop.errors import TargetError
+    from evalloop.retrieval.dataset import load_dataset
+    from evalloop.retrieval.retrievers import retriever_factory, run_scoped
+    from evalloop.retrieval.runner import run_retriever
+
+    assert cli(tmp_path, "bench", "import", "locomo", str(files[0])).returncode == 0
+    suite = json.loads(cli(tmp_path, "run", "--suite", "locomo", "--json").stdout)
+    means = {s["scorer"]: s["current"] for s in suite["scorers"]}
+    dataset = load_dataset(tmp_path / "fixtures" / "locomo")
+    result = run_scoped(retriever_factory("bm25"), dataset, k=20)
+    for metric in ("recall@5", "recall@10", "ndcg@10", "mrr"):
+        assert result.overall[metric] == pytest.approx(means[metric])
+    with pytest.raises(TargetError, match="is scoped"):
+        run_retriever(retriever_factory("bm25")(), dataset)

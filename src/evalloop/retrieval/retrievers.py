@@ -9,17 +9,22 @@ retriever per scope and sends each query only to the index of its own scope.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from evalloop.errors import TargetError
 from evalloop.retrieval.baselines import Fts5Bm25Retriever, OpenClawHybridRetriever
 from evalloop.retrieval.fts import database_bytes
-from evalloop.retrieval.runner import build_index
-from evalloop.retrieval.types import Doc, Retriever, as_retriever
+from evalloop.retrieval.metrics import DEFAULT_KS
+from evalloop.retrieval.runner import RetrievalResult, build_index, result_from_run
+from evalloop.retrieval.types import Doc, Retriever, as_retriever, retriever_name
+
+if TYPE_CHECKING:
+    from evalloop.retrieval.dataset import Dataset
 
 ALIASES = {"bm25": "bm25", "fts5": "bm25", "fts5-bm25": "bm25", "hybrid": "hybrid",
            "openclaw-hybrid": "hybrid", "hybrid-seed000": "hybrid-seed000",
@@ -177,3 +182,21 @@ class ScopedIndex:
 
     def texts(self, query: str, k: int, scope: str | None = None) -> Sequence[str]:
         return self._part(scope)[1](query, k)
+
+
+def run_scoped(factory: Callable[[], Retriever], dataset: Dataset, *, k: int = 20,
+               ks: Iterable[int] = DEFAULT_KS, name: str | None = None) -> RetrievalResult:
+    """Score a retriever on a (scoped or unscoped) dataset: one fresh retriever per scope, each
+    query sent to its own scope's, metrics over all queries and per stratum (as a suite run)."""
+    ks = tuple(sorted(set(ks)))
+    index = ScopedIndex(factory, dataset.corpus)
+    label = name or retriever_name(index.first())
+    run: dict[str, list[str]] = {}
+    latencies: list[float] = []
+    for q in dataset.queries:
+        start = time.perf_counter()
+        ids = index.retrieve(q.text, k, q.scope)
+        latencies.append((time.perf_counter() - start) * 1000.0)
+        run[q.query_id] = list(dict.fromkeys(str(i) for i in ids))[:k]
+    return result_from_run(run, dataset, ks=ks, k=k, name=label, latency_ms=latencies,
+                           build_s=index.build_s, index_bytes=index.index_bytes)
