@@ -176,8 +176,9 @@ def _ms(value: object) -> str:
 def compare_targets_cmd(
     suite: Annotated[str, typer.Option("--suite", "-s", help="Suite name or file.")],
     target: Annotated[list[str], typer.Option("--target", "-t", help="A retriever (bm25, hybrid, "
-                      "memory, module:Class) or a module:function target. Repeat; the first is "
-                      "the reference.")],
+                      "hybrid-seed000, memory, module:Class), optionally with options for an "
+                      "ablation (memory[vector_weight=0]), or a module:function target. Repeat; "
+                      "the first is the reference.")],
     record: Annotated[bool, typer.Option("--record", help="Store each run in the project "
                       "history as suite <suite>.<target> (own baselines).")] = False,
     strata: Annotated[bool, typer.Option("--strata", help="Also print per-stratum means.")] = False,
