@@ -74,8 +74,11 @@ class _Measured:
         self.label = retriever
 
     def fingerprint(self, _params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return {"retriever": self.spec, "k": self.k, "embedder": self.embedder,
-                "options": self.options, "kind": type(self).__name__}
+        out = {"retriever": self.spec, "k": self.k, "embedder": self.embedder,
+               "options": self.options, "kind": type(self).__name__}
+        if ALIASES.get(self.spec) == "hybrid":  # its defaults changed: runs before are another system
+            out["preset"] = "calibrated"
+        return out
 
     def ensure(self, ctx: Any) -> None:
         if self._ready:
