@@ -26,7 +26,8 @@ LOCOMO = [
                       turn("Bob", "D1:2", "I started guitar lessons last week."),
                       turn("Alice", "D1:3", "Nice. I adopted a cat called Pepper.")],
         "session_2_date_time": "3:00 pm on 20 May, 2023",
-        "session_2": [turn("Bob", "D2:1", "Pepper knocked my coffee over at your place."),
+        "session_2": [{**turn("Bob", "D2:1", "Pepper knocked my coffee over at your place."),
+                       "img_url": ["https://example.invalid/p.jpg"], "blip_caption": "a cat on a table"},
                       turn("Alice", "D2:2", "She also likes the balcony in Lisbon.")]},
      "qa": [{"question": "What instrument is Bob learning?", "answer": "guitar",
              "evidence": ["D1:2"], "category": 4},
@@ -90,6 +91,8 @@ def test_locomo_turns_become_scoped_documents_and_evidence_the_qrels(files):
     doc = dataset.doc_map()["conv-a:D1:2"]
     assert doc.scope == "conv-a" and doc.content == "Bob: I started guitar lessons last week."
     assert doc.field("date_time") == "1:56 pm on 8 May, 2023" and doc.field("session") == 1
+    shared = dataset.doc_map()["conv-a:D2:1"].content
+    assert shared == "Bob: Pepper knocked my coffee over at your place. [shares a cat on a table]"
     queries = {q.query_id: q for q in dataset.queries}
     assert queries["conv-a:q1"].stratum == "single-hop" and queries["conv-b:q2"].stratum == "open-domain"
     assert dataset.qrels["conv-a:q2"] == {"conv-a:D1:3": 1, "conv-a:D2:1": 1}  # "D1:3; D2:1" split

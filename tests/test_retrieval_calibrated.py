@@ -78,3 +78,14 @@ def test_ablation_targets_parse_and_bad_options_end_in_one_line(tmp_path):
     assert rows["memory"]["suite"] != rows["memory[vector_weight=0]"]["suite"]
     bad = cli(tmp_path, "compare-targets", "-s", "retrieval-bm25", "-t", "memory[colour=1]")
     assert bad.returncode == 2 and "option 'colour'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_floor_relative_to_the_best_hit_keeps_only_close_scores(dataset):
+    loose = retriever_factory("hybrid", options={"fusion": "weighted"})()
+    tight = retriever_factory("hybrid", options={"fusion": "weighted", "relative_floor": 0.9})()
+    for r in (loose, tight):
+        r.build_index(dataset.corpus)
+    query = "Where does my sister live and work?"
+    hits = tight.search(query, 20)
+    assert 0 < len(hits) < len(loose.search(query, 20)) == 20
+    assert all(h.score >= 0.9 * hits[0].score for h in hits)

@@ -8,8 +8,8 @@ stratum. Questions without usable evidence are skipped and counted by reason.
 
 - **LoCoMo** (``locomo10.json``): a list of samples, each with ``conversation`` (``speaker_a``,
   ``speaker_b``, ``session_N``: turns ``{speaker, dia_id, text}``, ``session_N_date_time``) and
-  ``qa`` (``{question, answer, evidence: [dia_id], category}``). One document per turn, one scope
-  per sample.
+  ``qa`` (``{question, answer, evidence: [dia_id], category}``). One document per turn (a shared
+  image's ``blip_caption`` appended as ``[shares …]``), one scope per sample.
 - **LongMemEval** (``longmemeval_s.json`` …): a list of questions, each with its own haystack
   (``haystack_session_ids``, ``haystack_sessions``: lists of ``{role, content, has_answer?}``)
   and ``answer_session_ids``. One scope per question; one document per session (the paper's
@@ -134,7 +134,9 @@ def load_locomo(path: str | Path) -> tuple[Dataset, ImportReport]:
                     raise FixtureError(f"dia_id {turn.dia_id!r} appears twice in sample {scope!r}",
                                        where=str(path), hint="dialogue ids must be unique per sample")
                 turns[turn.dia_id] = doc_id
-                docs.append(Doc(id=doc_id, content=f"{turn.speaker}: {turn.text}", scope=scope,
+                caption = (turn.model_extra or {}).get("blip_caption")  # a shared image, as text
+                text = f"{turn.text} [shares {caption}]" if caption else turn.text
+                docs.append(Doc(id=doc_id, content=f"{turn.speaker}: {text}", scope=scope,
                                 session=number, date_time=when, speaker=turn.speaker))
         for i, qa in enumerate(sample.qa):
             evidence = [e for ev in qa.evidence for e in _EVIDENCE_SPLIT.split(str(ev)) if e]
