@@ -84,3 +84,41 @@ async def test_a_grade_off_the_rubric_is_errored_and_no_judge_is_skipped(project
     monkeypatch.delenv("ANTHROPIC_BASE_URL")
     skipped = await arun_suite(suite(), settings=load_settings(project), cache="off")
     assert skipped.outcome.summaries["answer-grade"].n <= 1  # only the empty answer is graded offline
+
+
+RESULTS = {"Halifax harbour": 5, "Ingrid is a marine biologist": 4, "Dad is a carpenter": 1}
+
+
+def relevance_grader(seen: Seen) -> Reply:
+    prompt = str(seen.body["messages"][0]["content"])
+    assert "5 = directly answers the query" in prompt and "memory system" not in prompt.split("QUERY")[0]
+    texts, i = [], 1
+    while f"RESULT {i}" in prompt:
+        texts.append(fenced(prompt, f"RESULT {i}"))
+        i += 1
+    grades = [RESULTS[t] for t in texts]
+    if "short" in fenced(prompt, "QUERY"):
+        grades = grades[:-1]  # one grade too few
+    return Reply.of_tool({"grades": grades})
+
+
+async def test_search_results_are_graded_one_to_five_as_graded_precision(project, monkeypatch):
+    (project / "sut.py").write_text("def results(input):\n    return input['results']\n")
+    cases = [{"id": "good", "input": {"query": "Where does Ingrid live?",
+                                     "results": ["Halifax harbour", "Ingrid is a marine biologist"]}},
+             {"id": "late", "input": {"query": "What does Ingrid do?",
+                                     "results": ["Dad is a carpenter", "Ingrid is a marine biologist"]}},
+             {"id": "short", "input": {"query": "short", "results": ["Halifax harbour", "Dad is a carpenter"]}},
+             {"id": "none", "input": {"query": "anything", "results": []}}]
+    suite = Suite.model_validate({"name": "relevance", "target": "sut:results", "cases": cases,
+                                  "scorers": [{"name": "result-relevance", "params": {"k": 2}}]})
+    with LLMServer(relevance_grader) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        report = await arun_suite(suite, settings=load_settings(project), cache="off")
+    from evalloop.history.store import HistoryStore
+
+    store = HistoryStore(load_settings(project).database_url)
+    scores = store.case_scores(report.outcome.run.id, "result-relevance")
+    assert scores == {"good": pytest.approx(9 / 10), "late": pytest.approx(5 / 10), "none": 0.0}
+    assert report.outcome.summaries["result-relevance"].errored == 1  # 'short': one grade missing

@@ -1,4 +1,4 @@
-"""Seed 000's graded LLM judge for answers: 0–3 against a reference, with its rubric.
+"""Seed 000's graded LLM judges: answers 0–3 against a reference, search results 1–5 for relevance.
 
 Exact match and token F1 miss paraphrases and reward answers that merely share words; a judge
 reads the question, the reference answer and the system's answer (or, for a memory that returns
@@ -6,6 +6,12 @@ texts, the retrieved texts it would answer from) and gives a grade on a four-poi
 score is ``grade / 3``; the grade itself is kept in the score's metadata, so per-grade counts
 come from history. It runs on the judge machinery of :mod:`evalloop.scoring.llm`: no judge
 configured is *skipped*, an unparseable reply or failed call is *errored*, never a real 0.
+
+``result-relevance`` is the seed's graded retrieval judge: a query's top ``k`` results (500
+characters each) go to the judge in one call, graded 1–5 each (5 directly answers … 1 not
+relevant), with a neutral prompt that never names the system. The score is the seed's graded
+precision@k (sum of grades / 5k; a missing result counts 0); graded MRR (first grade ≥ 4) and the
+mean grade are in the metadata.
 """
 
 from __future__ import annotations
@@ -80,3 +86,43 @@ async def answer_grade(input: Any, output: Any, expected: Any, k: int = 5, rubri
         return verdict
     return Score(value=verdict.grade / 3, message=f"grade {verdict.grade}: {verdict.reason}",
                  metadata={"grade": verdict.grade})
+
+
+RELEVANCE_SCALE = """\
+5 = directly answers the query
+4 = highly relevant
+3 = partially relevant
+2 = tangentially related
+1 = not relevant"""
+"""Seed 000's five relevance grades for one search result."""
+RESULT_CHARS = 500
+
+
+class ResultGrades(BaseModel):
+    """One 1–5 grade per numbered search result, in order."""
+
+    grades: list[int] = Field(description="one grade (1-5) per result, in the order given")
+
+
+@scorer("result-relevance", kind="llm_judge")
+async def result_relevance(input: Any, output: Any, expected: Any, k: int = 5, model: str | None = None,
+                           ctx: Any = None) -> Score:
+    """LLM judge: each of the top-k results graded 1–5 for relevance; score = graded precision@k."""
+    texts = [as_text(t)[:RESULT_CHARS] for t in (output if isinstance(output, list | tuple) else [output])
+             if as_text(t).strip()][:k]
+    if not texts:
+        return Score(value=0.0, message="no results", metadata={"grades": []})
+    results = "\n\n".join(fence(f"RESULT {i + 1}", t) for i, t in enumerate(texts))
+    prompt = (f"Grade each search result's relevance to the query on a 1-5 scale:\n{RELEVANCE_SCALE}\n\n"
+              f"{fence('QUERY', _question(input))}\n\n{results}\n\n"
+              f"Give exactly {len(texts)} grades, one per result, in order. {HARSH}")
+    verdict = await ask_judge(ctx, ResultGrades, prompt, model=model)
+    if isinstance(verdict, Score):
+        return verdict
+    grades = verdict.grades
+    if len(grades) != len(texts) or any(not 1 <= g <= 5 for g in grades):
+        return Score.error(f"judge gave grades {grades} for {len(texts)} result(s) (want 1-5 each)")
+    first = next((i + 1 for i, g in enumerate(grades) if g >= 4), None)
+    meta = {"grades": grades, "graded_mrr": 1.0 / first if first else 0.0,
+            "mean_grade": sum(grades) / len(grades)}
+    return Score(value=sum(grades) / (5 * k), message=f"grades {grades}", metadata=meta)
