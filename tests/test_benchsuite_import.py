@@ -27,7 +27,7 @@ LOCOMO = [
                       turn("Alice", "D1:3", "Nice. I adopted a cat called Pepper.")],
         "session_2_date_time": "3:00 pm on 20 May, 2023",
         "session_2": [{**turn("Bob", "D2:1", "Pepper knocked my coffee over at your place."),
-                       "img_url": ["https://example.invalid/p.jpg"], "blip_caption": "a cat on a table"},
+                       "img_url": ["https://example.invalid/p.jpg"], "blip_caption": "a spilled mug on a table"},
                       turn("Alice", "D2:2", "She also likes the balcony in Lisbon.")]},
      "qa": [{"question": "What instrument is Bob learning?", "answer": "guitar",
              "evidence": ["D1:2"], "category": 4},
@@ -92,7 +92,7 @@ def test_locomo_turns_become_scoped_documents_and_evidence_the_qrels(files):
     assert doc.scope == "conv-a" and doc.content == "Bob: I started guitar lessons last week."
     assert doc.field("date_time") == "1:56 pm on 8 May, 2023" and doc.field("session") == 1
     shared = dataset.doc_map()["conv-a:D2:1"].content
-    assert shared == "Bob: Pepper knocked my coffee over at your place. [shares a cat on a table]"
+    assert shared == "Bob: Pepper knocked my coffee over at your place. [shares a spilled mug on a table]"
     queries = {q.query_id: q for q in dataset.queries}
     assert queries["conv-a:q1"].stratum == "single-hop" and queries["conv-b:q2"].stratum == "open-domain"
     assert dataset.qrels["conv-a:q2"] == {"conv-a:D1:3": 1, "conv-a:D2:1": 1}  # "D1:3; D2:1" split
@@ -149,6 +149,8 @@ def test_locomo_per_scope_means_are_the_conversations_own(files, tmp_path):
     doc = json.loads(cli(tmp_path, "run", "--suite", "locomo", "--json").stdout)
     scopes = {row["tag"]: row["means"] for row in doc["strata"]["scopes"]}
     assert scopes["conv-b"]["hit@5"] == 1.0  # two questions, each finds its turn in a 3-turn corpus
+    multi = next(r["means"] for r in doc["strata"]["strata"] if r["tag"] == "multi-hop")
+    assert (multi["hit@5"], multi["recall@5"]) == (1.0, 0.5)  # one of two evidence turns found
     macro = doc["strata"]["scope_macro"]["recall@5"]
     assert macro == pytest.approx((scopes["conv-a"]["recall@5"] + scopes["conv-b"]["recall@5"]) / 2)
 
