@@ -105,6 +105,7 @@ def test_longmemeval_per_question_haystacks_by_session_or_turn(files):
     assert report.skipped == {"abstention question (no evidence by design)": 1, "no evidence in the haystack": 1}
     assert dataset.qrels == {"q1": {"q1:s1": 1}, "q2": {"q2:s3": 1}}
     assert {d.key for d in dataset.corpus if d.scope == "q2"} == {"q2:s1", "q2:s3"}  # s1 again, own copy
+    assert dataset.doc_map()["q1:s2"].field("date_time") == "2023/05/21"
     turns, _ = load_longmemeval(files[1], granularity="turn")
     assert turns.qrels["q1"] == {"q1:s1:0": 1} and len(turns.corpus) == 5
 

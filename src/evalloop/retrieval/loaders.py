@@ -182,18 +182,20 @@ def load_longmemeval(path: str | Path, granularity: Literal["session", "turn"] =
         answers = set(item.answer_session_ids)
         relevant: list[str] = []
         haystack: list[Doc] = []
-        for sid, session in zip(item.haystack_session_ids, item.haystack_sessions, strict=True):
+        dates = list((item.model_extra or {}).get("haystack_dates") or [])
+        for n_s, (sid, session) in enumerate(zip(item.haystack_session_ids, item.haystack_sessions, strict=True)):
+            when = dates[n_s] if n_s < len(dates) else None
             if granularity == "session":
                 doc_id = f"{scope}:{sid}"
                 text = "\n".join(f"{t.get('role', '?')}: {t.get('content', '')}" for t in session)
-                haystack.append(Doc(id=doc_id, content=text, scope=scope, session=sid))
+                haystack.append(Doc(id=doc_id, content=text, scope=scope, session=sid, date_time=when))
                 if sid in answers:
                     relevant.append(doc_id)
                 continue
             for j, turn in enumerate(session):
                 doc_id = f"{scope}:{sid}:{j}"
                 haystack.append(Doc(id=doc_id, content=f"{turn.get('role', '?')}: {turn.get('content', '')}",
-                                    scope=scope, session=sid))
+                                    scope=scope, session=sid, date_time=when))
                 if turn.get("has_answer"):
                     relevant.append(doc_id)
         if not relevant:
