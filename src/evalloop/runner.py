@@ -46,10 +46,12 @@ class BoundScorer:
     threshold: float
     pass_mark: float
     policy: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        """The name results are stored under: the suite's label for this use, else the scorer's."""
+        return self.label or self.spec.name
 
     @property
     def kind(self) -> ScorerKind:
@@ -210,7 +212,7 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         project = settings_thresholds or {}
         # the most specific setting wins: the scorer's entry, the suite's thresholds, the
         # suite's verdict block, the project (by name, then kind), the registration, the kind
-        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.name), suite.verdict.get("threshold"),
+        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.label), suite.verdict.get("threshold"),
                                      project.get(ref.name), project.get(spec.kind.value),
                                      spec.effective_threshold) if t is not None)
         pass_mark = next(m for m in (ref.pass_mark, suite.verdict.get("pass_mark"), spec.pass_mark)
@@ -218,7 +220,7 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
                   "pass_mark": pass_mark}
         _check_policy(policy, where)
-        bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy))
+        bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label))
     params = {**suite.target.params, **(target_params or {})}
     # a timeout can only interrupt a sync target that runs in a thread
     target = resolve_target(suite.target.ref, params, project_dir=project_dir,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from evalloop.errors import FixtureError
 
@@ -58,14 +58,26 @@ class Case(BaseModel):
 
 
 class ScorerRef(BaseModel):
-    """A scorer as a suite uses it: a registered name, parameters, and an optional threshold."""
+    """A scorer as a suite uses it: a registered name, parameters, and an optional threshold.
 
-    model_config = ConfigDict(extra="forbid")
+    ``as`` names this use of the scorer in results and history, so one scorer may be listed
+    more than once with different parameters; without it a second use of ``hit``/``recall``/…
+    with a ``k`` param is named ``hit@5`` (see :attr:`label`).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
     threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
     pass_mark: float | None = Field(default=None, ge=0.0, le=1.0)
+    alias: str | None = Field(default=None, alias="as", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:-]*$")
+    _auto_label: str | None = PrivateAttr(default=None)
+
+    @property
+    def label(self) -> str:
+        """The name results are stored under: ``as``, else an automatic ``name@k``, else ``name``."""
+        return self.alias or self._auto_label or self.name
 
 
 class TargetRef(BaseModel):
@@ -112,11 +124,18 @@ class Suite(BaseModel):
         if (self.cases is None) == (self.dataset is None):
             raise ValueError("give either 'cases' (inline or a JSONL file) or 'dataset' "
                              "(a folder with corpus.jsonl, queries.jsonl, qrels.jsonl)")
+        counts: dict[str, int] = {}
+        for ref in self.scorers:
+            counts[ref.name] = counts.get(ref.name, 0) + 1
+        for ref in self.scorers:
+            if ref.alias is None and counts[ref.name] > 1 and "k" in ref.params:
+                ref._auto_label = f"{ref.name}@{ref.params['k']}"
         seen: set[str] = set()
         for ref in self.scorers:
-            if ref.name in seen:
-                raise ValueError(f"scorer '{ref.name}' is listed twice")
-            seen.add(ref.name)
+            if ref.label in seen:
+                raise ValueError(f"scorer '{ref.label}' is listed twice; give each use its own "
+                                 f"params.k or an 'as:' name")
+            seen.add(ref.label)
         for name, value in self.thresholds.items():
             if name not in seen:
                 raise ValueError(f"thresholds names '{name}', which is not one of this suite's scorers")

@@ -5,16 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 import yaml
+from rich.markup import escape
 from rich.table import Table
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
 from evalloop.errors import FixtureError
 
-bench_app = typer.Typer(help="Generate memory-system benchmark datasets and suites.",
+if TYPE_CHECKING:
+    from evalloop.retrieval.loaders import ImportReport
+
+bench_app = typer.Typer(help="Generate or import memory-system benchmark datasets and suites.",
                         no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
@@ -93,12 +97,73 @@ def generate(
                 f"[bold]evalloop run --suite {suite_file}[/bold]")
 
 
+SCOPED_SCORERS: list[object] = [{"name": "hit", "params": {"k": 5}}, {"name": "hit", "params": {"k": 10}},
+                                "recall@5", "recall@10", "ndcg@10", "mrr"]
+
+
+def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "session",
+                 retriever: str = "bm25", name: str | None = None, force: bool = False) -> tuple[Path, ImportReport]:
+    """Write a published benchmark file as a scoped dataset folder and a suite beside it."""
+    from evalloop.retrieval.dataset import write_dataset
+    from evalloop.retrieval.loaders import load_locomo, load_longmemeval
+
+    suite_file = out_dir.parent / f"{out_dir.name}.yaml"
+    if not force and (suite_file.exists() or (out_dir / "corpus.jsonl").exists()):
+        raise FixtureError("benchmark files already exist", where=str(out_dir),
+                           hint="pass --force to overwrite, or choose another --out")
+    dataset, report = (load_locomo(source) if fmt == "locomo"
+                       else load_longmemeval(source, granularity))  # type: ignore[arg-type]
+    write_dataset(dataset, out_dir)
+    (out_dir / "import.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    suite = {
+        "name": name or out_dir.name,
+        "description": f"{report.format} from {source.name}: {report.n_docs} documents in "
+                       f"{report.n_scopes} scopes, {report.n_queries} questions "
+                       f"({report.n_skipped} skipped); each question searches its own scope.",
+        "target": {"ref": "evalloop.retrieval.suite:RetrieverTarget",
+                   "params": {"retriever": retriever, "k": 20}},
+        "scorers": SCOPED_SCORERS,
+        "dataset": out_dir.name,
+    }
+    suite_file.write_text(yaml.safe_dump(suite, sort_keys=False, width=100), encoding="utf-8")
+    return suite_file, report
+
+
+@bench_app.command("import")
+@friendly
+def import_cmd(
+    fmt: Annotated[Literal["locomo", "longmemeval"], typer.Argument(help="The file's format.")],
+    source: Annotated[Path, typer.Argument(help="locomo10.json, or a LongMemEval JSON file.")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Dataset folder to write (default "
+                       "fixtures/<format>); the suite goes beside it as <folder>.yaml.")] = None,
+    granularity: Annotated[Literal["session", "turn"], typer.Option(
+        help="LongMemEval: one document per session or per turn.")] = "session",
+    retriever: Annotated[str, typer.Option(help="Suite target: bm25, hybrid, memory, "
+                                           "or module:Class.")] = "bm25",
+    name: Annotated[str | None, typer.Option(help="Suite name (default: the folder name).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+) -> None:
+    """Turn a published memory benchmark (LoCoMo, LongMemEval) into a scoped suite.
+
+    Documents are the dialogue turns (or sessions), queries the questions with their evidence as
+    judgments, the category as stratum; each question searches only its own conversation.
+    Example: [bold]evalloop bench import locomo locomo10.json --out fixtures/locomo[/bold]
+    """
+    folder = out_dir or Path("fixtures") / fmt
+    suite_file, report = write_import(fmt, source, folder, granularity=granularity,
+                                      retriever=retriever, name=name, force=force)
+    skipped = ", ".join(f"{n} {why}" for why, n in report.skipped.items()) or "none"
+    out().print(f"wrote {folder}/ ({report.n_docs} documents, {report.n_scopes} scopes, "
+                f"{report.n_queries} questions; skipped: {skipped}) and {suite_file}; run it with "
+                f"[bold]evalloop run --suite {suite_file}[/bold]")
+
+
 def _cell(value: float | None, diff: object = None) -> str:
     text = "—" if value is None else f"{value:.3f}"
     if diff is not None and getattr(diff, "p_value", None) is not None:
         from evalloop.stats import stars
 
-        text += f" ({diff.diff:+.3f}{stars(diff.p_value)})"  # type: ignore[attr-defined]
+        text += f" ({diff.diff:+.3f}{stars(diff.p_value)})"
     return text
 
 
@@ -111,8 +176,9 @@ def _ms(value: object) -> str:
 def compare_targets_cmd(
     suite: Annotated[str, typer.Option("--suite", "-s", help="Suite name or file.")],
     target: Annotated[list[str], typer.Option("--target", "-t", help="A retriever (bm25, hybrid, "
-                      "memory, module:Class) or a module:function target. Repeat; the first is "
-                      "the reference.")],
+                      "hybrid-seed000, memory, module:Class), optionally with options for an "
+                      "ablation (memory[vector_weight=0]), or a module:function target. Repeat; "
+                      "the first is the reference.")],
     record: Annotated[bool, typer.Option("--record", help="Store each run in the project "
                       "history as suite <suite>.<target> (own baselines).")] = False,
     strata: Annotated[bool, typer.Option("--strata", help="Also print per-stratum means.")] = False,
@@ -136,7 +202,7 @@ def compare_targets_cmd(
         return
     console = out()
     console.print(f"[bold]{result.suite}[/bold]  {result.n_cases} cases  "
-                  f"reference: {result.reference}")
+                  f"reference: {escape(result.reference)}")
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("target")
     for s in result.scorers:
@@ -145,7 +211,7 @@ def compare_targets_cmd(
         table.add_column(col, justify="right")
     for r in result.results:
         size, build = r.stats.get("index_bytes"), r.stats.get("build_s")
-        table.add_row(r.target, *[_cell(r.means.get(s), r.vs_reference.get(s)) for s in result.scorers],
+        table.add_row(escape(r.target), *[_cell(r.means.get(s), r.vs_reference.get(s)) for s in result.scorers],
                       _ms(r.stats.get("latency_p50_ms")), _ms(r.stats.get("latency_p95_ms")),
                       _ms(None if build is None else build * 1000.0),
                       "—" if size is None else f"{size / 1024:.0f}")
@@ -154,4 +220,6 @@ def compare_targets_cmd(
         from evalloop.report.strata import strata_table
 
         for r in result.results:
-            console.print(strata_table(r.strata, title=f"{r.target} per stratum"))
+            console.print(strata_table(r.strata, title=f"{escape(r.target)} per stratum"))
+            if r.strata.scopes:
+                console.print(strata_table(r.strata, title=f"{escape(r.target)} per scope", scopes=True))

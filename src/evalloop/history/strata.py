@@ -3,7 +3,9 @@
 A retrieval suite tags each query with its stratum (``exact``, ``paraphrase``, ``multihop``…),
 a QA suite with its category; any suite may tag its cases. A case's score is averaged over
 epochs first; a stratum's mean is the mean over its cases (macro over queries), and ``macro``
-is the unweighted mean of the stratum means. Errored and skipped scores are left out, and so
+is the unweighted mean of the stratum means. Tags ``scope:<id>`` (a scoped dataset's
+conversation, user or session) are reported apart, one row per scope, with their own macro
+mean (the per-conversation average the memory-benchmark papers report). Errored and skipped scores are left out, and so
 are a scorer's known-bad control cases, as in its run mean (so ``overall`` equals the mean the
 run's verdict table shows).
 """
@@ -15,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from evalloop.history.store import HistoryStore
@@ -25,6 +27,7 @@ _ROWS = text(
     "JOIN case_results r ON r.run_id = s.run_id AND r.case_id = s.case_id AND r.epoch = s.epoch "
     "WHERE s.run_id = :run AND s.errored = 0 AND s.skipped = 0"
 )
+SCOPE_TAG = "scope:"
 _LATENCY = text("SELECT latency_ms FROM case_results WHERE run_id = :run AND error IS NULL")
 
 
@@ -45,6 +48,8 @@ class StrataReport(BaseModel):
     overall: dict[str, float | None]
     macro: dict[str, float | None]
     strata: list[StratumRow]
+    scopes: list[StratumRow] = Field(default_factory=list)
+    scope_macro: dict[str, float | None] = Field(default_factory=dict)
 
     def mean(self, tag: str, scorer: str) -> float | None:
         """The mean of ``scorer`` over the cases tagged ``tag``."""
@@ -81,15 +86,22 @@ def strata_means(store: HistoryStore, run_id: str, *, tags: Iterable[str] | None
         for tag in labels:
             if wanted is None or tag in wanted:
                 members[tag].add(case_id)
-    rows = []
+    rows, scopes = [], []
     for tag in sorted(members):
         cases = members[tag]
         means = {s: _mean([case_value[(c, s)] for c in cases if (c, s) in case_value]) for s in scorers}
-        rows.append(StratumRow(tag=tag, n=len(cases), means=means))
+        if tag.startswith(SCOPE_TAG):
+            scopes.append(StratumRow(tag=tag[len(SCOPE_TAG):], n=len(cases), means=means))
+        else:
+            rows.append(StratumRow(tag=tag, n=len(cases), means=means))
     overall = {s: _mean([v for (c, sc), v in case_value.items() if sc == s]) for s in scorers}
-    macro = {s: _mean([r.means[s] for r in rows if r.means[s] is not None]) for s in scorers}
+
+    def macro(of: list[StratumRow]) -> dict[str, float | None]:
+        return {s: _mean([r.means[s] for r in of if r.means[s] is not None]) for s in scorers}
+
     return StrataReport(run_id=run_id, scorers=scorers, n=len(case_tags), overall=overall,
-                        macro=macro, strata=rows)
+                        macro=macro(rows), strata=rows, scopes=scopes,
+                        scope_macro=macro(scopes) if scopes else {})
 
 
 def latency_summary(store: HistoryStore, run_id: str) -> dict[str, float | None]:

@@ -8,11 +8,34 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evalloop.memory.textsearch import TextSearcher
 from evalloop.memory.vectors import EXACT_FILTER_LIMIT, Hit, VectorIndex
 
 RRF_K = 60
+
+
+class Fusion(BaseModel):
+    """How ``find`` fuses its two ranked lists: weighted reciprocal rank fusion,
+    ``text_weight / (rrf_k + text rank) + vector_weight / (rrf_k + vector rank)``.
+
+    The defaults were chosen by ``bench/fusion_weights.py`` on corpora it generates (seeds other
+    than the shipped benchmark's), never on a public benchmark. A weight of 0 switches that side
+    off (an ablation): its list is left out of the fusion.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text_weight: float = Field(default=1.0, ge=0.0)
+    vector_weight: float = Field(default=1.0, ge=0.0)
+    rrf_k: int = Field(default=RRF_K, ge=1)
+
+    @model_validator(mode="after")
+    def _one_side(self) -> Fusion:
+        if self.text_weight == 0 and self.vector_weight == 0:
+            raise ValueError("text_weight and vector_weight cannot both be 0")
+        return self
 #: With broad tags, fetch this many times more unfiltered candidates (at most) and filter.
 MAX_WIDEN = 20
 
@@ -40,15 +63,17 @@ def tagged_sql(tags: Sequence[str]) -> tuple[str, list[str]]:
     return f"SELECT t0.memory_pk FROM memory_tags t0 WHERE t0.tag = ?{probes}", list(tags)
 
 
-def rrf(text_hits: Sequence[int], vector_hits: Sequence[Hit], limit: int) -> list[Fused]:
-    """Reciprocal rank fusion: ``Σ 1 / (60 + rank)`` over the lists a pk appears in."""
-    text_rank = {pk: i + 1 for i, pk in enumerate(text_hits)}
-    vector_rank = {pk: i + 1 for i, (pk, _) in enumerate(vector_hits)}
+def rrf(text_hits: Sequence[int], vector_hits: Sequence[Hit], limit: int,
+        fusion: Fusion | None = None) -> list[Fused]:
+    """Weighted reciprocal rank fusion: ``Σ weight / (k + rank)`` over the lists a pk is in."""
+    fusion = fusion or Fusion(text_weight=1.0, vector_weight=1.0)
+    text_rank = {pk: i + 1 for i, pk in enumerate(text_hits)} if fusion.text_weight else {}
+    vector_rank = {pk: i + 1 for i, (pk, _) in enumerate(vector_hits)} if fusion.vector_weight else {}
     similarity = dict(vector_hits)
     scores: dict[int, float] = {}
-    for ranks in (text_rank, vector_rank):
+    for ranks, weight in ((text_rank, fusion.text_weight), (vector_rank, fusion.vector_weight)):
         for pk, rank in ranks.items():
-            scores[pk] = scores.get(pk, 0.0) + 1.0 / (RRF_K + rank)
+            scores[pk] = scores.get(pk, 0.0) + weight / (fusion.rrf_k + rank)
     best = sorted(scores, key=lambda pk: (-scores[pk], -similarity.get(pk, -2.0), pk))[:limit]
     return [Fused(pk, scores[pk], text_rank.get(pk), vector_rank.get(pk), similarity.get(pk)) for pk in best]
 
@@ -56,10 +81,15 @@ def rrf(text_hits: Sequence[int], vector_hits: Sequence[Hit], limit: int) -> lis
 class HybridSearcher:
     """Runs one ``find`` against a connection, its vector index and its text index."""
 
-    def __init__(self, conn: Any, index: VectorIndex, text: TextSearcher) -> None:
+    def __init__(self, conn: Any, index: VectorIndex, text: TextSearcher,
+                 fusion: Fusion | None = None) -> None:
         self.conn = conn
         self.index = index
         self.text = text
+        self.fusion = fusion or Fusion()
+
+    def _rrf(self, text_hits: Sequence[int], vector_hits: Sequence[Hit], limit: int) -> list[Fused]:
+        return rrf(text_hits, vector_hits, limit, self.fusion)
 
     def _with_tags(self, pks: Sequence[int], tags: Sequence[str]) -> set[int]:
         if not pks:
@@ -80,7 +110,7 @@ class HybridSearcher:
     def search(self, query: str, qvec: np.ndarray, limit: int, tags: Sequence[str]) -> list[Fused]:
         pool = max(2 * limit, 20)
         if not tags:
-            return rrf(self.text.search(query, 2 * pool), self.index.search(qvec, pool, None), limit)
+            return self._rrf(self.text.search(query, 2 * pool), self.index.search(qvec, pool, None), limit)
         counts = self._counts(tags)
         narrowest, tags = counts[0][0], [t for _, t in counts]
         if narrowest == 0:
@@ -94,7 +124,7 @@ class HybridSearcher:
         if not allowed:
             return []
         text_hits = self.text.search(query, 2 * pool, f"+rowid IN ({sql})", params)
-        return rrf(text_hits, self.index.search(qvec, pool, allowed), limit)
+        return self._rrf(text_hits, self.index.search(qvec, pool, allowed), limit)
 
     def _post_filtered(
         self, query: str, qvec: np.ndarray, limit: int, pool: int, tags: Sequence[str], n: int
@@ -110,4 +140,4 @@ class HybridSearcher:
         if len(vector_hits) < min(limit, n):
             return None
         text_hits = [pk for pk in text_hits if pk in keep][: 2 * pool]
-        return rrf(text_hits, vector_hits, limit)
+        return self._rrf(text_hits, vector_hits, limit)

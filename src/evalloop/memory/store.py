@@ -32,7 +32,7 @@ from evalloop.memory.records import (
     validate_information,
     validate_metadata,
 )
-from evalloop.memory.search import HybridSearcher, tagged_sql
+from evalloop.memory.search import Fusion, HybridSearcher, tagged_sql
 from evalloop.memory.sqlite_ext import connect_sqlite
 from evalloop.memory.textsearch import TOKENIZE, TextSearcher
 from evalloop.memory.vectors import Backend, NumpyIndex, SqliteVecIndex, VectorIndex
@@ -109,8 +109,10 @@ class MemoryStore:
     a ``ConfigError``. Safe to share between threads (one lock around the connection).
     """
 
-    def __init__(self, path: str | Path = DEFAULT_PATH, embedder: Embedder | None = None) -> None:
+    def __init__(self, path: str | Path = DEFAULT_PATH, embedder: Embedder | None = None,
+                 fusion: Fusion | None = None, **weights: Any) -> None:
         self.path = Path(path)
+        self.fusion = fusion or Fusion(**weights)
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -330,14 +332,14 @@ class MemoryStore:
         return self.count()
 
     def find(self, query: str, limit: int = 5, tags: TagsInput = None) -> list[FoundMemory]:
-        """Hybrid search: full-text (BM25) and vector candidates fused by reciprocal rank fusion,
-        restricted to memories carrying all ``tags`` (exact match)."""
+        """Hybrid search: full-text (BM25) and vector candidates fused by weighted reciprocal rank
+        fusion (:class:`Fusion`), restricted to memories carrying all ``tags`` (exact match)."""
         if limit <= 0 or not query.strip():
             return []
         wanted = normalise_tags(tags)
         qvec = np.ascontiguousarray(self.embedder.embed([query])[0], dtype=np.float32)
         with self._lock:
-            searcher = HybridSearcher(self._conn, self._index, self._text)
+            searcher = HybridSearcher(self._conn, self._index, self._text, self.fusion)
             fused = searcher.search(query, qvec, limit, wanted)
             records = self._records([f.pk for f in fused])
         return [

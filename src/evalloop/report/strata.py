@@ -6,13 +6,16 @@ from rich.table import Table
 
 from evalloop.history.strata import StrataReport, StratumRow, latency_summary, strata_means
 
+MAX_SCOPE_ROWS = 20
+"""At most this many scopes are printed (the lowest first); JSON output holds them all."""
+
 __all__ = ["StrataReport", "StratumRow", "latency_summary", "strata_means", "strata_table"]
 
 
-def strata_table(report: StrataReport, title: str | None = None) -> Table:
-    """A rich table: one row per stratum, then the overall and macro means."""
+def strata_table(report: StrataReport, title: str | None = None, *, scopes: bool = False) -> Table:
+    """A rich table: one row per stratum (or per scope), then the overall and macro means."""
     table = Table(title=title, show_edge=False, pad_edge=False)
-    table.add_column("stratum")
+    table.add_column("scope" if scopes else "stratum")
     table.add_column("n", justify="right")
     for s in report.scorers:
         table.add_column(s, justify="right")
@@ -20,9 +23,16 @@ def strata_table(report: StrataReport, title: str | None = None) -> Table:
     def cells(means: dict[str, float | None]) -> list[str]:
         return ["—" if means.get(s) is None else f"{means[s]:.3f}" for s in report.scorers]
 
-    for row in report.strata:
+    rows = report.scopes if scopes else report.strata
+    shown = rows
+    if scopes and len(rows) > MAX_SCOPE_ROWS:  # LongMemEval: one scope per question
+        first = report.scorers[0] if report.scorers else None
+        shown = sorted(rows, key=lambda r: (r.means.get(first) if first else 0.0) or 0.0)[:MAX_SCOPE_ROWS]
+        table.caption = (f"the {MAX_SCOPE_ROWS} lowest of {len(rows)} scopes by {first}; "
+                         "all of them in --json (strata.scopes)")
+    for row in shown:
         table.add_row(row.tag, str(row.n), *cells(row.means))
     table.add_row("[bold]overall[/]", str(report.n), *cells(report.overall))
-    if len(report.strata) > 1:
-        table.add_row("macro", str(len(report.strata)), *cells(report.macro))
+    if len(rows) > 1:
+        table.add_row("macro", str(len(rows)), *cells(report.scope_macro if scopes else report.macro))
     return table

@@ -41,7 +41,10 @@ def print_run(report: RunReport, console: Console) -> None:
     if report.extras.get("strata"):
         from evalloop.report.strata import StrataReport, strata_table
 
-        console.print(strata_table(StrataReport.model_validate(report.extras["strata"]), title="per stratum (tag)"))
+        strata = StrataReport.model_validate(report.extras["strata"])
+        console.print(strata_table(strata, title="per stratum (tag)"))
+        if strata.scopes:
+            console.print(strata_table(strata, title="per scope", scopes=True))
     stats = report.extras.get("target_stats")
     if stats:
         console.print("  target: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"

@@ -39,6 +39,18 @@ class Dataset(BaseModel):
         """Documents by their string id."""
         return {d.key: d for d in self.corpus}
 
+    @property
+    def scoped(self) -> bool:
+        """Whether documents and queries carry a ``scope`` (one corpus per scope)."""
+        return any(d.scope is not None for d in self.corpus)
+
+    def scopes(self) -> dict[str | None, list[Doc]]:
+        """Documents per scope, in corpus order (one ``None`` key when the dataset is unscoped)."""
+        out: dict[str | None, list[Doc]] = {}
+        for d in self.corpus:
+            out.setdefault(d.scope, []).append(d)
+        return out
+
     def strata(self) -> dict[str, str]:
         """``query_id -> stratum``."""
         return {q.query_id: q.stratum for q in self.queries}
@@ -53,6 +65,29 @@ class Dataset(BaseModel):
         keep = {q.query_id for q in qs}
         qrels = {qid: rel for qid, rel in self.qrels.items() if qid in keep}
         return Dataset(corpus=self.corpus, queries=qs, qrels=qrels, name=self.name)
+
+
+def check_scopes(docs: list[Doc], queries: list[Query], qrels: Qrels, where: str) -> None:
+    """A scoped dataset: every document and query has a scope, and every judged document of a
+    query lies in the query's scope (so no query is judged against a corpus it cannot see)."""
+    doc_scope = {d.key: d.scope for d in docs}
+    if all(s is None for s in doc_scope.values()) and all(q.scope is None for q in queries):
+        return
+    unscoped = next((d for d in docs if d.scope is None), None)
+    if unscoped is not None:
+        raise FixtureError(f"doc {unscoped.id!r} has no 'scope' but others do", where=where,
+                           hint="give every document a scope, or none")
+    scopes = set(doc_scope.values())
+    for q in queries:
+        if q.scope not in scopes:
+            what = "has no 'scope'" if q.scope is None else f"has scope {q.scope!r}, which no document has"
+            raise FixtureError(f"query {q.query_id!r} {what}", where=where,
+                               hint="a query searches only the documents of its scope")
+        outside = [d for d, g in qrels.get(q.query_id, {}).items() if g > 0 and doc_scope[d] != q.scope]
+        if outside:
+            raise FixtureError(f"query {q.query_id!r} (scope {q.scope!r}) judges doc {outside[0]!r} "
+                               f"of scope {doc_scope[outside[0]]!r}", where=where,
+                               hint="a query can only find documents of its own scope")
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -198,6 +233,7 @@ def load_dataset(
                 where=f"{q_path}:{q_lines[q.query_id]}",
                 hint="add its relevance judgments",
             )
+    check_scopes(docs, qs, judged, str(q_path))
     return Dataset(corpus=docs, queries=qs, qrels=judged, name=name or (base.name if base else "dataset"))
 
 
@@ -211,8 +247,8 @@ def write_dataset(dataset: Dataset, directory: str | Path) -> Path:
             for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
-    dump(out / CORPUS_FILE, [d.model_dump(mode="json") for d in dataset.corpus])
-    dump(out / QUERIES_FILE, [q.model_dump(mode="json") for q in dataset.queries])
+    dump(out / CORPUS_FILE, [_unscoped(d.model_dump(mode="json")) for d in dataset.corpus])
+    dump(out / QUERIES_FILE, [_unscoped(q.model_dump(mode="json")) for q in dataset.queries])
     rows = []
     for q in dataset.queries:
         grades = dataset.qrels.get(q.query_id, {})
@@ -225,6 +261,13 @@ def write_dataset(dataset: Dataset, directory: str | Path) -> Path:
         rows.append(row)
     dump(out / QRELS_FILE, rows)
     return out
+
+
+def _unscoped(row: dict[str, Any]) -> dict[str, Any]:
+    """Leave ``scope`` out of rows that have none (unscoped files stay as they were)."""
+    if row.get("scope") is None:
+        row.pop("scope", None)
+    return row
 
 
 def _native(doc_id: str) -> str | int:

@@ -1,19 +1,28 @@
-"""Reference hybrid retriever in the OpenClaw style: line chunks, 70 % vector + 30 % FTS5.
+"""Reference hybrid retriever in the OpenClaw style: line chunks, vector + FTS5, merged.
 
 Documents are cut into line-based chunks (1600 characters, 320 characters of overlap); each chunk
-is embedded and indexed in FTS5. A query takes ``4 × limit`` candidates from each side: vector
-candidates score their cosine similarity, keyword candidates (all query tokens, AND-joined and
-quoted) score ``1 / (1 + max(0, bm25_rank))``. Merged scores are ``0.7 · vector + 0.3 · text``;
-results under 0.35 are dropped and at most ``limit`` (default 6) chunks are returned.
+is embedded and indexed in FTS5. A query takes ``4 × limit`` candidates from each side.
 
-Faithful quirk: FTS5 ranks are negative, so every keyword match scores a text score of 1.0.
+Two calibrations ship:
+
+- **seed-faithful** (``hybrid-seed000``, :meth:`OpenClawHybridRetriever.seed_faithful`): keyword
+  candidates must contain *all* query tokens (AND), score ``1 / (1 + max(0, bm25_rank))`` —
+  FTS5 ranks are negative, so every match scores 1.0 — merged as ``0.7 · cosine + 0.3 · text``,
+  results under an absolute 0.35 dropped, at most 6 chunks. The floor was tuned for an 8B
+  embedding model on long chunks; the shipped 256-dimension static embedder rarely reaches it.
+- **calibrated** (the default, ``hybrid``): keyword candidates match *any* query token (OR) and
+  are ranked by BM25; both lists are merged by weighted reciprocal rank fusion
+  (``0.7 / (60 + vector rank) + 0.3 / (60 + text rank)``), so no score needs to clear a floor the
+  embedder cannot reach. ``fusion="weighted"`` keeps the weighted sum but grades text scores
+  (``bm25 / best bm25``) and ``min_score`` may then be given relative to the best hit
+  (``relative_floor``).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -31,6 +40,7 @@ CANDIDATE_MULTIPLIER = 4
 MAX_CANDIDATES = 200
 DEFAULT_LIMIT = 6
 MIN_SCORE = 0.35
+RRF_K = 60
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,24 @@ def text_score(rank: float) -> float:
 
 
 class OpenClawHybridRetriever:
-    """The OpenClaw built-in memory search, reimplemented over an :class:`Embedder`."""
+    """The OpenClaw built-in memory search, reimplemented over an :class:`Embedder`.
+
+    Constructed directly it keeps the seed's constants; :meth:`calibrated` (the ``hybrid``
+    retriever of suites) and :meth:`seed_faithful` (``hybrid-seed000``) are the two presets.
+    """
+
+    @classmethod
+    def seed_faithful(cls, embedder: Embedder, **options: Any) -> OpenClawHybridRetriever:
+        """Seed 000's constants: AND query, ``1/(1+max(0,rank))``, floor 0.35, 6 results."""
+        options.setdefault("name", f"openclaw-seed000[{getattr(embedder, 'name', 'embedder')}]")
+        return cls(embedder, **options)
+
+    @classmethod
+    def calibrated(cls, embedder: Embedder, **options: Any) -> OpenClawHybridRetriever:
+        """OR query ranked by BM25, weighted rank fusion, no absolute floor, ``k`` results."""
+        preset: dict[str, Any] = {"operator": "OR", "fusion": "rrf", "graded_text": True,
+                                  "min_score": 0.0, "limit": None}
+        return cls(embedder, **{**preset, **options})
 
     def __init__(
         self,
@@ -113,6 +140,10 @@ class OpenClawHybridRetriever:
         overlap_chars: int = OVERLAP_CHARS,
         batch_size: int = 256,
         name: str | None = None,
+        operator: Literal["AND", "OR"] = "AND",
+        fusion: Literal["weighted", "rrf"] = "weighted",
+        graded_text: bool = False,
+        relative_floor: float = 0.0,
     ) -> None:
         self.embedder = embedder
         self.limit = limit
@@ -123,6 +154,8 @@ class OpenClawHybridRetriever:
         self.max_chars = max_chars
         self.overlap_chars = overlap_chars
         self.batch_size = batch_size
+        self.operator, self.fusion, self.graded_text = operator, fusion, graded_text
+        self.relative_floor = relative_floor
         self.name = name or f"openclaw-hybrid[{getattr(embedder, 'name', 'embedder')}]"
         self._conn = sqlite3.connect(":memory:", check_same_thread=False)
         self._chunks: list[tuple[str, Chunk]] = []
@@ -162,27 +195,47 @@ class OpenClawHybridRetriever:
             top = np.argpartition(-sims, n - 1)[:n]
             vec_scores = {int(i): float(sims[i]) for i in top}
         txt_scores: dict[int, float] = {}
-        match = match_query(query, "AND", ascii_only=True)
+        match = match_query(query, self.operator, ascii_only=True)
         if match is not None:
             rows = self._conn.execute(
                 "SELECT chunk, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
                 (match, candidates),
             ).fetchall()
-            txt_scores = {int(i): text_score(float(rank)) for i, rank in rows}
-        merged = []
-        for i in set(vec_scores) | set(txt_scores):
-            v, t = vec_scores.get(i, 0.0), txt_scores.get(i, 0.0)
-            merged.append((self.vector_weight * v + self.text_weight * t, v, t, i))
-        merged.sort(key=lambda m: (-m[0], m[3]))
+            txt_scores = self._text_scores([(int(i), float(rank)) for i, rank in rows])
+        merged = self._merge(vec_scores, txt_scores)
+        floor = max(self.min_score, self.relative_floor * merged[0][0] if merged else 0.0)
         hits = []
         for score, v, t, i in merged:
-            if score < self.min_score:
+            if score < floor:
                 continue
             doc_id, chunk = self._chunks[i]
             hits.append(HybridHit(doc_id, chunk.text, score, v, t, chunk.start_line, chunk.end_line))
             if len(hits) >= limit:
                 break
         return hits
+
+    def _text_scores(self, rows: list[tuple[int, float]]) -> dict[int, float]:
+        """Seed: ``1/(1+max(0,rank))`` (1.0 for every match). Graded: ``bm25 / best bm25``."""
+        if not self.graded_text:
+            return {i: text_score(rank) for i, rank in rows}
+        best = max((-rank for _, rank in rows), default=0.0)
+        return {i: (-rank / best if best > 0 else 1.0) for i, rank in rows}
+
+    def _merge(self, vec: dict[int, float], txt: dict[int, float]) -> list[tuple[float, float, float, int]]:
+        """``(score, vector, text, chunk)`` best first, by weighted sum or weighted rank fusion."""
+        if self.fusion == "rrf":
+            v_rank = {i: r for r, i in enumerate(sorted(vec, key=lambda i: (-vec[i], i)), start=1)}
+            t_rank = {i: r for r, i in enumerate(sorted(txt, key=lambda i: (-txt[i], i)), start=1)}
+
+            def fused(i: int) -> float:
+                return (self.vector_weight / (RRF_K + v_rank[i]) if i in v_rank else 0.0) + (
+                    self.text_weight / (RRF_K + t_rank[i]) if i in t_rank else 0.0)
+        else:
+            def fused(i: int) -> float:
+                return self.vector_weight * vec.get(i, 0.0) + self.text_weight * txt.get(i, 0.0)
+        merged = [(fused(i), vec.get(i, 0.0), txt.get(i, 0.0), i) for i in set(vec) | set(txt)]
+        merged.sort(key=lambda m: (-m[0], m[3]))
+        return merged
 
     def search_texts(self, query: str, k: int) -> list[str]:
         """The returned chunks' text (what would be injected into a prompt)."""

@@ -84,6 +84,11 @@ def run_retriever(
     ks = tuple(sorted(set(ks)))
     if k < ks[-1]:
         raise ValueError(f"k={k} is below the largest metric cutoff {ks[-1]}")
+    if dataset.scoped:
+        raise TargetError(f"dataset {dataset.name!r} is scoped: one retriever would search every "
+                          "scope's documents at once",
+                          hint="use evalloop.retrieval.retrievers.run_scoped(factory, dataset): "
+                               "one fresh retriever per scope")
     label = name or retriever_name(retriever)
     r: Retriever = as_retriever(retriever)
     build_s, index_bytes = build_index(r, dataset) if build else (None, None)

@@ -3,7 +3,8 @@
 A suite may say ``dataset: <folder>`` instead of ``cases:``. The folder's files decide its kind:
 
 - ``corpus.jsonl`` + ``queries.jsonl`` + ``qrels.jsonl`` (seed 001): one case per query,
-  ``input = {query, stratum}``, ``expected = {relevance: {doc_id: grade}}``, tagged by stratum;
+  ``input = {query, stratum[, scope]}``, ``expected = {relevance: {doc_id: grade}}``, tagged by
+  stratum (and ``scope:<id>`` when documents and queries carry a scope);
 - ``corpus.jsonl`` + ``substring.jsonl`` (seed 000): queries judged by expected substrings;
 - ``questions.jsonl`` + ``conversations.jsonl`` (seed 002): one case per QA pair;
 - ``scenarios.jsonl`` (seed 003): one case per multi-turn scenario.
@@ -42,6 +43,8 @@ SUBSTRING_FILE = "substring.jsonl"
 QUESTIONS_FILE = "questions.jsonl"
 CONVERSATIONS_FILE = "conversations.jsonl"
 SCENARIOS_FILE = "scenarios.jsonl"
+SCOPE_TAG = "scope:"
+"""A scoped query's case is tagged ``scope:<id>``, so per-scope means come from history."""
 
 
 class Conversation(BaseModel):
@@ -191,8 +194,10 @@ def dataset_cases(folder: str | Path) -> Iterator[Case]:
     if kind == "retrieval":
         ds = retrieval_dataset(path)
         for q in ds.queries:
-            yield Case(id=q.query_id, input={"query": q.text, "stratum": q.stratum},
-                       expected={"relevance": ds.qrels[q.query_id]}, tags=[q.stratum], metadata=meta)
+            scope = {} if q.scope is None else {"scope": q.scope}
+            yield Case(id=q.query_id, input={"query": q.text, "stratum": q.stratum, **scope},
+                       expected={"relevance": ds.qrels[q.query_id]},
+                       tags=[q.stratum, *(f"{SCOPE_TAG}{v}" for v in scope.values())], metadata=meta)
     elif kind == "substring":
         load_corpus(path)
         for sq in load_substring_queries(path):

@@ -15,14 +15,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from evalloop.config import Settings
 from evalloop.errors import TargetError
 from evalloop.history.store import HistoryStore
 from evalloop.pipeline import arun_suite
 from evalloop.report.strata import StrataReport, latency_summary, strata_means
-from evalloop.retrieval.suite_targets import record_target_stats, retriever_factory, target_stats
+from evalloop.retrieval.retrievers import parse_spec, retriever_factory
+from evalloop.retrieval.suite_targets import record_target_stats, target_stats
 from evalloop.scoring.registry import Registry, discover
 from evalloop.suites import Suite, TargetRef, find_suite
 
@@ -76,8 +77,18 @@ def _slug(label: str) -> str:
 def _with_target(suite: Suite, label: str) -> tuple[Suite, dict[str, Any]]:
     """The suite aimed at ``label``: a retriever for the built-in suite targets, else a ref."""
     if suite.target.ref.startswith(SUITE_TARGETS):
-        retriever_factory(label)  # an unknown retriever fails here, before any run
-        return suite, {"retriever": label}
+        spec, options = parse_spec(label)
+        options = {**suite.target.params.get("options", {}), **options} if options else {}
+        try:  # an unknown retriever or option fails here, before any run
+            retriever_factory(spec, options=options)()
+        except (TypeError, ValueError) as exc:
+            errors = exc.errors() if isinstance(exc, ValidationError) else []
+            why = (f"option '{'.'.join(map(str, errors[0]['loc']))}': {errors[0]['msg']}" if errors
+                   else str(exc).splitlines()[0])
+            raise TargetError(f"target {label!r}: {why}",
+                              hint="options are the retriever's keyword arguments, e.g. "
+                                   "memory[vector_weight=0] or hybrid[fusion=weighted]") from None
+        return suite, {"retriever": spec, **({"options": options} if options else {})}
     if ":" not in label:
         raise TargetError(f"'{label}' is not a target for suite '{suite.name}'",
                           where=str(suite.path or suite.name),

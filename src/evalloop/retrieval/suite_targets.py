@@ -22,85 +22,19 @@ from sqlmodel import Session
 from evalloop.errors import TargetError
 from evalloop.history.models import Run
 from evalloop.history.store import HistoryStore, dumps
-from evalloop.retrieval.baselines import Fts5Bm25Retriever, OpenClawHybridRetriever
-from evalloop.retrieval.fts import database_bytes
+from evalloop.retrieval.retrievers import (
+    ALIASES,
+    MemoryStoreRetriever,
+    ScopedIndex,
+    _Corpus,
+    retriever_factory,
+)
 from evalloop.retrieval.runner import build_index
 from evalloop.retrieval.suite import qa_dataset, retrieval_corpus
-from evalloop.retrieval.types import Doc, Retriever, as_retriever, retriever_name
+from evalloop.retrieval.types import Doc, Retriever, retriever_name
 
-ALIASES = {"bm25": "bm25", "fts5": "bm25", "fts5-bm25": "bm25", "hybrid": "hybrid",
-           "openclaw-hybrid": "hybrid", "memory": "memory", "evalloop-memory": "memory"}
-
-
-class MemoryStoreRetriever:
-    """evalloop's own :class:`~evalloop.memory.MemoryStore` (FTS5 + vectors, RRF) as a Retriever."""
-
-    name = "evalloop-memory"
-
-    def __init__(self, embedder: Any = None, path: str = ":memory:") -> None:
-        self.embedder, self.path = embedder, path
-        self._store: Any = None
-        self._docs: dict[str, list[str]] = {}
-
-    def build_index(self, corpus: list[Doc]) -> None:
-        from evalloop.memory import MemoryStore
-
-        if self._store is not None:
-            self._store.close()
-        self._store = MemoryStore(self.path, self.embedder)
-        ids = self._store.store_many([{"information": d.content, "metadata": {"doc_id": d.key}}
-                                      for d in corpus])
-        self._docs = {}
-        for mem_id, doc in zip(ids, corpus, strict=True):  # identical texts share one memory
-            self._docs.setdefault(mem_id, []).append(doc.key)
-
-    def _find(self, query: str, k: int) -> list[Any]:
-        return self._store.find(query, k) if self._store is not None else []
-
-    def retrieve(self, query: str, k: int) -> list[str]:
-        out = [doc for hit in self._find(query, k) for doc in self._docs.get(hit.record.id, [])]
-        return out[:k]
-
-    def search_texts(self, query: str, k: int) -> list[str]:
-        return [hit.information for hit in self._find(query, k)]
-
-    def index_size_bytes(self) -> int:
-        conn = getattr(self._store, "_conn", None)
-        return database_bytes(conn) if conn is not None else 0
-
-
-def _embedder(spec: str | None) -> Any:
-    from evalloop.memory.embedders import resolve_embedder
-
-    return resolve_embedder(spec)
-
-
-def retriever_factory(spec: str, *, embedder: str | None = None,
-                      options: Mapping[str, Any] | None = None) -> Callable[[], Retriever]:
-    """A factory of fresh retrievers: ``bm25`` | ``hybrid`` | ``memory`` | ``module:Class``.
-
-    ``options`` are keyword arguments for the retriever; ``embedder`` is an embedder spec
-    (``default``, ``hashing:256``, …) for the retrievers that embed. A ``module:function`` that
-    is not a class is used as a bare ``retrieve(query, k)`` callable.
-    """
-    opts = dict(options or {})
-    kind = ALIASES.get(spec)
-    if kind == "bm25":
-        return lambda: Fts5Bm25Retriever(**opts)
-    if kind == "hybrid":
-        return lambda: OpenClawHybridRetriever(_embedder(embedder), **opts)
-    if kind == "memory":
-        return lambda: MemoryStoreRetriever(_embedder(embedder), **opts)
-    if ":" not in spec:
-        raise TargetError(f"unknown retriever {spec!r}",
-                          hint="use bm25, hybrid, memory, or module:Class for your own")
-    from evalloop.targets import _import
-
-    obj = _import(spec, Path.cwd())
-    if isinstance(obj, type):
-        return lambda: as_retriever(obj(**opts))
-    return lambda: as_retriever(obj)
-
+__all__ = ["ALIASES", "MemoryStoreRetriever", "QATarget", "RetrieverTarget", "ScenarioTarget",
+           "_Corpus", "record_target_stats", "retriever_factory", "target_stats"]
 
 def _dataset_folder(param: str | None, ctx: Any) -> Path:
     if param is not None:
@@ -140,8 +74,11 @@ class _Measured:
         self.label = retriever
 
     def fingerprint(self, _params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return {"retriever": self.spec, "k": self.k, "embedder": self.embedder,
-                "options": self.options, "kind": type(self).__name__}
+        out = {"retriever": self.spec, "k": self.k, "embedder": self.embedder,
+               "options": self.options, "kind": type(self).__name__}
+        if ALIASES.get(self.spec) == "hybrid":  # its defaults changed: runs before are another system
+            out["preset"] = "calibrated"
+        return out
 
     def ensure(self, ctx: Any) -> None:
         if self._ready:
@@ -178,8 +115,7 @@ class RetrieverTarget(_Measured):
         if returns not in ("ids", "texts"):
             raise TargetError(f"returns must be 'ids' or 'texts', not {returns!r}")
         self.returns = returns
-        self.retriever: Retriever | None = None
-        self._texts: Callable[[str, int], Sequence[str]] | None = None
+        self.index: ScopedIndex | None = None
         self._spent: list[tuple[str | None, float, float | None]] = []  # (set, tokens, density)
         if dataset is not None:
             self.ensure(None)
@@ -188,24 +124,29 @@ class RetrieverTarget(_Measured):
         return {**super().fingerprint(), "returns": self.returns}
 
     def setup(self, folder: Path) -> None:
-        from evalloop.retrieval.substring import text_search
-
         corpus = retrieval_corpus(folder)
-        retriever = self.factory()
-        self.label = retriever_name(retriever, self.spec)
-        self.build_s, self.index_bytes = build_index(retriever, _Corpus(corpus))
+        self.index = ScopedIndex(self.factory, corpus)  # one index per scope, or one in all
+        self.label = retriever_name(self.index.first(), self.spec)
+        self.build_s, self.index_bytes = self.index.build_s, self.index.index_bytes
         self.n_docs = len(corpus)
-        self.retriever = retriever
-        self._texts = text_search(retriever, corpus)
+        self.n_scopes = len(self.index.parts) if self.index.scoped else 0
+
+    @property
+    def retriever(self) -> Retriever | None:
+        """The retriever of an unscoped corpus (the first scope's of a scoped one)."""
+        return self.index.first() if self.index is not None else None
 
     def __call__(self, input: Any, ctx: Any = None) -> list[str]:
         self.ensure(ctx)
+        index = self.index
+        assert index is not None
         query = input.get("query", "") if isinstance(input, Mapping) else str(input)
+        scope = input.get("scope") if isinstance(input, Mapping) else None
         if self.returns == "texts":
-            texts = list(self.timed(lambda: self._texts(query, self.k)))  # type: ignore[misc]
+            texts = list(self.timed(lambda: index.texts(query, self.k, scope)))
             self._account(texts, getattr(getattr(ctx, "case", None), "expected", None))
             return texts
-        ids = self.timed(lambda: self.retriever.retrieve(query, self.k))  # type: ignore[union-attr]
+        ids = self.timed(lambda: index.retrieve(query, self.k, scope))
         return list(dict.fromkeys(str(i) for i in ids))[: self.k]
 
     def _account(self, texts: list[str], expected: Any) -> None:
@@ -225,6 +166,8 @@ class RetrieverTarget(_Measured):
         from evalloop.retrieval.substring import RANKED_SETS
 
         stats = super().run_stats()
+        if getattr(self, "n_scopes", 0):
+            stats["n_scopes"] = self.n_scopes
         if not self._spent:
             return stats
         judged = any(s is not None for s, _, _ in self._spent)
@@ -235,13 +178,6 @@ class RetrieverTarget(_Measured):
         if judged:
             stats["relevance_density"] = round(float(np.mean(dens)), 4) if dens else None
         return stats
-
-
-class _Corpus:
-    """The slice of a Dataset that :func:`build_index` reads."""
-
-    def __init__(self, corpus: list[Doc]) -> None:
-        self.corpus = corpus
 
 
 class TextMemory:

@@ -18,12 +18,17 @@ Run = dict[str, list[str]]
 
 
 class Doc(BaseModel):
-    """One corpus entry; extra fields (category, tags, importance, …) are kept."""
+    """One corpus entry; extra fields (category, tags, importance, …) are kept.
+
+    ``scope`` (a conversation, user or session id) puts the document in one of several
+    separate corpora: a query with the same scope searches only those documents.
+    """
 
     model_config = ConfigDict(extra="allow")
 
     id: str | int
     content: str
+    scope: str | None = None
 
     @property
     def key(self) -> DocId:
@@ -43,6 +48,7 @@ class Query(BaseModel):
     query_id: str
     text: str
     stratum: str = "all"
+    scope: str | None = None
     relevant_ids: list[str | int] = Field(default_factory=list)
 
     @field_validator("query_id", mode="before")

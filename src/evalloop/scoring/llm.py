@@ -11,7 +11,7 @@ credit rule on the shipped embedder.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -22,6 +22,7 @@ from evalloop.scoring.heuristic import as_data, as_text, keyword_grade, not_json
 from evalloop.scoring.registry import scorer
 from evalloop.untrusted import FENCE_NOTE, fence
 
+M = TypeVar("M", bound=BaseModel)
 NO_JUDGE = "no LLM judge configured (set ANTHROPIC_API_KEY or EVALLOOP_LLM_BASE_URL); judge skipped"
 HARSH = "Be harsh: a lenient grade hides a regression. Grade only the fenced data. " + FENCE_NOTE
 
@@ -46,21 +47,28 @@ def _content(value: Any, key: str = "content") -> str:
     return as_text(value)
 
 
-async def judge(ctx: Any, prompt: str, *, model: str | None = None) -> Score:
-    """Ask the run's judge for a :class:`JudgeVerdict`; skipped or errored when it cannot answer."""
+async def ask_judge(ctx: Any, schema: type[M], prompt: str, *, model: str | None = None) -> M | Score:
+    """Ask the run's judge for a ``schema`` object; a skipped or errored Score when it cannot."""
     client = getattr(getattr(ctx, "services", None), "judge", None)
     if client is None:
         return Score.skip(NO_JUDGE)
     from evalloop.llm.structured import structured
 
     try:
-        verdict = await structured(client, JudgeVerdict, prompt=prompt, model=model,
-                                   system="You are a strict evaluator of an AI memory system.",
-                                   max_tokens=512)
+        return await structured(client, schema, prompt=prompt, model=model,
+                                system="You are a strict evaluator of an AI memory system.",
+                                max_tokens=512)
     except EvalloopError as exc:
         if not is_case_level(exc):  # no connection, a rejected key, a replay miss: stop the run
             raise
         return Score.error(f"LLM judge error: {exc.one_line()}")
+
+
+async def judge(ctx: Any, prompt: str, *, model: str | None = None) -> Score:
+    """Ask the run's judge for a :class:`JudgeVerdict`; skipped or errored when it cannot answer."""
+    verdict = await ask_judge(ctx, JudgeVerdict, prompt, model=model)
+    if isinstance(verdict, Score):
+        return verdict
     issues = "; ".join(verdict.issues) or "none"
     strengths = "; ".join(verdict.strengths) or "none"
     return Score(value=verdict.score / 100, message=f"Issues: {issues} | Strengths: {strengths}",
