@@ -56,6 +56,23 @@ def short(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def case_key(value: Any) -> str:
+    """A case input's identity for corrections: canonical JSON, whitespace and case folded."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return " ".join(text.split()).casefold()
+
+
+def corrections(ids: Sequence[str], cases: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Structured (input key, expected answer) pairs of failing cases, for metadata."""
+    out = []
+    for cid in ids:
+        case = cases.get(cid)
+        if case is not None and getattr(case, "expected", None) is not None:
+            out.append({"id": cid, "key": case_key(case.input),
+                        "expected": json.loads(json.dumps(case.expected, default=str))})
+    return out
+
+
 def failing_cases(ids: Sequence[str], cases: Mapping[str, Any], outputs: Mapping[str, str | None],
                   reasons: Mapping[str, str]) -> list[FailingCase]:
     """The failing cases with their input, expected answer, output and reason (all truncated)."""

@@ -88,7 +88,7 @@ def _incident(comparison: Comparison, s: ScorerComparison, scores: Mapping[str, 
 
 
 def _metadata(comparison: Comparison, s: ScorerComparison, failing: list[str], status: str,
-              before: Mapping[str, Any] | None) -> dict[str, Any]:
+              before: Mapping[str, Any] | None, cases: Mapping[str, Any]) -> dict[str, Any]:
     run, now = comparison.run, _now(comparison)
     before = before or {}
     runs = [*(before.get("eval_run_ids") or []), run.id][-MAX_RUNS:]
@@ -100,6 +100,7 @@ def _metadata(comparison: Comparison, s: ScorerComparison, failing: list[str], s
         "runs_seen": int(before.get("runs_seen") or 0) + 1, "code_version": run.code_version,
         "first_seen": before.get("first_seen", now), "last_seen": now, "timestamp": now,
         "failing_cases": failing[:MAX_IDS], "failing_count": len(failing),
+        "corrections": feedback.corrections(failing[:MAX_IDS], cases) or list(before.get("corrections") or []),
     }
 
 
@@ -142,7 +143,7 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, cases:
     current = open_[0] if open_ else None
     if current is None:
         memory_id = adapter.store(feedback.information(inc), tags=failure_tags(suite, s.scorer),
-                                  metadata=_metadata(comparison, s, failing, "open", None))
+                                  metadata=_metadata(comparison, s, failing, "open", None, cases))
         return Learned(scorer=s.scorer, action="opened", memory_id=memory_id)
     record = getattr(current, "record", current)
     before = dict(record.metadata)
@@ -157,7 +158,7 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, cases:
     text = feedback.information(inc) if failing else record.information
     adapter.update(record.id, text, tags=failure_tags(suite, s.scorer),
                    metadata=_metadata(comparison, s, failing or list(before.get("failing_cases") or []),
-                                      "open", before))
+                                      "open", before, cases))
     return Learned(scorer=s.scorer, action="updated", memory_id=record.id)
 
 
