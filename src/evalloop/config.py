@@ -60,8 +60,8 @@ class Settings(BaseModel):
     memory_http: dict[str, Any] = Field(default_factory=dict)
     learn: bool = True
     inject_failures: bool = True
-    inject_budget: int = Field(default=4000, ge=200, description="characters of failure memories per prompt")
-    inject_per_memory: int = Field(default=1600, ge=100, description="characters of one failure memory")
+    inject_budget: int = Field(default=6000, ge=200, description="characters of failure memories per prompt")
+    inject_per_memory: int = Field(default=2400, ge=100, description="characters of one failure memory")
     inject_limit: int = Field(default=3, ge=1, le=20, description="open failure memories per prompt")
     inject_detail: Literal["full", "ids"] = "full"
     run_log: bool = True

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from evalloop.untrusted import fence
+from evalloop.untrusted import defuse, fence
 
 MAX_CASES = 5
 INPUT_CHARS = 200
@@ -41,6 +41,25 @@ class FailingCase(BaseModel):
     expected: str = ""
     got: str = ""
     reason: str = ""
+    pair: str = ""  # "expected X, got Y" on the expected answer's own fields, for grouping
+
+
+def _parsed(value: Any) -> Any:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return json.loads(value)
+    return value
+
+
+def _pair(expected: Any, got: Any) -> str:
+    """``expected action=UPDATE, got action=CREATE``: only the fields the expected answer names."""
+    exp, out = _parsed(expected), _parsed(got)
+    if isinstance(exp, dict) and isinstance(out, dict):
+        keys = [k for k in exp if out.get(k) != exp[k]] or list(exp)
+        show = lambda d: ", ".join(f"{k}={short(d.get(k), 30)}" for k in keys)  # noqa: E731
+        return f"expected {show(exp)}, got {show(out)}"
+    a, b = short(exp, 40), short(out, 40)
+    return f"expected {a}, got {b}" if a and b else ""
 
 
 def short(value: Any, limit: int) -> str:
@@ -84,15 +103,15 @@ def failing_cases(ids: Sequence[str], cases: Mapping[str, Any], outputs: Mapping
             input=short(getattr(case, "input", None), INPUT_CHARS),
             expected=short(getattr(case, "expected", None), FIELD_CHARS),
             got=short(outputs.get(cid), FIELD_CHARS),
-            reason=short(reasons.get(cid, ""), FIELD_CHARS)))
+            reason=short(reasons.get(cid, ""), FIELD_CHARS),
+            pair=_pair(getattr(case, "expected", None), outputs.get(cid)) if case is not None else ""))
     return out
 
 
 def common_patterns(cases: Iterable[FailingCase]) -> list[str]:
     """The most frequent ``expected X, got Y`` pairs and reasons, with their counts."""
     items = list(cases)
-    pairs = Counter(f"expected {c.expected}, got {c.got}" for c in items
-                    if c.expected and c.got and len(c.expected) <= 60 and len(c.got) <= 60)
+    pairs = Counter(c.pair for c in items if c.pair)
     reasons = Counter(c.reason for c in items if c.reason)
     found = [f"{text} ×{n}" for text, n in pairs.most_common(PATTERNS) if n > 1]
     found += [f'"{text}" ×{n}' for text, n in reasons.most_common(PATTERNS) if n > 1]
@@ -117,6 +136,7 @@ class Incident(BaseModel):
     newly_passing: int = 0
     failing: list[FailingCase] = []
     failing_total: int = 0
+    patterns: list[str] = []
 
 
 def _num(x: float | None, fmt: str = ".2f") -> str:
@@ -133,9 +153,8 @@ def information(inc: Incident) -> str:
              f"{inc.scorer}: {inc.passed}/{inc.graded} correct"
              + (f" ({inc.passed / inc.graded:.0%})" if inc.graded else ""),
              f"Against the baseline: {inc.newly_failing} newly failing, {inc.newly_passing} newly passing"]
-    patterns = common_patterns(inc.failing)
-    if patterns:
-        lines.append("Common pattern in failures: " + "; ".join(patterns))
+    if inc.patterns:
+        lines.append("Common pattern in failures: " + "; ".join(inc.patterns))
     if inc.failing:
         lines += ["", f"Failing cases ({len(inc.failing)} of {inc.failing_total}):"]
         for c in inc.failing:
@@ -163,15 +182,15 @@ def injection(records: Sequence[Any], *, budget: int, per_memory: int, detail: D
     blocks: list[str] = []
     used = len(HEADER) + 1
     for record in records:
-        body = record.information if detail == "full" else ids_only(record.metadata)
+        body = defuse(record.information if detail == "full" else ids_only(record.metadata))  # cut what is sent
         if len(body) > per_memory:
-            body = body[: max(per_memory - 1, 0)] + "…"
+            body = body[: max(per_memory - 3, 0)] + "..."  # ASCII: the fence's NFKC would widen "…"
         block = fence("PAST FAILURE", body)
         if used + len(block) + 2 > budget:
             room = budget - used - (len(fence("PAST FAILURE", "")) + 4)
             if blocks or room < 80:
                 break
-            block = fence("PAST FAILURE", body[: room - 1] + "…")
+            block = fence("PAST FAILURE", body[: room - 3] + "...")
         blocks.append(block)
         used += len(block) + 2
     if not blocks:

@@ -76,14 +76,16 @@ def _incident(comparison: Comparison, s: ScorerComparison, scores: Mapping[str, 
     failing = sorted(c for c, v in scores.items() if v < pass_mark)
     newly = [c for c, _ in s.newly_failing]
     ordered = [c for c in newly if c in failing] + [c for c in failing if c not in newly]
-    shown = feedback.failing_cases(ordered[: feedback.MAX_CASES], cases, outputs, reasons)
+    every = feedback.failing_cases(ordered[:MAX_IDS], cases, outputs, reasons)
+    shown = every[: feedback.MAX_CASES]
     ev = s.evidence
     inc = feedback.Incident(
         suite=comparison.run.suite, scorer=s.scorer, kind=s.kind, current=s.current, baseline=s.baseline,
         window_runs=s.window_runs, drop=s.drop, p_value=ev.p_value if ev else None,
         n_paired=ev.n_paired if ev else None, graded=len(scores),
         passed=sum(1 for v in scores.values() if v >= pass_mark), newly_failing=len(s.newly_failing),
-        newly_passing=len(s.newly_passing), failing=shown, failing_total=len(failing))
+        newly_passing=len(s.newly_passing), failing=shown, failing_total=len(failing),
+        patterns=feedback.common_patterns(every))
     return inc, ordered
 
 
@@ -155,7 +157,8 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, cases:
         return Learned(scorer=s.scorer, action="resolved", memory_id=record.id)
     if not s.is_regression and s.status is VerdictStatus.IMPROVED:
         return None  # getting better but not there yet: the incident stays as it was
-    text = feedback.information(inc) if failing else record.information
+    unchanged = not failing or sorted(failing[:MAX_IDS]) == sorted(before.get("failing_cases") or [])
+    text = record.information if unchanged else feedback.information(inc)  # an unchanged failure: touched
     adapter.update(record.id, text, tags=failure_tags(suite, s.scorer),
                    metadata=_metadata(comparison, s, failing or list(before.get("failing_cases") or []),
                                       "open", before, cases))
@@ -193,7 +196,7 @@ def failure_patterns(adapter: Any, suite: str, query: str | None = None, limit: 
     return incidents(adapter, suite)[:limit]
 
 
-def enhance_prompt(base: str, patterns: Sequence[Any], *, budget: int = 4000, per_memory: int = 1600,
+def enhance_prompt(base: str, patterns: Sequence[Any], *, budget: int = 6000, per_memory: int = 2400,
                    detail: feedback.Detail = "full") -> str:
     """``base`` with the fenced, capped failure patterns (unchanged when there are none)."""
     records = [getattr(p, "record", p) for p in patterns]
@@ -224,6 +227,9 @@ def injected_for(settings: Settings, suite: str) -> tuple[Injected, str | None]:
         close_adapter(adapter)
     text = feedback.injection(found, budget=settings.inject_budget, per_memory=settings.inject_per_memory,
                               detail=settings.inject_detail)
+    if settings.inject_detail == "ids":  # a target reading memories directly gets no more than the text
+        found = [r.model_copy(update={"metadata": {k: v for k, v in r.metadata.items() if k != "corrections"}})
+                 for r in found]
     return Injected(text=text, memory_ids=[r.id for r in found] if text else [], records=found if text else []), None
 
 
