@@ -34,11 +34,13 @@ def test_store_then_find_round_trip(memory_server: MemoryServer) -> None:  # noq
     assert hits[0].record.metadata["eval_name"] == "memory-similarity-eval"
     assert hits[0].record.created_at is not None and hits[0].score > 0
     path, body = memory_server.requests[-1]
-    assert path == "/search" and body["limit"] == 3 and "filters" not in body
+    assert path == "/search" and body["top_k"] == 3 and "limit" not in body
+    assert body["filters"] == {"user_id": "evalloop"} and "user_id" not in body  # identity inside filters
 
     tagged = adapter.find("checkout page slow", limit=5, tags=["eval-failure"])
     assert [h.record.id for h in tagged] == [mid]  # tag filter: exact, all tags
-    assert memory_server.requests[-1][1]["filters"] == {"tags": ["eval-failure"]}
+    sent = memory_server.requests[-1][1]
+    assert sent["filters"] == {"user_id": "evalloop", "tags": ["eval-failure"]} and sent["top_k"] == 100
     adapter.close()
 
 

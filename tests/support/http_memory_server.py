@@ -1,5 +1,6 @@
 """A loopback mem0-style memory service for tests: ``POST /memories`` adds, ``POST /search``
-searches, backed by a real embedded ``MemoryStore`` (hashing embedder). Records requests;
+searches (``top_k``, identity inside ``filters``), ``GET /memories`` lists, ``PUT /memories/{id}``
+updates, backed by a real embedded ``MemoryStore`` (hashing embedder). Records requests;
 ``delay`` makes it slow (for timeouts); ``status`` forces an error answer."""
 
 from __future__ import annotations
@@ -30,13 +31,18 @@ class MemoryServer:
 
 def _handler(state: MemoryServer) -> type[BaseHTTPRequestHandler]:
     class Handler(JSONHandler):
-        def do_POST(self) -> None:
-            body = self.read_json()
+        def _gate(self, body: dict[str, Any]) -> bool:
             state.requests.append((self.path, body))
             if state.delay:
                 time.sleep(state.delay)
             if state.status != 200:
                 self.send_json(state.status, {"detail": "forced failure"})
+                return False
+            return True
+
+        def do_POST(self) -> None:
+            body = self.read_json()
+            if not self._gate(body):
                 return
             if self.path in ("/memories", "/v2/memories"):
                 self._add(body)
@@ -44,6 +50,21 @@ def _handler(state: MemoryServer) -> type[BaseHTTPRequestHandler]:
                 self._search(body)
             else:
                 self.send_json(404, {"detail": "Not Found"})
+
+        def do_GET(self) -> None:
+            if not self._gate({}):
+                return
+            records = state.store.list(limit=1000)
+            self.send_json(200, {"results": [_item(r) for r in records]})
+
+        def do_PUT(self) -> None:
+            body = self.read_json()
+            if not self._gate(body):
+                return
+            mid = self.path.rsplit("/", 1)[-1]
+            meta = dict(body.get("metadata") or {})
+            state.store.update(mid, body["text"], meta.get("tags", []), meta)
+            self.send_json(200, {"message": "Memory updated successfully!"})
 
         def _add(self, body: dict[str, Any]) -> None:
             text = "\n".join(m["content"] for m in body["messages"])
@@ -53,21 +74,15 @@ def _handler(state: MemoryServer) -> type[BaseHTTPRequestHandler]:
 
         def _search(self, body: dict[str, Any]) -> None:
             tags = (body.get("filters") or {}).get("tags")
-            hits = state.store.find(body["query"], int(body.get("limit", 5)), tags)
-            results = [
-                {
-                    "id": h.record.id,
-                    "memory": h.record.information,
-                    "score": h.score,
-                    "metadata": h.record.metadata,
-                    "created_at": h.record.created_at.isoformat() if h.record.created_at else None,
-                    "user_id": body.get("user_id"),
-                }
-                for h in hits
-            ]
-            self.send_json(200, {"results": results})
+            hits = state.store.find(body["query"], int(body.get("top_k", 5)), tags)
+            self.send_json(200, {"results": [{**_item(h.record), "score": h.score} for h in hits]})
 
     return Handler
+
+
+def _item(record: Any) -> dict[str, Any]:
+    return {"id": record.id, "memory": record.information, "metadata": record.metadata,
+            "created_at": record.created_at.isoformat() if record.created_at else None}
 
 
 @pytest.fixture

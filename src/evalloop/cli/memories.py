@@ -78,14 +78,12 @@ def memories_list(
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
-    """List memories of the embedded store, newest first, filtered by exact tags.
+    """List memories newest first, filtered by exact tags (embedded store, or a memory service's
+    ``GET /memories``).
 
-    Example: [bold]evalloop memories list --tag eval-failure[/bold]
+    Example: [bold]evalloop memories list --tag suite:similarity --tag status:open[/bold]
     """
     settings = settings_for(project)
-    if settings.memory_url:
-        raise EvalloopError("listing is only available for the embedded store",
-                            where=settings.memory_url, hint="use `evalloop memories find` for a memory service")
     learning.require_memories(settings)
     adapter = learning.open_adapter(settings)
     try:
