@@ -236,6 +236,10 @@ class HTTPMemoryAdapter:
         self._call("PUT", self.config.update_path.format(id=id), json=payload)
         return id
 
+    def delete_all(self) -> None:
+        """Delete every memory of this adapter's scope (``DELETE /memories?user_id=…``)."""
+        self._call("DELETE", self.config.list_path, params=self._identity())
+
     def close(self) -> None:
         self._client.close()
 

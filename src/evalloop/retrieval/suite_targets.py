@@ -29,7 +29,7 @@ from evalloop.retrieval.suite import qa_dataset, retrieval_corpus
 from evalloop.retrieval.types import Doc, Retriever, as_retriever, retriever_name
 
 ALIASES = {"bm25": "bm25", "fts5": "bm25", "fts5-bm25": "bm25", "hybrid": "hybrid",
-           "openclaw-hybrid": "hybrid", "memory": "memory", "evalloop-memory": "memory"}
+           "openclaw-hybrid": "hybrid", "memory": "memory", "evalloop-memory": "memory", "mem0": "mem0"}
 
 
 class MemoryStoreRetriever:
@@ -91,9 +91,13 @@ def retriever_factory(spec: str, *, embedder: str | None = None,
         return lambda: OpenClawHybridRetriever(_embedder(embedder), **opts)
     if kind == "memory":
         return lambda: MemoryStoreRetriever(_embedder(embedder), **opts)
+    if kind == "mem0":
+        from evalloop.retrieval.mem0 import Mem0Retriever
+
+        return lambda: Mem0Retriever(**opts)
     if ":" not in spec:
         raise TargetError(f"unknown retriever {spec!r}",
-                          hint="use bm25, hybrid, memory, or module:Class for your own")
+                          hint="use bm25, hybrid, memory, mem0, or module:Class for your own")
     from evalloop.targets import _import
 
     obj = _import(spec, Path.cwd())
