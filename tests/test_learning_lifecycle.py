@@ -26,10 +26,10 @@ WRAPPER = '''
 import os
 from evalloop.reference import memory_ops
 
-async def decide(input, ctx=None):
+async def decide(input, ctx=None, similar_at=None):
     """The reference decide, with its UPDATE cut pushed out of reach while BROKEN exists."""
     broken = os.path.exists(os.path.join(os.path.dirname(__file__), "BROKEN"))
-    return await memory_ops.decide(input, ctx=ctx, similar_at=1.01 if broken else None)
+    return await memory_ops.decide(input, ctx=ctx, similar_at=1.01 if broken else similar_at)
 
 decide.fingerprint = memory_ops.decide.fingerprint
 '''
@@ -214,3 +214,24 @@ def test_an_llm_that_reads_its_system_prompt_learns_only_from_the_feedback_text(
         assert diff == 0
     else:  # only the 5 cases the memory shows in full are learned
         assert diff == pytest.approx(5 / len(cases())) and other.p_value["similarity-detection"] < 0.1
+
+
+def test_learn_check_cli(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = make(tmp_path)
+    exe = str(Path(sys.executable).parent / "evalloop")
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
+
+    def cli(*args):
+        return subprocess.run([exe, *args], cwd=root, capture_output=True, text=True, env=env, timeout=300)
+
+    bad = cli("learn", "check", "-s", "decisions", "-V", "oops:inject=sometimes")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "inject must be off, ids or full" in bad.stderr
+    done = cli("learn", "check", "-s", "decisions", "-V", "base:inject=off", "-V", "strict:similar_at=1.01")
+    assert done.returncode == 0, done.stderr
+    assert "0 open failure memories" in done.stdout and "strict" in done.stdout and "p=" in done.stdout
+    assert not (root / "history" / "memory.db").exists()               # checking writes no memory

@@ -27,6 +27,7 @@ class MemoryServer:
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     delay: float = 0.0
     status: int = 200
+    rewrite: str | None = None  # store this text instead (a server that ignores infer=false)
 
 
 def _handler(state: MemoryServer) -> type[BaseHTTPRequestHandler]:
@@ -67,7 +68,7 @@ def _handler(state: MemoryServer) -> type[BaseHTTPRequestHandler]:
             self.send_json(200, {"message": "Memory updated successfully!"})
 
         def _add(self, body: dict[str, Any]) -> None:
-            text = "\n".join(m["content"] for m in body["messages"])
+            text = state.rewrite or "\n".join(m["content"] for m in body["messages"])
             meta = dict(body.get("metadata") or {})
             mid = state.store.store(text, meta.get("tags", []), meta)
             self.send_json(200, {"results": [{"id": mid, "memory": text, "event": "ADD"}]})
