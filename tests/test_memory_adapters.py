@@ -41,6 +41,7 @@ def test_store_then_find_round_trip(memory_server: MemoryServer) -> None:  # noq
     assert [h.record.id for h in tagged] == [mid]  # tag filter: exact, all tags
     sent = memory_server.requests[-1][1]
     assert sent["filters"] == {"user_id": "evalloop", "tags": ["eval-failure"]} and sent["top_k"] == 100
+    assert sent["threshold"] == 0.0 and "threshold" not in body   # no cut-off for filtered lookups only
     adapter.close()
 
 

@@ -101,7 +101,7 @@ def prompt_enhance(
     query: Annotated[str | None, typer.Option(help="Search text (default: '<suite> eval failure').")] = None,
     project: ProjectOpt = None,
 ) -> None:
-    """Print PROMPT_FILE with a "Past failure patterns" section from the suite's failure memories.
+    """Print PROMPT_FILE with the suite's open failure memories, fenced and within the injection budget.
 
     Example: [bold]evalloop prompt enhance prompts/decide.md --suite similarity[/bold]
     """
@@ -118,4 +118,5 @@ def prompt_enhance(
         learning.close_adapter(adapter)
     if not found:
         err().print(f"no failure memories for suite '{suite}': the prompt is unchanged", markup=False)
-    print(learning.enhance_prompt(base, found), end="")
+    print(learning.enhance_prompt(base, found, budget=settings.inject_budget,
+                                  per_memory=settings.inject_per_memory, detail=settings.inject_detail), end="")

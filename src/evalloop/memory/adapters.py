@@ -202,7 +202,7 @@ class HTTPMemoryAdapter:
         filtered = bool(wanted or where)
         payload: dict[str, Any] = {"query": query, "top_k": max(limit, self.config.fetch) if filtered else limit,
                                    "filters": self._filters(where, wanted)}
-        cut = threshold if threshold is not None else (0.0 if where else self.config.threshold)
+        cut = threshold if threshold is not None else (0.0 if filtered else self.config.threshold)
         if cut is not None:
             payload["threshold"] = cut
         body = self._post(self.config.search_path, payload)
