@@ -14,6 +14,7 @@ variant are paired permutation tests over per-case scores.
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ class VariantResult(BaseModel):
     diff: dict[str, float | None] = Field(default_factory=dict)
     p_value: dict[str, float | None] = Field(default_factory=dict)
     n_paired: dict[str, int] = Field(default_factory=dict)
+    seconds: float = Field(0.0, description="wall time of the variant's run, memory reading included")
 
     def significant(self, scorer: str, alpha: float = ALPHA) -> bool:
         p, d = self.p_value.get(scorer), self.diff.get(scorer)
@@ -125,6 +127,7 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
                 "history_url": db, "run_log": False, "learn": False, "inject_failures": v.inject != "off",
                 "inject_detail": v.inject if v.inject != "off" else "full"})
             ref = TargetRef(ref=base.target.ref, params={**base.target.params, **v.params})
+            started = time.perf_counter()
             report = await arun_suite(base.model_copy(update={"target": ref}), settings=run_settings,
                                       registry=registry, store=store, limit=limit, engine=engine, model=model)
             run_id = report.outcome.run.id
@@ -133,7 +136,8 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
             results.append(VariantResult(
                 variant=v.name, inject=v.inject, params=v.params,
                 injected_memories=[] if v.inject == "off" else open_ids[: settings.inject_limit],
-                means={s: report.outcome.summaries[s].mean for s in names}))
+                means={s: report.outcome.summaries[s].mean for s in names},
+                seconds=time.perf_counter() - started))
         store.engine.dispose()
     scorers = [s.name for s in base.scorers]
     for result, cases in zip(results, per_case, strict=True):
