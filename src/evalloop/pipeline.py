@@ -92,11 +92,13 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None) -> RunReport:
     notices: list[str] = []
+    unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
         injected, notice = learning.injected_for(settings, suite_obj.name)
         services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
                                failure_memories=injected.records)
         notices += [notice] if notice else []
+        unreadable = notice is not None
     prepared = prepare(suite_obj, registry, project_dir=settings.project_dir,
                        settings_thresholds=settings.thresholds, services=services,
                        verdict_defaults=settings.verdict.model_dump(exclude_none=True))
@@ -133,7 +135,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if settings.learn and comparison.has_regression and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")
-    elif settings.learn and (comparison.has_regression or _has_memories(settings)):
+    elif settings.learn and (comparison.has_regression or (_has_memories(settings) and not unreadable)):
         learned = _learn(settings, report, store)
         if learned:
             report.extras["memories"] = learned
