@@ -67,16 +67,16 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
     assert any("stored failure memory" in n for n in sixth.notices)
 
     with MemoryStore(settings.memory_file) as store:
-        (record,) = store.list(tags=["eval-failure", "decisions", "regression"])
-        assert record.tags == ["eval-failure", "decisions", "regression"]
+        (record,) = store.list(tags=["eval-failure", "suite:decisions", "status:open"])
+        assert record.tags == ["eval-failure", "suite:decisions", "scorer:similarity-detection", "status:open"]
         meta = record.metadata
         assert meta["eval_name"] == "decisions" and meta["scorer"] == "similarity-detection"
-        assert meta["run_id"] == sixth.outcome.run.id
+        assert meta["eval_run_id"] == sixth.outcome.run.id
         assert meta["baseline_score"] == pytest.approx(s.baseline)
         assert meta["drop_percentage"] == pytest.approx(s.drop)
         assert {"current_score", "code_version", "timestamp"} <= set(meta)
-        assert 'Eval "decisions" regression detected' in record.information
-        assert "Newly failing cases" in record.information and "Action:" in record.information
+        assert 'Eval "decisions" regression: similarity-detection' in record.information
+        assert "Failing cases" in record.information and "Action:" in record.information
         found = store.find("decisions eval failure", limit=3, tags=["eval-failure"])
         assert found and found[0].record.id == record.id
 
@@ -84,21 +84,20 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
     prompt.write_text("Decide NOOP, UPDATE or CREATE.\n")
     enhanced = learning.enhance_prompt(prompt.read_text(), learning.failure_patterns(
         learning.open_adapter(settings), "decisions"))
-    assert "Past failure patterns:" in enhanced and 'Eval "decisions" regression' in enhanced
+    assert "Past failure patterns of this task" in enhanced and 'Eval "decisions" regression' in enhanced
+    assert "<<<PAST FAILURE " in enhanced
 
     (root / "BROKEN").unlink()
     seventh = run_suite("decisions", settings=settings)
     assert seventh.outcome.run.fingerprint_hash != good_fingerprint
     fp = json.loads(seventh.outcome.run.fingerprint)["target_fingerprint"]
     assert fp["operation"] == "decide"
-    # the injected failure patterns are volatile: the system itself (base prompt, engine) is the
-    # same, so the baseline carries on without a "system changed" notice (issue #11)
-    assert "injected" in fp and fp["prompt_sha"] == json.loads(
-        reports[-1].outcome.run.fingerprint)["target_fingerprint"]["prompt_sha"]
+    assert fp["injected"]["memories"] == [record.id]
     assert seventh.outcome.run.base_fingerprint == reports[-1].outcome.run.base_fingerprint
+    (resolved,) = seventh.extras["memories"]  # its cases pass again: the incident is resolved
+    assert resolved["action"] == "resolved" and resolved["memory_id"] == record.id
     assert seventh.comparison.fingerprint_change is None
     assert not any("system changed" in n for n in seventh.notices)
-    assert "memories" not in seventh.extras  # no regression against the window: nothing new stored
 
     # injection can be switched off: the prompt (and so the fingerprint) is the original again
     off = run_suite("decisions", settings=load_settings(root, inject_failures=False))
@@ -118,15 +117,15 @@ def test_cli_memories_and_prompt_enhance(tmp_path):
     for _ in range(3):
         assert cli("run", "-s", "decisions").returncode == 0
     (root / "BROKEN").write_text("")
-    assert cli("run", "-s", "decisions").returncode == 0
+    assert cli("run", "-s", "decisions").returncode == 1  # a regression fails the run by default
     listed = json.loads(cli("memories", "list", "--tag", "eval-failure", "--json").stdout)
-    assert len(listed) == 1 and listed[0]["tags"] == ["eval-failure", "decisions", "regression"]
+    assert len(listed) == 1 and listed[0]["tags"][:2] == ["eval-failure", "suite:decisions"]
     found = cli("memories", "find", "decisions similarity eval failure", "--limit", "3")
-    assert found.returncode == 0 and "regression detected" in found.stdout
+    assert found.returncode == 0 and "regression: similarity-detection" in found.stdout
     (root / "p.md").write_text("Base prompt.\n")
     enhanced = cli("prompt", "enhance", "p.md", "--suite", "decisions")
     assert enhanced.returncode == 0
-    assert enhanced.stdout.startswith("Base prompt.") and "Past failure patterns:" in enhanced.stdout
+    assert enhanced.stdout.startswith("Base prompt.") and "Past failure patterns of this task" in enhanced.stdout
     missing = cli("prompt", "enhance", "nope.md", "--suite", "decisions")
     assert missing.returncode == 2 and "cannot read prompt file" in missing.stderr
 

@@ -34,11 +34,14 @@ def test_store_then_find_round_trip(memory_server: MemoryServer) -> None:  # noq
     assert hits[0].record.metadata["eval_name"] == "memory-similarity-eval"
     assert hits[0].record.created_at is not None and hits[0].score > 0
     path, body = memory_server.requests[-1]
-    assert path == "/search" and body["limit"] == 3 and "filters" not in body
+    assert path == "/search" and body["top_k"] == 3 and "limit" not in body
+    assert body["filters"] == {"user_id": "evalloop"} and "user_id" not in body  # identity inside filters
 
     tagged = adapter.find("checkout page slow", limit=5, tags=["eval-failure"])
     assert [h.record.id for h in tagged] == [mid]  # tag filter: exact, all tags
-    assert memory_server.requests[-1][1]["filters"] == {"tags": ["eval-failure"]}
+    sent = memory_server.requests[-1][1]
+    assert sent["filters"] == {"user_id": "evalloop", "tags": ["eval-failure"]} and sent["top_k"] == 100
+    assert sent["threshold"] == 0.0 and "threshold" not in body   # no cut-off for filtered lookups only
     adapter.close()
 
 
@@ -94,3 +97,23 @@ def test_error_answers_and_bad_input(memory_server: MemoryServer) -> None:  # no
     assert memory_server.requests[-1][0] == "/memories" and len(memory_server.requests) == 1
     with pytest.raises(ConfigError, match="not an http"):
         HTTPMemoryAdapter("localhost:8000")
+
+
+def test_a_server_that_ignores_infer_false_is_warned_about(memory_server: MemoryServer) -> None:  # noqa: F811
+    memory_server.rewrite = "User likes tokens"
+    adapter = HTTPMemoryAdapter(memory_server.url)
+    with pytest.warns(UserWarning, match="infer=false"):
+        adapter.store("OAuth tokens need a 5 minute buffer", ["x"], {"run_id": "r-1", "user_id": "someone"})
+    meta = memory_server.requests[0][1]["metadata"]
+    assert meta["eval_run_id"] == "r-1" and meta["eval_user_id"] == "someone" and "run_id" not in meta
+
+
+def test_list_and_update_over_http(memory_server: MemoryServer) -> None:  # noqa: F811
+    adapter = HTTPMemoryAdapter(memory_server.url)
+    a = adapter.store("first", ["eval-failure", "suite:a"], {"eval_suite": "a"})
+    adapter.store("second", ["eval-failure", "suite:b"], {"eval_suite": "b"})
+    assert [r.information for r in adapter.list(tags=["suite:a"])] == ["first"]
+    adapter.update(a, "first, revised", ["eval-failure", "suite:a", "status:resolved"], {"eval_suite": "a"})
+    assert memory_server.requests[-1][0] == f"/memories/{a}"
+    (record,) = adapter.list(tags=["status:resolved"])
+    assert record.id == a and record.information == "first, revised"

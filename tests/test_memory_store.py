@@ -178,3 +178,22 @@ def test_default_embedder_loads_only_when_needed(tmp_path: Path) -> None:
         assert s.list(limit=1)[0].information == "the default embedder is loaded now"
         with pytest.raises(ConfigError, match="built with embedder 'model2vec"):
             MemoryStore(tmp_path / "lazy.db", embedder=HashingEmbedder(256))
+
+
+def test_update_keeps_id_and_creation_and_reindexes(store: MemoryStore) -> None:
+    a = store.store("kubernetes pods restart on OOM", ["eval-failure", "status:open"], {"n": 1})
+    b = store.store("apple pie uses cinnamon", ["other"])
+    created = store.get(a).created_at
+    assert store.update(a, "postgres pool allows twenty connections", ["eval-failure", "status:resolved"],
+                        {"n": 2}) == a
+    record = store.get(a)
+    assert record.information == "postgres pool allows twenty connections" and record.metadata == {"n": 2}
+    assert record.tags == ["eval-failure", "status:resolved"] and record.created_at == created
+    assert [r.id for r in store.list()] == [a, b]                      # the updated one is newest
+    assert store.list(tags=["status:open"]) == [] and len(store) == 2
+    assert store.find("postgres pool connections", 1)[0].record.id == a  # text and vectors reindexed
+    assert all(h.record.id != a for h in store.find("kubernetes OOM", 2) if h.text_rank is not None)
+    with pytest.raises(ConfigError, match="already holds this text"):
+        store.update(a, "apple pie uses cinnamon")
+    with pytest.raises(ConfigError, match="no memory with id"):
+        store.update("nope", "x")

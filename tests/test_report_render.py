@@ -99,7 +99,8 @@ def test_trend_points_band_threshold_and_flips(trends, history):
     assert all(r.latency_p95_ms is not None and r.latency_p95_ms >= r.latency_p50_ms for r in suite.runs)
     (memory,) = suite.memories  # written by the learning loop for the one regression
     assert memory.scorer == "value" and memory.run_id == history[1] == last.run_id
-    assert "eval-failure" in memory.tags and "- c1: low <script>" in memory.information
+    assert "eval-failure" in memory.tags and "status:open" in memory.tags
+    assert "- c1\n" in memory.information and "reason: low <script>" in memory.information
     assert last.newly_failing[0].message == f"low {EVIL}"
 
 
@@ -147,7 +148,7 @@ def test_markdown_for_a_pull_request(trends):
     assert "| `c1` | pass → **fail** | 0.80 → 0.10 | low &lt;script&gt;" in text
     outside_code = re.sub(r"```text\n.*?\n```", "", text, flags=re.S)
     assert "<script>" not in outside_code and "<script>" in text  # raw only inside a code block
-    assert "1 failure memory stored for this suite" in text and "- c1: low <script>" in text
+    assert "1 failure memory stored for this suite" in text and "reason: low <script>" in text
 
 
 def test_sparkline_scales_and_marks_gaps():

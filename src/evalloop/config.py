@@ -60,6 +60,10 @@ class Settings(BaseModel):
     memory_http: dict[str, Any] = Field(default_factory=dict)
     learn: bool = True
     inject_failures: bool = True
+    inject_budget: int = Field(default=6000, ge=200, description="characters of failure memories per prompt")
+    inject_per_memory: int = Field(default=2400, ge=100, description="characters of one failure memory")
+    inject_limit: int = Field(default=3, ge=1, le=20, description="open failure memories per prompt")
+    inject_detail: Literal["full", "ids"] = "full"
     run_log: bool = True
     timezone: str | None = None
     misfire_grace_seconds: int = Field(default=3600, ge=1)
@@ -107,6 +111,7 @@ _ENV = {
     "EVALLOOP_LEARN": "learn",
     "EVALLOOP_MEMORY_URL": "memory_url",
     "EVALLOOP_INJECT_FAILURES": "inject_failures",
+    "EVALLOOP_INJECT_BUDGET": "inject_budget",
     "EVALLOOP_TIMEZONE": "timezone",
     "EVALLOOP_WEBHOOK_URL": "webhook_url",
 }

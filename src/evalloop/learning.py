@@ -1,82 +1,168 @@
-"""The learning step: a regression becomes a failure memory, found again to improve a prompt.
+"""The learning step: failure memories with a lifecycle, found again for the next prompt.
 
-``learn`` turns every regression of a run into one memory in the ADR's format — eval name,
-current, baseline, drop, the scorer context (which cases newly failed, capped), an action line
-— tagged ``eval-failure,<suite>,regression`` with JSON metadata, written through a
-:class:`~evalloop.memory.adapters.MemoryAdapter` (the embedded store by default, or the system
-under test's own memory service). A failing store never fails the run: it is reported.
-``failure_patterns`` / ``enhance_prompt`` find those memories again for a prompt revision.
+One **incident** per (suite, scorer): the first regression opens a memory (text from
+:mod:`evalloop.feedback`, tags ``eval-failure``, ``suite:<name>``, ``scorer:<name>``,
+``status:open``; the run ids in metadata, never in the text). A later run whose cases still fail
+updates that memory (runs seen, last run, cases failing now) instead of adding one; a run in
+which its cases pass again resolves it (``status:resolved``: kept for history, never injected).
+The incident is matched by metadata (``eval_suite``, ``scorer``, ``status``), so no suite name
+can collide with a tag. A failing store never fails the run: it is reported.
+
+:func:`failure_patterns` chooses what enters a prompt: this suite's open incidents, newest
+first — looked up by metadata, not by similarity.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
+from evalloop import feedback
 from evalloop.baseline import Comparison, ScorerComparison
 from evalloop.config import Settings
 from evalloop.errors import ConfigError, EvalloopError
-from evalloop.history.models import Run
+from evalloop.verdict import VerdictStatus
 
-MAX_CASES = 8
-MAX_MESSAGE = 160
 PATTERN_LIMIT = 3
 HEADING = "Past failure patterns:"
+KIND = "eval-failure"
+MAX_IDS = 50
+MAX_RUNS = 20
 
 
 class Learned(BaseModel):
-    """What the learning step did for one regression."""
+    """What the learning step did for one scorer: ``opened``, ``updated`` or ``resolved``."""
 
     scorer: str
+    action: str = "opened"
     memory_id: str | None = None
     error: str | None = None
 
 
-def failure_tags(suite: str) -> list[str]:
-    return ["eval-failure", suite, "regression"]
+def failure_tags(suite: str, scorer: str, status: str = "open") -> list[str]:
+    return [KIND, f"suite:{suite}", f"scorer:{scorer}", f"status:{status}"]
 
 
-def failure_information(run: Run, s: ScorerComparison) -> str:
-    """The memory text of one regression, in the ADR's shape."""
-    lines = [
-        f'Eval "{run.suite}" regression detected ({s.scorer}, {s.kind}) in run {run.id}:',
-        f"- Current score: {s.current:.2f}" if s.current is not None else "- Current score: n/a",
-        f"- Baseline (rolling avg of {s.window_runs}): {s.baseline:.2f}" if s.baseline is not None
-        else "- Baseline: n/a",
-        f"- Drop: {s.drop:.1%}" if s.drop is not None else "- Drop: n/a",
-    ]
+def _meta(record: Any) -> Mapping[str, Any]:
+    return getattr(getattr(record, "record", record), "metadata", None) or {}
+
+
+def incidents(adapter: Any, suite: str, scorer: str | None = None, status: str | None = "open",
+              limit: int = 200) -> list[Any]:
+    """Failure memories of ``suite`` (and ``scorer``) with ``status``, newest first, by metadata."""
+    tags = [KIND, f"suite:{suite}"] + ([f"status:{status}"] if status else [])
+    found = []
+    for record in adapter.list(tags=tags, limit=limit):
+        meta = _meta(record)
+        if meta.get("kind") != KIND or meta.get("eval_suite") != suite:
+            continue
+        if (scorer is not None and meta.get("scorer") != scorer) or (status and meta.get("status") != status):
+            continue
+        found.append(record)
+    return sorted(found, key=lambda r: str(_meta(r).get("last_seen") or ""), reverse=True)
+
+
+def _now(comparison: Comparison) -> str:
+    run = comparison.run
+    return (run.ended_at or run.started_at or datetime.now(UTC)).isoformat()
+
+
+def _incident(comparison: Comparison, s: ScorerComparison, scores: Mapping[str, float], pass_mark: float,
+              cases: Mapping[str, Any], outputs: Mapping[str, str | None],
+              reasons: Mapping[str, str]) -> tuple[feedback.Incident, list[str]]:
+    failing = sorted(c for c, v in scores.items() if v < pass_mark)
+    newly = [c for c, _ in s.newly_failing]
+    ordered = [c for c in newly if c in failing] + [c for c in failing if c not in newly]
+    every = feedback.failing_cases(ordered[:MAX_IDS], cases, outputs, reasons)
+    shown = every[: feedback.MAX_CASES]
     ev = s.evidence
-    if ev is not None and ev.p_value is not None:
-        lines.append(f"- Evidence: p={ev.p_value:.3g}{ev.stars} on {ev.n_paired} paired cases ({ev.test})")
-    lines += ["", "Scorer context:", f"{s.scorer}: {s.n} graded cases, mean {s.current:.2f}"
-              if s.current is not None else f"{s.scorer}: no graded cases"]
-    if s.newly_failing:
-        lines.append(f"Newly failing cases ({len(s.newly_failing)}):")
-        for case, message in s.newly_failing[:MAX_CASES]:
-            message = " ".join(message.split())
-            message = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 1] + "…"
-            lines.append(f"- {case}: {message}" if message else f"- {case}")
-        if len(s.newly_failing) > MAX_CASES:
-            lines.append(f"- … and {len(s.newly_failing) - MAX_CASES} more")
-    lines += ["", f"Action: review the prompt and target behind {run.suite} ({s.scorer}); "
-                  "the cases above regressed since the previous run."]
-    return "\n".join(lines)
+    inc = feedback.Incident(
+        suite=comparison.run.suite, scorer=s.scorer, kind=s.kind, current=s.current, baseline=s.baseline,
+        window_runs=s.window_runs, drop=s.drop, p_value=ev.p_value if ev else None,
+        n_paired=ev.n_paired if ev else None, graded=len(scores),
+        passed=sum(1 for v in scores.values() if v >= pass_mark), newly_failing=len(s.newly_failing),
+        newly_passing=len(s.newly_passing), failing=shown, failing_total=len(failing),
+        patterns=feedback.common_patterns(every))
+    return inc, ordered
 
 
-def failure_metadata(run: Run, s: ScorerComparison) -> dict[str, Any]:
+def _metadata(comparison: Comparison, s: ScorerComparison, failing: list[str], status: str,
+              before: Mapping[str, Any] | None, cases: Mapping[str, Any]) -> dict[str, Any]:
+    run, now = comparison.run, _now(comparison)
+    before = before or {}
+    runs = [*(before.get("eval_run_ids") or []), run.id][-MAX_RUNS:]
     return {
-        "eval_name": run.suite,
-        "scorer": s.scorer,
-        "baseline_score": s.baseline,
-        "current_score": s.current,
-        "drop_percentage": s.drop,
-        "run_id": run.id,
-        "code_version": run.code_version,
-        "timestamp": (run.ended_at or run.started_at).isoformat(),
-        "newly_failing": [case for case, _ in s.newly_failing[:50]],
+        "kind": KIND, "eval_name": run.suite, "eval_suite": run.suite, "scorer": s.scorer, "status": status,
+        "baseline_score": before.get("baseline_score", s.baseline), "current_score": s.current,
+        "drop_percentage": s.drop if s.drop is not None else before.get("drop_percentage"),
+        "eval_run_id": before.get("eval_run_id", run.id), "last_run_id": run.id, "eval_run_ids": runs,
+        "runs_seen": int(before.get("runs_seen") or 0) + 1, "code_version": run.code_version,
+        "first_seen": before.get("first_seen", now), "last_seen": now, "timestamp": now,
+        "failing_cases": failing[:MAX_IDS], "failing_count": len(failing),
+        "corrections": feedback.corrections(failing[:MAX_IDS], cases) or list(before.get("corrections") or []),
     }
+
+
+def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | None = None,
+          outputs: Mapping[str, str | None] | None = None,
+          scores: Mapping[str, Mapping[str, float]] | None = None,
+          reasons: Mapping[str, Mapping[str, str]] | None = None) -> list[Learned]:
+    """Open, update or resolve this run's incidents; failures are returned, not raised.
+
+    ``cases`` (id → case), ``outputs`` (id → output text), ``scores`` (scorer → id → score)
+    and ``reasons`` (scorer → id → message) give the failing cases their details.
+    """
+    if comparison.invalid:
+        return []
+    results = []
+    for s in comparison.scorers:
+        if s.status in (VerdictStatus.SKIPPED, VerdictStatus.INVALID, VerdictStatus.SCORER_BROKEN):
+            continue
+        try:
+            item = _learn_one(comparison, s, adapter, cases or {}, outputs or {},
+                              (scores or {}).get(s.scorer, {}), (reasons or {}).get(s.scorer, {}))
+        except Exception as exc:  # noqa: BLE001 - a memory service failure never fails the run
+            text = exc.one_line() if isinstance(exc, EvalloopError) else f"{type(exc).__name__}: {exc}"
+            item = Learned(scorer=s.scorer, action="failed", error=text)
+        if item is not None:
+            results.append(item)
+    return results
+
+
+def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, cases: Mapping[str, Any],
+               outputs: Mapping[str, str | None], scores: Mapping[str, float],
+               reasons: Mapping[str, str]) -> Learned | None:
+    suite, pass_mark = comparison.run.suite, 0.5
+    if s.evidence is not None and getattr(s.evidence, "pass_mark", None) is not None:
+        pass_mark = s.evidence.pass_mark
+    open_ = incidents(adapter, suite, s.scorer)
+    if not s.is_regression and not open_:
+        return None
+    inc, failing = _incident(comparison, s, scores, pass_mark, cases, outputs, reasons)
+    current = open_[0] if open_ else None
+    if current is None:
+        memory_id = adapter.store(feedback.information(inc), tags=failure_tags(suite, s.scorer),
+                                  metadata=_metadata(comparison, s, failing, "open", None, cases))
+        return Learned(scorer=s.scorer, action="opened", memory_id=memory_id)
+    record = getattr(current, "record", current)
+    before = dict(record.metadata)
+    remembered = [c for c in before.get("failing_cases") or [] if c in scores]
+    still = [c for c in remembered if scores[c] < pass_mark]
+    if not s.is_regression and not still:  # its cases pass again: resolved, kept for history
+        meta = {**before, "status": "resolved", "resolved_run_id": comparison.run.id, "resolved_at": _now(comparison)}
+        adapter.update(record.id, record.information, tags=failure_tags(suite, s.scorer, "resolved"), metadata=meta)
+        return Learned(scorer=s.scorer, action="resolved", memory_id=record.id)
+    if not s.is_regression and s.status is VerdictStatus.IMPROVED:
+        return None  # getting better but not there yet: the incident stays as it was
+    unchanged = not failing or sorted(failing[:MAX_IDS]) == sorted(before.get("failing_cases") or [])
+    text = record.information if unchanged else feedback.information(inc)  # an unchanged failure: touched
+    adapter.update(record.id, text, tags=failure_tags(suite, s.scorer),
+                   metadata=_metadata(comparison, s, failing or list(before.get("failing_cases") or []),
+                                      "open", before, cases))
+    return Learned(scorer=s.scorer, action="updated", memory_id=record.id)
 
 
 def open_adapter(settings: Settings) -> Any:
@@ -103,52 +189,54 @@ def close_adapter(adapter: Any) -> None:
         close()
 
 
-def learn(comparison: Comparison, adapter: Any) -> list[Learned]:
-    """Store one failure memory per regression of this run; failures are returned, not raised."""
-    results = []
-    for s in comparison.regressions:
-        try:
-            memory_id = adapter.store(failure_information(comparison.run, s),
-                                      tags=failure_tags(comparison.run.suite),
-                                      metadata=failure_metadata(comparison.run, s))
-            results.append(Learned(scorer=s.scorer, memory_id=memory_id))
-        except Exception as exc:  # noqa: BLE001 - a memory service failure never fails the run
-            text = exc.one_line() if isinstance(exc, EvalloopError) else f"{type(exc).__name__}: {exc}"
-            results.append(Learned(scorer=s.scorer, error=text))
-    return results
-
-
 def failure_patterns(adapter: Any, suite: str, query: str | None = None, limit: int = PATTERN_LIMIT) -> list[Any]:
-    """The failure memories of a suite most related to ``query`` (default: "<suite> eval failure")."""
-    return list(adapter.find(query or f"{suite} eval failure", limit=limit,
-                             tags=["eval-failure", suite]))
+    """The suite's open failure memories, newest first (``query`` is kept for compatibility:
+    the question "what is open for this suite" is answered by metadata, not by similarity)."""
+    del query
+    return incidents(adapter, suite)[:limit]
 
 
-def enhance_prompt(base: str, patterns: Sequence[Any]) -> str:
-    """``base`` with a "Past failure patterns" section (unchanged when there are none)."""
-    texts = [getattr(p, "information", None) or getattr(getattr(p, "record", None), "information", "")
-             for p in patterns]
-    texts = [t for t in texts if t]
-    if not texts:
-        return base
-    return f"{base.rstrip()}\n\n{HEADING}\n" + "\n\n".join(texts) + "\n"
+def enhance_prompt(base: str, patterns: Sequence[Any], *, budget: int = 6000, per_memory: int = 2400,
+                   detail: feedback.Detail = "full") -> str:
+    """``base`` with the fenced, capped failure patterns (unchanged when there are none)."""
+    records = [getattr(p, "record", p) for p in patterns]
+    section = feedback.injection(records, budget=budget, per_memory=per_memory, detail=detail)
+    return base if not section else f"{base.rstrip()}\n\n{section}\n"
 
 
-def patterns_text(settings: Settings, suite: str, limit: int = PATTERN_LIMIT) -> tuple[str | None, str | None]:
-    """The failure-pattern text for a suite's prompts, and a notice if memories could not be read."""
+class Injected(BaseModel):
+    """What the next run's prompts get: the fenced text, and which memories it came from."""
+
+    text: str | None = None
+    memory_ids: list[str] = []
+    records: list[Any] = []
+
+
+def injected_for(settings: Settings, suite: str) -> tuple[Injected, str | None]:
+    """The suite's injection under the settings' budget, and a notice if memories could not be read."""
     try:
         adapter = open_adapter(settings)
     except (EvalloopError, OSError) as exc:
-        return None, f"failure memories not read: {exc}"
+        return Injected(), f"failure memories not read: {exc}"
     try:
-        found = failure_patterns(adapter, suite, limit=limit)
+        found = [getattr(f, "record", f) for f in failure_patterns(adapter, suite, limit=settings.inject_limit)]
     except Exception as exc:  # noqa: BLE001 - prompts still work without past failures
         text = exc.one_line() if isinstance(exc, EvalloopError) else str(exc)
-        return None, f"failure memories not read: {text}"
+        return Injected(), f"failure memories not read: {text}"
     finally:
         close_adapter(adapter)
-    enhanced = enhance_prompt("", found).strip()
-    return (enhanced.removeprefix(HEADING).strip() or None), None
+    text = feedback.injection(found, budget=settings.inject_budget, per_memory=settings.inject_per_memory,
+                              detail=settings.inject_detail)
+    if settings.inject_detail == "ids":  # a target reading memories directly gets no more than the text
+        found = [r.model_copy(update={"metadata": {k: v for k, v in r.metadata.items() if k != "corrections"}})
+                 for r in found]
+    return Injected(text=text, memory_ids=[r.id for r in found] if text else [], records=found if text else []), None
+
+
+def patterns_text(settings: Settings, suite: str, limit: int = PATTERN_LIMIT) -> tuple[str | None, str | None]:
+    """The fenced failure-pattern text for a suite's prompts, and a notice if memories could not be read."""
+    injected, notice = injected_for(settings.model_copy(update={"inject_limit": limit}), suite)
+    return injected.text, notice
 
 
 def require_memories(settings: Settings) -> None:

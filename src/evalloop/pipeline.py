@@ -107,10 +107,13 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                on_start: Callable[[PreparedRun], None] | None,
                select: Callable[[Case], bool] | None = None) -> RunReport:
     notices: list[str] = []
-    if settings.learn and settings.inject_failures and (settings.memory_url or settings.memory_file.exists()):
-        text, notice = learning.patterns_text(settings, suite_obj.name)
-        services.extras["failure_patterns"] = text
+    unreadable = False  # memories that could not be read are not re-read to resolve incidents
+    if settings.inject_failures and _has_memories(settings):
+        injected, notice = learning.injected_for(settings, suite_obj.name)
+        services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
+                               failure_memories=injected.records)
         notices += [notice] if notice else []
+        unreadable = notice is not None
     prepared = prepare(suite_obj, registry, project_dir=settings.project_dir,
                        settings_thresholds=settings.thresholds, services=services,
                        verdict_defaults=settings.verdict.model_dump(exclude_none=True))
@@ -147,8 +150,10 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if settings.learn and comparison.has_regression and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")
-    elif settings.learn and comparison.has_regression:
-        report.extras["memories"] = _learn(settings, comparison, report.notices)
+    elif settings.learn and (comparison.has_regression or (_has_memories(settings) and not unreadable)):
+        learned = _learn(settings, report, store)
+        if learned:
+            report.extras["memories"] = learned
     if settings.run_log:
         try:
             runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices)
@@ -157,23 +162,46 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     return report
 
 
-def _learn(settings: Settings, comparison: Comparison, notices: list[str]) -> list[dict[str, Any]]:
-    """Write each regression as a failure memory; a failing store is reported, never raised."""
+def _has_memories(settings: Settings) -> bool:
+    return bool(settings.memory_url) or settings.memory_file.exists()
+
+
+def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
+    """Inputs, expected answers, outputs and scorer reasons of the run's failing cases."""
+    run_id, details = report.outcome.run.id, {}
+    failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if v < r.pass_mark}
+    if not failing:
+        return {}
+    details["cases"] = {c.id: c for c in report.suite.iter_cases() if c.id in failing}
+    details["outputs"] = {r.case_id: r.output if r.output is not None else r.error
+                          for r in store.case_results(run_id) if r.case_id in failing and r.epoch == 0}
+    details["scores"] = {name: dict(r.scores) for name, r in report.outcome.results.items()}
+    details["reasons"] = {name: store.case_messages(run_id, name, sorted(failing)[:200])
+                          for name in report.outcome.results}
+    return details
+
+
+def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[dict[str, Any]]:
+    """Open, update or resolve failure memories; a failing store is reported, never raised."""
+    comparison, notices = report.comparison, report.notices
     try:
         adapter = learning.open_adapter(settings)
     except Exception as exc:  # noqa: BLE001 - the run itself succeeded
         notices.append(f"failure memories not stored: {exc}")
         return []
     try:
-        learned = learning.learn(comparison, adapter)
+        details = _case_details(report, store or HistoryStore(settings.database_url))
+        learned = learning.learn(comparison, adapter, **details)
     finally:
         learning.close_adapter(adapter)
     for item in learned:
         if item.error:
             notices.append(f"failure memory for {item.scorer} not stored: {item.error}")
         else:
-            notices.append(f"stored failure memory {item.memory_id} for {item.scorer} "
-                           f"(tags eval-failure,{comparison.run.suite},regression)")
+            verb = {"opened": "stored", "updated": "updated", "resolved": "resolved"}[item.action]
+            notices.append(f"{verb} failure memory {item.memory_id} for {item.scorer} "
+                           f"(suite:{comparison.run.suite}, status:"
+                           f"{'resolved' if item.action == 'resolved' else 'open'})")
     return [item.model_dump() for item in learned]
 
 

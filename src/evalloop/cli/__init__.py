@@ -18,6 +18,7 @@ from evalloop.cli import (  # noqa: F401  (they register commands)
     compare,
     doctor,
     history,
+    learn,
     memories,
     report,
     run,

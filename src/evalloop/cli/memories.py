@@ -78,14 +78,12 @@ def memories_list(
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
-    """List memories of the embedded store, newest first, filtered by exact tags.
+    """List memories newest first, filtered by exact tags (embedded store, or a memory service's
+    ``GET /memories``).
 
-    Example: [bold]evalloop memories list --tag eval-failure[/bold]
+    Example: [bold]evalloop memories list --tag suite:similarity --tag status:open[/bold]
     """
     settings = settings_for(project)
-    if settings.memory_url:
-        raise EvalloopError("listing is only available for the embedded store",
-                            where=settings.memory_url, hint="use `evalloop memories find` for a memory service")
     learning.require_memories(settings)
     adapter = learning.open_adapter(settings)
     try:
@@ -103,7 +101,7 @@ def prompt_enhance(
     query: Annotated[str | None, typer.Option(help="Search text (default: '<suite> eval failure').")] = None,
     project: ProjectOpt = None,
 ) -> None:
-    """Print PROMPT_FILE with a "Past failure patterns" section from the suite's failure memories.
+    """Print PROMPT_FILE with the suite's open failure memories, fenced and within the injection budget.
 
     Example: [bold]evalloop prompt enhance prompts/decide.md --suite similarity[/bold]
     """
@@ -120,4 +118,5 @@ def prompt_enhance(
         learning.close_adapter(adapter)
     if not found:
         err().print(f"no failure memories for suite '{suite}': the prompt is unchanged", markup=False)
-    print(learning.enhance_prompt(base, found), end="")
+    print(learning.enhance_prompt(base, found, budget=settings.inject_budget,
+                                  per_memory=settings.inject_per_memory, detail=settings.inject_detail), end="")

@@ -228,17 +228,23 @@ class MemoryStore:
             self._insert(fresh, vectors, known)
         return [known[h] for h in hashes]
 
-    def _insert(self, fresh: dict[str, MemoryInput], vectors: np.ndarray, known: dict) -> None:
+    def _insert(self, fresh: dict[str, MemoryInput], vectors: np.ndarray, known: dict,
+                replace: tuple[int, str, str] | None = None) -> None:
+        """Insert ``fresh`` in one transaction; ``replace`` (pk, id, created_at) swaps one memory
+        for the single fresh item, keeping its id and creation time (it becomes the newest)."""
         now = datetime.now(UTC).isoformat()
         conn = self._conn
         pks: list[int] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
+            if replace is not None:
+                self._index.remove([replace[0]])
+                conn.execute("DELETE FROM memories WHERE pk = ?", (replace[0],))
             for h, m in fresh.items():
-                mid = uuid.uuid4().hex
+                mid = replace[1] if replace else uuid.uuid4().hex
                 cur = conn.execute(
                     "INSERT INTO memories(id, information, content_hash, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (mid, m.information, h, json.dumps(m.metadata, allow_nan=False), now),
+                    (mid, m.information, h, json.dumps(m.metadata, allow_nan=False), replace[2] if replace else now),
                 )
                 pk = int(cur.lastrowid)
                 pks.append(pk)
@@ -257,6 +263,24 @@ class MemoryStore:
             conn.execute("ROLLBACK")
             self._index = self._make_index()
             raise
+
+    def update(self, id: str, information: str, tags: TagsInput = (), metadata: MetadataInput = None) -> str:
+        """Replace a memory's text, tags and metadata, keeping its id and creation time; it moves
+        to the front of ``list`` (newest first). Text equal to another memory's is an error."""
+        item = self._validate({"information": information, "tags": tags, "metadata": metadata})
+        h = content_hash(item.information)
+        with self._lock:
+            row = self._conn.execute("SELECT pk, created_at FROM memories WHERE id = ?", (id,)).fetchone()
+            if row is None:
+                raise ConfigError(f"no memory with id {id!r}", where=str(self.path),
+                                  hint="list ids with `evalloop memories list`")
+            other = self._existing([h]).get(h)
+            if other is not None and other != id:
+                raise ConfigError(f"memory {other} already holds this text", where=str(self.path),
+                                  hint="update that memory instead")
+            vectors = np.ascontiguousarray(self.embedder.embed([item.information]), dtype=np.float32)
+            self._insert({h: item}, vectors, {}, replace=(row[0], id, row[1]))
+        return id
 
     def delete(self, id: str) -> bool:
         """Delete a memory by id; False if there was none."""

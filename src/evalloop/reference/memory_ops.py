@@ -4,8 +4,11 @@ Each operation has two engines. ``llm`` asks the run's LLM client (Claude by def
 prompt in ``prompts/<operation>.md`` and a forced-tool schema. ``local`` needs no network: the
 shipped static embedder (lexical overlap when it is unavailable) and rules. The engine comes
 from the target's ``engine`` parameter, else from the run (``evalloop run --engine``). When the
-learning loop is on, past failure memories of the suite are appended to the prompt; the prompt
-actually used is hashed into the run's fingerprint.
+learning loop is on, the suite's open failure memories are appended to the prompt, fenced as
+untrusted data; the local engine, which reads no prompt, uses them as corrections instead: a case
+whose input matches a remembered failing case gets that case's expected answer. The base prompt
+is hashed into the fingerprint; the injected memories go under its ``injected`` key, so they never
+change the base fingerprint.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from evalloop.errors import ConfigError
+from evalloop.feedback import case_key
 from evalloop.untrusted import fence
 
 PROMPTS = Path(__file__).parent / "prompts"
@@ -58,10 +62,24 @@ def prompt_hash(text: str) -> str:
 
 
 def system_prompt(operation: str, services: Any = None) -> str:
-    """The operation's prompt, with the suite's past failure patterns when learning provides them."""
+    """The operation's prompt, with the suite's fenced failure patterns when learning provides them."""
     base = prompt_text(operation)
     extra = getattr(services, "extras", {}).get("failure_patterns") if services else None
-    return f"{base}\n\nPast failure patterns:\n{extra}" if extra else base
+    return f"{base.rstrip()}\n\n{extra}" if extra else base
+
+
+def correction(input: Any, ctx: Any) -> Any:
+    """The expected answer of a remembered failing case with this very input (None if none).
+
+    The local engine's use of failure memories: it reads the structured cases the memory keeps
+    in metadata. It is memory of specific mistakes, not generalisation."""
+    records = getattr(getattr(ctx, "services", None), "extras", {}).get("failure_memories") or []
+    key = case_key(input)
+    for record in records:
+        for case in (getattr(record, "metadata", None) or {}).get("corrections") or []:
+            if isinstance(case, dict) and case.get("key") == key:
+                return case.get("expected")
+    return None
 
 
 def _content(memory: Any) -> str:
@@ -119,25 +137,30 @@ def _client(ctx: Any) -> Any:
 
 
 # -- decide ---------------------------------------------------------------------------------
-def decide_local(existing: str, incoming: str) -> Decision:
+def decide_local(existing: str, incoming: str, similar_at: float | None = None) -> Decision:
     """Exact duplicate → NOOP; same subject (embedding cosine) → UPDATE; otherwise CREATE."""
     if existing == incoming:
         return Decision(action="NOOP", reason="identical content")
     if _normalised(existing) == _normalised(incoming):
         return Decision(action="NOOP", reason="identical content apart from case and spacing")
     sim, measure = similarity(existing, incoming)
-    cut = SIMILAR_AT if measure == "cosine" else LEXICAL_SIMILAR_AT
+    cut = similar_at if similar_at is not None else SIMILAR_AT if measure == "cosine" else LEXICAL_SIMILAR_AT
     if sim >= cut:
         return Decision(action="UPDATE", reason=f"same subject ({measure} {sim:.2f})")
     return Decision(action="CREATE", reason=f"different subject ({measure} {sim:.2f})")
 
 
 async def decide(input: dict[str, Any], engine: str | None = None, model: str | None = None,
-                 ctx: Any = None) -> dict[str, str]:
-    """Decide what to do with ``input['incoming']`` given ``input['existing']``."""
+                 ctx: Any = None, similar_at: float | None = None) -> dict[str, str]:
+    """Decide what to do with ``input['incoming']`` given ``input['existing']`` (``similar_at``:
+    the local engine's cosine cut for UPDATE)."""
     existing, incoming = _content(input.get("existing")), _content(input.get("incoming"))
     if _engine(engine, ctx) == "local":
-        return decide_local(existing, incoming).model_dump()
+        fixed = correction(input, ctx)
+        if isinstance(fixed, dict) and fixed.get("action") in ("NOOP", "UPDATE", "CREATE"):
+            reason = "identical content" if fixed["action"] == "NOOP" else "corrected by a past failure memory"
+            return Decision(action=fixed["action"], reason=str(fixed.get("reason") or reason)).model_dump()
+        return decide_local(existing, incoming, similar_at).model_dump()
     from evalloop.llm.structured import structured
 
     prompt = f"{fence('EXISTING MEMORY', existing)}\n\n{fence('INCOMING MEMORY', incoming)}"
@@ -226,13 +249,14 @@ async def assess_quality(input: Any, engine: str | None = None, model: str | Non
 def _describe(operation: str):
     def fingerprint(params: dict[str, Any], services: Any = None) -> dict[str, Any]:
         engine = params.get("engine") or getattr(services, "engine", "local")
-        # the base prompt is the system; injected failure patterns change on their own, so they
-        # go under the volatile "injected" key, out of the base fingerprint
         info: dict[str, Any] = {"operation": operation, "engine": engine,
                                 "prompt_sha": prompt_hash(prompt_text(operation))}
-        extra = getattr(services, "extras", {}).get("failure_patterns") if services else None
-        if extra:
-            info["injected"] = prompt_hash(extra)
+        extras = getattr(services, "extras", None) or {}
+        if extras.get("failure_patterns"):  # volatile: left out of the base fingerprint
+            info["injected"] = {"memories": list(extras.get("failure_memory_ids") or []),
+                                "sha": prompt_hash(extras["failure_patterns"])}
+        if params.get("similar_at") is not None:
+            info["similar_at"] = params["similar_at"]
         if engine == "llm":
             info["model"] = params.get("model") or getattr(getattr(services, "llm", None), "model", None)
         else:

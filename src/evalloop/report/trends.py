@@ -351,7 +351,7 @@ def _quantile(ordered: Sequence[float], q: float) -> float | None:
 
 def read_memories(memory_file: Path | None, suite: str,
                   limit: int = MAX_MEMORIES) -> tuple[list[MemoryNote], str]:
-    """Failure memories tagged ``eval-failure`` and ``suite``, and a note when none can be read."""
+    """The suite's failure memories (open and resolved, newest first), and a note when none can be read."""
     if memory_file is None or not Path(memory_file).is_file():
         return [], "no memory store"
     try:
@@ -360,13 +360,14 @@ def read_memories(memory_file: Path | None, suite: str,
         return [], "memory store not available"
     try:
         with MemoryStore(memory_file) as memory:
-            records = memory.list(tags=["eval-failure", suite], limit=limit)
+            records = [r for r in memory.list(tags=["eval-failure", f"suite:{suite}"], limit=limit)
+                       if (r.metadata or {}).get("eval_suite") == suite]
     except EvalloopError as exc:
         return [], f"memory store not readable: {exc.one_line()}"
     notes = []
     for record in records:
         meta = record.metadata or {}
-        scorer, run_id = meta.get("scorer"), meta.get("run_id")
+        scorer, run_id = meta.get("scorer"), meta.get("eval_run_id")
         notes.append(MemoryNote(
             id=record.id, information=record.information, tags=list(record.tags),
             scorer=scorer if isinstance(scorer, str) else None,

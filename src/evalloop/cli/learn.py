@@ -1,0 +1,61 @@
+"""``evalloop learn check``: whether injecting failure memories makes the next run better."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
+from evalloop.stats import stars
+
+learn_app = typer.Typer(help="Measure the learning loop.", no_args_is_help=True)
+app.add_typer(learn_app, name="learn")
+
+
+@learn_app.command("check")
+@friendly
+def learn_check(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="Suite name or file.")],
+    variant: Annotated[list[str] | None, typer.Option(
+        "--variant", "-V", help="name:key=value,... (inject=off|ids|full, or a target parameter). "
+        "Repeat; the first is the reference. Default: none:inject=off ids:inject=ids full:inject=full.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
+    engine: Annotated[str | None, typer.Option(help="auto, local or llm.")] = None,
+    model: Annotated[str | None, typer.Option(help="The target's LLM model.")] = None,
+    json_out: JsonOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Run SUITE as variants on the same cases and print each one's paired difference from the first.
+
+    Nothing is stored: the runs go to a throw-away history and no memory is written.
+    Example: [bold]evalloop learn check -s similarity[/bold]
+    """
+    from evalloop.learncheck import DEFAULT_VARIANTS, acheck
+
+    settings = settings_for(project)
+    result = asyncio.run(acheck(suite, settings=settings, variants=variant or list(DEFAULT_VARIANTS),
+                                limit=limit, engine=engine, model=model))
+    if json_out:
+        print(result.model_dump_json(indent=2))
+        return
+    console = out()
+    console.print(f"[bold]{result.suite}[/bold]  {result.n_cases} cases  "
+                  f"{len(result.open_memories)} open failure memories  reference: {result.reference}")
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("variant")
+    for s in result.scorers:
+        table.add_column(s, justify="right")
+    for r in result.results:
+        cells = []
+        for s in result.scorers:
+            mean = r.means.get(s)
+            text = "—" if mean is None else f"{mean:.3f}"
+            if r.variant != result.reference and r.diff.get(s) is not None:
+                p = r.p_value.get(s)
+                text += f" ({r.diff[s]:+.3f}, p={p:.3g}{stars(p)})" if p is not None else f" ({r.diff[s]:+.3f})"
+            cells.append(text)
+        table.add_row(r.variant, *cells)
+    console.print(table)
