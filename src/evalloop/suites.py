@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from evalloop.errors import FixtureError
 
@@ -96,6 +96,8 @@ class Suite(BaseModel):
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None
+    #: (file stamp, case count) of the last full validation, so a suite checked once is not read twice
+    _checked: tuple[Any, int] | None = PrivateAttr(default=None)
 
     @field_validator("target", mode="before")
     @classmethod
@@ -151,8 +153,29 @@ class Suite(BaseModel):
         for _line, case in _iter_jsonl_cases(self.cases_file):
             yield case
 
+    def _stamp(self) -> Any:
+        """What says the cases are unchanged since they were checked: the JSONL file's size and time."""
+        files = [self.cases_file] if self.cases_file is not None else \
+            sorted(self.dataset_dir.glob("*.jsonl")) if self.dataset_dir is not None else []
+        try:
+            return tuple((f.stat().st_size, f.stat().st_mtime_ns, f.stat().st_ino) for f in files)
+        except OSError:
+            return ("missing",)
+
     def validate_cases(self) -> int:
-        """Read every case once: schema, duplicate ids. Returns the number of cases."""
+        """Read every case once: schema, duplicate ids. Returns the number of cases.
+
+        A suite object remembers its last check: validating it again (the CLI checks every suite
+        before running any, then runs them) reads nothing unless the cases file changed.
+        """
+        stamp = self._stamp()
+        if self._checked is not None and self._checked[0] == stamp and stamp != ("missing",):
+            return self._checked[1]
+        count = self._validate_cases()
+        self._checked = (stamp, count)
+        return count
+
+    def _validate_cases(self) -> int:
         seen: set[str] = set()
         where_file = str(self.cases_file or self.path or self.name)
         count = 0

@@ -7,7 +7,6 @@ import json
 import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
-from evalloop.health import check_all
 
 
 @app.command()
@@ -17,6 +16,8 @@ def doctor(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
 
     Example: [bold]evalloop doctor[/bold]
     """
+    from evalloop.health import check_all
+
     checks = check_all(settings_for(project))
     if json_out:
         print(json.dumps([c.model_dump() | {"ok": c.ok} for c in checks], indent=2))

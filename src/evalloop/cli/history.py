@@ -8,8 +8,6 @@ from typing import Annotated
 import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
-from evalloop.history.store import HistoryStore
-from evalloop.report.terminal import print_history
 
 history_app = typer.Typer(help="Stored runs; `export`/`import` move them to and from the run log.")
 app.add_typer(history_app, name="history")
@@ -29,10 +27,12 @@ def history(
 
     Example: [bold]evalloop history --suite exact-match[/bold]
     """
+    from evalloop.report.terminal import print_history
+
     if ctx.invoked_subcommand is not None:
         return
-    from evalloop.cli.compare import find_run
     from evalloop.history.runlog import synced_store
+    from evalloop.report.diff import find_run
 
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log,
@@ -69,6 +69,7 @@ def history_export(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
     Example: [bold]evalloop history export --suite exact-match[/bold]
     """
     from evalloop.history.runlog import export_runs
+    from evalloop.history.store import HistoryStore
 
     settings = settings_for(project)
     counts = export_runs(HistoryStore(settings.database_url), settings.history_dir, suite or None)
@@ -86,6 +87,7 @@ def history_import(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
     Example: [bold]evalloop history import[/bold]
     """
     from evalloop.history.runlog import import_logs
+    from evalloop.history.store import HistoryStore
 
     settings = settings_for(project)
     counts = import_logs(HistoryStore(settings.database_url), settings.history_dir, suite or None)

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.errors import FixtureError
-from evalloop.pipeline import RunReport, arun_suite
-from evalloop.report.summary import run_summary
-from evalloop.report.terminal import print_run
-from evalloop.runner import prepare
-from evalloop.scoring.registry import discover
-from evalloop.signals import terminate_as_interrupt
-from evalloop.suites import discover_suites, find_suite
+
+if TYPE_CHECKING:
+    from evalloop.pipeline import RunReport
 
 
 @app.command()
@@ -52,6 +46,15 @@ def run(
 
     Example: [bold]evalloop run --suite exact-match[/bold]
     """
+    import asyncio
+
+    from evalloop.report.summary import run_summary
+    from evalloop.report.terminal import print_run
+    from evalloop.runner import prepare
+    from evalloop.scoring.registry import discover
+    from evalloop.signals import terminate_as_interrupt
+    from evalloop.suites import discover_suites, find_suite
+
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
@@ -63,16 +66,16 @@ def run(
     if not names:
         raise FixtureError("no suite given", hint="use --suite NAME or --all (see `evalloop suites list`)")
     registry = discover(settings.project_dir)
-    for name in names:  # every suite is checked before any runs: a bad one stops nothing half-way
-        prepare(find_suite(name, settings.project_dir), registry, project_dir=settings.project_dir,
-                settings_thresholds=settings.thresholds,
+    suites = [find_suite(name, settings.project_dir) for name in names]
+    for loaded in suites:  # every suite is checked before any runs: a bad one stops nothing half-way
+        prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
                 verdict_defaults=settings.verdict.model_dump(exclude_none=True))
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
-    for name in names:
+    for loaded in suites:  # the checked suites are run as loaded: their cases are validated once
         with terminate_as_interrupt():  # SIGTERM (systemd, docker stop) ends the run like Ctrl-C
-            reports.append(asyncio.run(_run_one(name, settings, registry, options, show_progress)))
+            reports.append(asyncio.run(_run_one(loaded, settings, registry, options, show_progress)))
         for notice in reports[-1].notices:
             if notice not in said:
                 said.add(notice)
@@ -103,17 +106,21 @@ def run(
         raise typer.Exit(1)
 
 
-async def _run_one(name, settings, registry, options, show_progress) -> RunReport:
+async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from evalloop.pipeline import arun_suite
+
     if not show_progress:
-        return await arun_suite(name, settings=settings, registry=registry, **options)
+        return await arun_suite(suite, settings=settings, registry=registry, **options)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err(), transient=True) as bar:
-        task = bar.add_task(name, total=None)
+        task = bar.add_task(suite.name, total=None)
 
         def started(prepared) -> None:
             limit = options["limit"]
             total = min(prepared.n_cases, limit) if limit else prepared.n_cases
             bar.update(task, total=total * (options["epochs"] or prepared.suite.epochs))
 
-        return await arun_suite(name, settings=settings, registry=registry, **options,
+        return await arun_suite(suite, settings=settings, registry=registry, **options,
                                 progress=lambda n: bar.advance(task, n), on_start=started)
