@@ -18,7 +18,8 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +27,11 @@ from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError
 from evalloop.failures import Failure, TargetTimeout, classify
 from evalloop.history.eligibility import base_fingerprint
-from evalloop.history.models import Run, RunStatus, ScorerSummary, utcnow
+from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
 from evalloop.redact import redact_text
 from evalloop.score import Score, ScorerKind, coerce_score
+from evalloop.scorevec import ids_digest
 from evalloop.scoring.registry import Registry, ScorerSpec
 from evalloop.suites import Case, Suite
 from evalloop.targets import Target, resolve_target, stable_hash
@@ -92,10 +94,12 @@ class PreparedRun:
 class ScorerResult:
     """One scorer of one run, computed once: the single source of its mean, n and validity.
 
-    ``scores`` holds each case's score averaged over its epochs (errored and skipped grades left
-    out); known-bad control cases are held apart in ``controls``. ``mean`` is the mean over the
-    cases, ``n`` the number of cases, ``grades`` the number of grades taken (cases × epochs).
-    Verdicts, history, reports, the run log and JUnit all read these numbers.
+    ``vector`` holds each case's score averaged over its epochs, in case order, aligned to
+    ``ids`` (NaN where a case has no grade: errored, skipped); known-bad control cases are in it
+    too, and held apart in ``controls``. ``scores`` is a case → score view without the controls.
+    ``mean`` is the mean over the cases, ``n`` the number of cases, ``grades`` the number of
+    grades taken (cases × epochs). Verdicts, history, reports, the run log and JUnit all read
+    these numbers.
     """
 
     scorer: str
@@ -104,8 +108,10 @@ class ScorerResult:
     pass_mark: float
     policy: dict[str, Any]
     binary: bool | None = None
-    scores: dict[str, float] = field(default_factory=dict)
+    ids: Sequence[str] = ()
+    vector: Any = None  # numpy float64 array aligned to ids
     controls: dict[str, float] = field(default_factory=dict)
+    errored_ids: list[str] = field(default_factory=list)
     grades: int = 0
     errored: int = 0
     skipped: int = 0
@@ -113,13 +119,35 @@ class ScorerResult:
     first_error: str = ""
     invalid: str | None = None
 
-    @property
-    def n(self) -> int:
-        return len(self.scores)
+    @functools.cached_property
+    def _graded(self) -> Any:
+        """The vector without the control cases."""
+        import numpy as np
+
+        values = np.array(self.vector if self.vector is not None else [], dtype=np.float64)
+        if self.controls:
+            rows = [i for i, case_id in enumerate(self.ids) if case_id in self.controls]
+            values[rows] = np.nan
+        return values
 
     @property
+    def scores(self) -> Mapping[str, float]:
+        from evalloop.scorevec import CaseScores
+
+        return CaseScores(self.ids, self._graded)
+
+    @functools.cached_property
+    def n(self) -> int:
+        import numpy as np
+
+        return int(np.count_nonzero(~np.isnan(self._graded)))
+
+    @functools.cached_property
     def mean(self) -> float | None:
-        return math.fsum(self.scores.values()) / len(self.scores) if self.scores else None
+        import numpy as np
+
+        values = self._graded[~np.isnan(self._graded)]
+        return math.fsum(values.tolist()) / len(values) if len(values) else None
 
     @property
     def controls_passed(self) -> list[str]:
@@ -134,17 +162,21 @@ class ScorerResult:
 
 
 class _Grades:
-    """Per-case sums of one scorer's grades while a run goes (epochs are averaged at the end)."""
+    """One scorer's grades while a run goes: per-case sums and counts in two arrays indexed by
+    the case's position (epochs are averaged at the end), so memory is 16 bytes per case."""
 
-    __slots__ = ("sums", "control_sums", "grades", "errored", "skipped", "skip_message", "first_error")
+    __slots__ = ("sums", "counts", "control_rows", "errored_rows", "grades", "errored", "skipped",
+                 "skip_message", "first_error")
 
-    def __init__(self) -> None:
-        self.sums: dict[str, list[float]] = {}
-        self.control_sums: dict[str, list[float]] = {}
+    def __init__(self, n_cases: int) -> None:
+        self.sums = array("d", bytes(8 * n_cases))
+        self.counts = array("d", bytes(8 * n_cases))
+        self.control_rows: set[int] = set()
+        self.errored_rows: set[int] = set()
         self.grades = self.errored = self.skipped = 0
         self.skip_message = self.first_error = ""
 
-    def add(self, case_id: str, score: Score, control: bool) -> None:
+    def add(self, row: int, score: Score, control: bool) -> None:
         if score.skipped:
             self.skipped += 1
             self.skip_message = self.skip_message or score.message
@@ -152,22 +184,30 @@ class _Grades:
         self.grades += 1
         if score.errored:
             self.errored += 1
+            self.errored_rows.add(row)
             self.first_error = self.first_error or score.message
             return
-        acc = (self.control_sums if control else self.sums).setdefault(case_id, [0.0, 0])
-        acc[0] += score.value
-        acc[1] += 1
+        if control:
+            self.control_rows.add(row)
+        self.sums[row] += score.value
+        self.counts[row] += 1
 
-    def result(self, bound: BoundScorer, errored_limit: float) -> ScorerResult:
+    def result(self, bound: BoundScorer, errored_limit: float, ids: Sequence[str]) -> ScorerResult:
+        import numpy as np
+
         invalid = None
         if self.grades and self.errored / self.grades > errored_limit:
             invalid = (f"{bound.name}: {self.errored}/{self.grades} grades errored "
                        f"(limit {errored_limit:.0%})")
+        counts = np.frombuffer(self.counts, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            vector = np.where(counts > 0, np.frombuffer(self.sums, dtype=np.float64) / counts, np.nan)
         return ScorerResult(
             scorer=bound.name, kind=bound.kind.value, threshold=bound.threshold,
             pass_mark=bound.pass_mark, policy=bound.policy, binary=bound.spec.binary or None,
-            scores={c: t / k for c, (t, k) in self.sums.items()},
-            controls={c: t / k for c, (t, k) in self.control_sums.items()},
+            ids=ids, vector=vector,
+            controls={ids[r]: float(vector[r]) for r in sorted(self.control_rows)},
+            errored_ids=[ids[r] for r in sorted(self.errored_rows) if counts[r] == 0],
             grades=self.grades, errored=self.errored, skipped=self.skipped,
             skip_message=self.skip_message, first_error=self.first_error, invalid=invalid,
         )
@@ -342,11 +382,11 @@ async def execute(
         n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
-    grades = {b.name: _Grades() for b in prepared.scorers}
-    state = _RunState(run, prepared, store, services, grades, batch_size, progress)
-    work: Iterator[tuple[Case, int]] = (
-        (case, epoch) for epoch in range(epochs)
-        for case in itertools.islice(suite.iter_cases(), n_cases)
+    grades = {b.name: _Grades(n_cases) for b in prepared.scorers}
+    state = _RunState(run, prepared, store, services, grades, batch_size, progress, n_cases)
+    work: Iterator[tuple[int, Case, int]] = (
+        (row, case, epoch) for epoch in range(epochs)
+        for row, case in enumerate(itertools.islice(suite.iter_cases(), n_cases))
     )
     try:
         workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
@@ -373,9 +413,10 @@ async def execute(
 
 class _RunState:
     def __init__(self, run: Run, prepared: PreparedRun, store: HistoryStore, services: Services,
-                 grades: dict[str, _Grades], batch_size: int, progress: ProgressFn | None):
+                 grades: dict[str, _Grades], batch_size: int, progress: ProgressFn | None, n_cases: int):
         self.run, self.prepared, self.store, self.services = run, prepared, store, services
         self.grades, self.batch_size, self.progress = grades, batch_size, progress
+        self.ids: list[str] = [""] * n_cases  # case ids by position: one list every scorer's vector shares
         self.case_rows: list[dict[str, Any]] = []
         self.score_rows: list[dict[str, Any]] = []
         self.case_errors = 0
@@ -384,14 +425,15 @@ class _RunState:
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
                        "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0}
 
-    async def worker(self, work: Iterator[tuple[Case, int]]) -> None:
-        for i, (case, epoch) in enumerate(work, start=1):
-            await self.one(case, epoch)
+    async def worker(self, work: Iterator[tuple[int, Case, int]]) -> None:
+        for i, (row, case, epoch) in enumerate(work, start=1):
+            await self.one(case, epoch, row)
             if i % 8 == 0:  # let signals, cancellation and other workers in, even for sync targets
                 await asyncio.sleep(0)
 
-    async def one(self, case: Case, epoch: int) -> None:
+    async def one(self, case: Case, epoch: int, row: int) -> None:
         prepared, run_id = self.prepared, self.run.id
+        self.ids[row] = case.id
         ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services)
         error: str | None = None
         failure: Failure | None = None
@@ -430,24 +472,24 @@ class _RunState:
             failure = Failure.TARGET
         if failure is not None:
             self.totals[f"{failure.value}_failures"] += 1
-        row: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
-                               "tags": ",".join(case.tags) or None,
-                               "output": None if error else dumps(output), "error": error,
-                               "failure": failure.value if failure else None,
-                               "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
-                               "output_tokens": 0}
+        result: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
+                                  "tags": ",".join(case.tags) or None,
+                                  "output": None if error else dumps(output), "error": error,
+                                  "failure": failure.value if failure else None,
+                                  "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
+                                  "output_tokens": 0}
         if usage is not None:
-            row.update(cost_usd=usage.cost_usd, input_tokens=usage.input_tokens,
-                       output_tokens=usage.output_tokens)
+            result.update(cost_usd=usage.cost_usd, input_tokens=usage.input_tokens,
+                          output_tokens=usage.output_tokens)
             for key in ("cost_usd", "input_tokens", "output_tokens"):
                 self.totals[key] += getattr(usage, key)
             self.totals["llm_calls"] += usage.calls
             self.totals["cache_hits"] += usage.cache_hits
             self.totals["llm_retries"] += usage.retries
-        self.case_rows.append(row)
+        self.case_rows.append(result)
         self.tagged = self.tagged or bool(case.tags)
         for name, score in scores:
-            self.grades[name].add(case.id, score, case.expects_fail(name))
+            self.grades[name].add(row, score, case.expects_fail(name))
             self.score_rows.append({
                 "run_id": run_id, "case_id": case.id, "epoch": epoch, "scorer": name,
                 "value": score.value, "errored": score.errored, "skipped": score.skipped,
@@ -464,7 +506,8 @@ class _RunState:
         self.store.add_results(cases, scores)
 
     def finish(self, errored_limit: float) -> RunOutcome:
-        results = {b.name: self.grades[b.name].result(b, errored_limit) for b in self.prepared.scorers}
+        ids = self.ids if all(self.ids) else [c or f"#{i}" for i, c in enumerate(self.ids)]  # never-run cases
+        results = {b.name: self.grades[b.name].result(b, errored_limit, ids) for b in self.prepared.scorers}
         summaries = {
             name: ScorerSummary(
                 run_id=self.run.id, scorer=name, kind=r.kind, mean=r.mean, n=r.n, errored=r.errored,
@@ -479,8 +522,11 @@ class _RunState:
         stats_hook = getattr(self.prepared.target.fn, "run_stats", None)
         if callable(stats_hook):  # e.g. a retriever's index build time, index size, query latency
             notes["target_stats"] = dict(stats_hook())
+        digest = ids_digest(ids)
+        vectors = [ScoreVector(run_id=self.run.id, scorer=name, digest=digest, n=len(ids),
+                               data=r.vector.astype("<f8").tobytes()) for name, r in results.items()]
         run = self.store.finish_run(
-            self.run.id, summaries.values(), status=RunStatus.COMPLETED,
+            self.run.id, summaries.values(), vectors, status=RunStatus.COMPLETED,
             valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
             ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals,
         )

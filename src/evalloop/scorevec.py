@@ -53,6 +53,27 @@ class CaseScores(Mapping[str, float]):
         return ((self.ids[int(i)], float(values[i])) for i in np.flatnonzero(~np.isnan(values)))
 
 
+class Vector:
+    """One run's scores of one scorer: ``values[i]`` is case ``ids[i]``'s (NaN: no grade)."""
+
+    __slots__ = ("ids", "values", "_digest")
+
+    def __init__(self, ids: Sequence[str], values: np.ndarray) -> None:
+        self.ids, self.values = ids, np.asarray(values, dtype=np.float64)
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = ids_digest(self.ids)
+        return self._digest
+
+    @staticmethod
+    def decode(data: bytes) -> np.ndarray:
+        """A stored vector's values (little-endian float64)."""
+        return np.frombuffer(data, dtype="<f8").astype(np.float64)
+
+
 @dataclass
 class Aligned:
     """This run's scores and its window's, one row per case id (NaN where a run has no score).
