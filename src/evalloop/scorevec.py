@@ -88,8 +88,9 @@ class Aligned:
 
     def order(self) -> np.ndarray:
         """Row indices sorted by case id (the order verdict lists and the paired test use)."""
-        ids = self.ids
-        return np.fromiter(sorted(range(len(ids)), key=ids.__getitem__), dtype=np.int64, count=len(ids))
+        keys = np.empty(len(self.ids), dtype=object)
+        keys[:] = self.ids  # references only; Python's string order, as sorted() uses
+        return np.argsort(keys, kind="stable")
 
 
 def _finite(values: np.ndarray) -> np.ndarray:

@@ -120,8 +120,8 @@ def _clean(scores: Mapping[str, float]) -> dict[str, float]:
     return {str(k): float(v) for k, v in scores.items() if v is not None and math.isfinite(v)}
 
 
-def _mean(values: Collection[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+def _mean(values: Collection[float] | np.ndarray) -> float | None:
+    return math.fsum(values) / len(values) if len(values) else None
 
 
 def count_flips(runs: Sequence[Mapping[str, float]], pass_mark: float) -> dict[str, int]:
@@ -220,6 +220,11 @@ def decide(
                           valid=valid, invalid_reason=invalid_reason)
 
 
+def _zero_one(values: np.ndarray) -> bool:
+    """Whether every present (non-NaN) value is 0 or 1."""
+    return bool(np.all(np.isnan(values) | (values == 0.0) | (values == 1.0)))
+
+
 def _flips(columns: np.ndarray, pass_mark: float) -> np.ndarray:
     """Per row, how often the pass/fail state changes across the columns (absent cells skipped)."""
     flips = np.zeros(columns.shape[0], dtype=np.int64)
@@ -246,8 +251,8 @@ def decide_aligned(
     dictionaries, so a 100,000-case run is judged in a few arrays."""
     ids, current = aligned.ids, aligned.current
     pm = policy.pass_mark
-    has = ~np.isnan(aligned.window)
-    runs = aligned.window[:, has.any(axis=0)]  # a run with no finite score is no run
+    present_runs = (~np.isnan(aligned.window)).any(axis=0)  # a run with no finite score is no run
+    runs = aligned.window if present_runs.all() else aligned.window[:, present_runs]
     order = aligned.order()
 
     def listed(mask: np.ndarray) -> list[str]:
@@ -265,17 +270,18 @@ def decide_aligned(
         held = set(quarantined)
         outm |= np.fromiter((c in held for c in ids), dtype=bool, count=len(ids))
     usedm = cm & ~outm
-    kept = runs.copy()
-    kept[outm] = np.nan
-    used_runs = kept[:, (~np.isnan(kept)).any(axis=0)]
+    kept = runs
+    if outm.any():
+        kept = runs.copy()
+        kept[outm] = np.nan
+    filled = (~np.isnan(kept)).any(axis=0)
+    used_runs = kept if filled.all() else kept[:, filled]
     used_values = current[usedm]
-    values = np.concatenate([used_values, used_runs[~np.isnan(used_runs)]])
-    is_binary = bool(np.all((values == 0.0) | (values == 1.0))) if binary is None else binary
+    is_binary = (_zero_one(used_values) and _zero_one(used_runs)) if binary is None else binary
 
-    used_list = used_values.tolist()
-    current_mean = _mean(used_list)
-    resamples = min(policy.resamples, max(2_000, stats_budget() // max(len(used_list), 1)))
-    ci = stats.bootstrap_ci(used_list, level=policy.ci_level, resamples=resamples, seed=policy.seed)
+    current_mean = _mean(used_values)
+    resamples = min(policy.resamples, max(2_000, stats_budget() // max(len(used_values), 1)))
+    ci = stats.bootstrap_ci(used_values, level=policy.ci_level, resamples=resamples, seed=policy.seed)
     newly_failing: list[str] = []
     newly_passing: list[str] = []
     if used_runs.shape[1]:
@@ -285,7 +291,7 @@ def decide_aligned(
         now = np.nan_to_num(current, nan=-np.inf) >= pm
         newly_failing = listed(both & before & ~now)
         newly_passing = listed(both & now & ~before)
-    used_n = len(used_list)
+    used_n = len(used_values)
     window_count = used_runs.shape[1]
     fields: dict = {
         "rule": policy.rule, "binary": is_binary, "current_mean": current_mean,
@@ -323,8 +329,8 @@ def decide_aligned(
     removed_rows = np.flatnonzero(~np.isnan(used_runs[:, -1]) & ~usedm)
     fields.update(
         n_paired=len(shared_rows), n_unpaired=n_added + len(removed_rows), added=n_added,
-        added_mean=_mean(current[usedm & ~in_window].tolist()), removed=len(removed_rows),
-        removed_mean=_mean([_mean(row[~np.isnan(row)].tolist()) for row in used_runs[removed_rows]]),
+        added_mean=_mean(current[usedm & ~in_window]), removed=len(removed_rows),
+        removed_mean=_mean([_mean(row[~np.isnan(row)]) for row in used_runs[removed_rows]]),
     )
     if not len(shared_rows):
         return verdict(
