@@ -9,6 +9,7 @@ and what is wrong — before anything is run or written.
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
@@ -175,24 +176,35 @@ class Suite(BaseModel):
         self._checked = (stamp, count)
         return count
 
+    def _sources(self) -> Iterator[tuple[int | None, Case]]:
+        if self.cases_file:
+            return _iter_jsonl_cases(self.cases_file)
+        return ((None, c) for c in self.iter_cases())
+
     def _validate_cases(self) -> int:
-        seen: set[str] = set()
+        """Every case parsed and checked; duplicate ids found from 8-byte hashes of the ids (a
+        second pass names the duplicate only when two hashes are equal), not from a set of them."""
+        import numpy as np
+
         where_file = str(self.cases_file or self.path or self.name)
-        count = 0
-        source = (
-            _iter_jsonl_cases(self.cases_file) if self.cases_file
-            else ((None, c) for c in self.iter_cases())
-        )
-        for line, case in source:
-            if case.id in seen:
-                where = f"{where_file}:{line}" if line else where_file
-                raise FixtureError(f"duplicate case id '{case.id}'", where=where,
-                                   hint="give every case a unique id")
-            seen.add(case.id)
-            count += 1
-        if count == 0:
+        hashes = array("q")
+        for _line, case in self._sources():
+            hashes.append(hash(case.id))
+        if not hashes:
             raise FixtureError("suite has no cases", where=where_file, hint="add at least one case")
-        return count
+        ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
+        clashes = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
+        if clashes:
+            seen: set[str] = set()
+            for line, case in self._sources():
+                if hash(case.id) not in clashes:
+                    continue
+                if case.id in seen:
+                    where = f"{where_file}:{line}" if line else where_file
+                    raise FixtureError(f"duplicate case id '{case.id}'", where=where,
+                                       hint="give every case a unique id")
+                seen.add(case.id)
+        return len(hashes)
 
 
 CaseSource = Callable[[Path], Iterator[Case]]
