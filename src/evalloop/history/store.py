@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import logging
+import operator
 import os
 import secrets
 import time
@@ -232,7 +233,9 @@ class HistoryStore(metaclass=_MappedErrors):
                         names = [c for c in rows[0] if c != "id"]
                         sql = (f"INSERT INTO {table.__tablename__} ({', '.join(names)}) "
                                f"VALUES ({', '.join('?' * len(names))})")
-                        cursor.executemany(sql, [tuple(r[c] for c in names) for r in rows])
+                        row_of = operator.itemgetter(*names)  # one C call per row
+                        cursor.executemany(sql, map(row_of, rows) if len(names) > 1 else
+                                           ((row_of(r),) for r in rows))
                 cursor.close()
                 return
             if cases:
