@@ -137,6 +137,9 @@ def main() -> None:
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "EVALLOOP_"))}
     env["EVALLOOP_CODE_VERSION"] = "bench"  # no git calls: the project is a temp dir
+    # as an installed package runs: compiled bytecode is cached after the first start (a shell
+    # with PYTHONDONTWRITEBYTECODE=1 would recompile every module of every process)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     starts = startup(args.rounds * 2, env, args.previous)
     bare_wall, bare_cpu = starts["python -c pass"]
     for name, (wall, cpu) in starts.items():
