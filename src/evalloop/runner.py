@@ -292,6 +292,7 @@ class _RunState:
     def __init__(self, run: Run, prepared: PreparedRun, store: HistoryStore, services: Services,
                  grades: dict[str, _Grades], batch_size: int, progress: ProgressFn | None, n_cases: int):
         self.run, self.prepared, self.store, self.services = run, prepared, store, services
+        self.run_id: str = run.id  # a plain str: the ORM attribute costs a descriptor call per case
         self.grades, self.batch_size, self.progress = grades, batch_size, progress
         self.ids: list[str] = [""] * n_cases  # case ids by position: one list every scorer's vector shares
         self.case_rows: list[dict[str, Any]] = []
@@ -309,7 +310,7 @@ class _RunState:
                 await asyncio.sleep(0)
 
     async def one(self, case: Case, epoch: int, row: int) -> None:
-        prepared, run_id = self.prepared, self.run.id
+        prepared, run_id = self.prepared, self.run_id
         self.ids[row] = case.id
         ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services)
         error: str | None = None

@@ -493,5 +493,9 @@ def code_version(project_dir: Path) -> str | None:
         return None
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"))
+
+
 def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":"))
+    """Compact JSON (one encoder, built once: this runs for every case's output)."""
+    return _ENCODER.encode(data)
