@@ -271,7 +271,9 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
                        else store.case_scores(r.id, summary.scorer))
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
-    evidence = decide_aligned(align(current.ids, current.values, windows), _policy(summary),
+    aligned = align(current.ids, current.values, windows)
+    del windows  # the window lives on in the aligned matrix only
+    evidence = decide_aligned(aligned, _policy(summary),
                               binary=details.get("binary"), known_bad=controls,
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
     out.evidence = evidence
