@@ -1,8 +1,9 @@
 """Benchmark the embedded memory store: insert rate and hybrid ``find`` latency at k=10.
 
-Stores N synthetic memories (default 100,000) once through the sqlite-vec path and once through
-the NumPy fallback (``EVALLOOP_SQLITE_VEC=off``), then times the same queries on both and prints
-the figures side by side, with the vector recall@10 of the quantised path against exact search.
+Stores N synthetic memories (default 100,000) once through the sqlite-vec path
+(``EVALLOOP_SQLITE_VEC=on``) and once through the default exact NumPy path, then times the same
+queries on both and prints the figures side by side, with the vector recall@10 of the
+quantised path against exact search.
 Pinned to one core (BLAS threads = 1). Target: hybrid find p95 < 50 ms at 100,000 memories.
 
     .venv/bin/python bench/memory_bench.py [--n 100000] [--queries 200]
@@ -126,8 +127,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def build(path: Path, texts: list[str], tags: list[list[str]], numpy_path: bool) -> MemoryStore:
-    if numpy_path:
-        os.environ["EVALLOOP_SQLITE_VEC"] = "off"
+    os.environ["EVALLOOP_SQLITE_VEC"] = "off" if numpy_path else "on"
     try:
         store = MemoryStore(path)
     finally:

@@ -117,4 +117,4 @@ def test_catalog_commands(tmp_path):
     assert "controlled" in listed.stdout and "exact-match" in listed.stdout
     ok = cli(tmp_path, "suites", "validate", "exact-match", "controlled")
     assert ok.returncode == 0 and "ok  exact-match: 15 cases" in ok.stdout
-    assert "--fail-on-regression" in cli(tmp_path, "run", "--help").stdout
+    assert "--no-fail-on-regression" in cli(tmp_path, "run", "--help").stdout

@@ -124,8 +124,7 @@ def distractors() -> list[str]:
 def test_planted_failure_memory_is_found_by_paraphrase(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, distractors: list[str], backend: str
 ) -> None:
-    if backend == "numpy":
-        monkeypatch.setenv("EVALLOOP_SQLITE_VEC", "off")
+    monkeypatch.setenv("EVALLOOP_SQLITE_VEC", "on" if backend == "sqlite-vec" else "off")
     with MemoryStore(tmp_path / "recall.db", default_embedder()) as store:
         assert store.vector_backend == backend
         store.store_many(distractors[:6000])

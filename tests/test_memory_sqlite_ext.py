@@ -14,7 +14,7 @@ from evalloop.memory.textsearch import TextSearcher, match_expression
 
 
 def test_connect_loads_sqlite_vec_through_a_capable_driver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("EVALLOOP_SQLITE_VEC", raising=False)
+    monkeypatch.setenv("EVALLOOP_SQLITE_VEC", "on")
     conn, vec = connect_sqlite(tmp_path / "a.db")
     assert vec is True
     (version,) = conn.execute("SELECT vec_version()").fetchone()
@@ -39,10 +39,20 @@ def test_forced_fallback_uses_plain_sqlite_with_fts5(tmp_path: Path, monkeypatch
     conn.close()
 
 
+def test_exact_numpy_search_is_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The faster vector path (bench/memory_bench.py) is the default, and it is exact."""
+    from evalloop.memory import MemoryStore
+    from evalloop.memory.embedders import HashingEmbedder
+
+    monkeypatch.delenv("EVALLOOP_SQLITE_VEC", raising=False)
+    with MemoryStore(tmp_path / "d.db", embedder=HashingEmbedder(64)) as store:
+        assert store.vector_backend == "numpy"
+
+
 def test_no_capable_driver_falls_back_with_one_notice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.delenv("EVALLOOP_SQLITE_VEC", raising=False)
+    monkeypatch.setenv("EVALLOOP_SQLITE_VEC", "on")
     monkeypatch.setattr(sqlite_ext, "_DRIVERS", ("no_such_driver_module",))
     monkeypatch.setattr(sqlite_ext, "_noticed", False)
     sqlite_ext.vec_driver.cache_clear()

@@ -14,9 +14,9 @@ from evalloop.memory import HashingEmbedder, InvalidMemory, MemoryAdapter, Memor
 @pytest.fixture(params=["sqlite-vec", "numpy"])
 def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "numpy":
-        monkeypatch.setenv("EVALLOOP_SQLITE_VEC", "off")
+        monkeypatch.delenv("EVALLOOP_SQLITE_VEC", raising=False)  # the default path
     else:
-        monkeypatch.delenv("EVALLOOP_SQLITE_VEC", raising=False)
+        monkeypatch.setenv("EVALLOOP_SQLITE_VEC", "on")
     return request.param
 
 
@@ -139,7 +139,7 @@ def test_store_satisfies_the_adapter_protocol(store: MemoryStore) -> None:
 def test_files_move_between_vector_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "shared.db"
     emb = HashingEmbedder(64)
-    monkeypatch.delenv("EVALLOOP_SQLITE_VEC", raising=False)
+    monkeypatch.setenv("EVALLOOP_SQLITE_VEC", "on")
     with MemoryStore(path, emb) as s:
         keep = s.store("written with sqlite-vec about timeouts")
         gone = s.store("to be deleted on the numpy path")
@@ -148,7 +148,7 @@ def test_files_move_between_vector_paths(tmp_path: Path, monkeypatch: pytest.Mon
         assert s.vector_backend == "numpy"
         assert s.delete(gone)
         added = s.store("written with numpy about rate limits")
-    monkeypatch.delenv("EVALLOOP_SQLITE_VEC")
+    monkeypatch.setenv("EVALLOOP_SQLITE_VEC", "on")
     with MemoryStore(path, emb) as s:
         assert s.vector_backend == "sqlite-vec"
         (n,) = s._conn.execute("SELECT count(*) FROM memory_vec_bits").fetchone()

@@ -17,11 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from evalloop.history.eligibility import eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.policy import VerdictPolicy
-from evalloop.verdict import Verdict, VerdictStatus, decide
+from evalloop.scorevec import Vector, align, from_mapping
+from evalloop.verdict import Verdict, VerdictStatus, decide_aligned
 
 EPS = 1e-9
 MAX_LISTED = 20
@@ -167,11 +170,12 @@ def relative_drop(baseline: float | None, current: float | None) -> float | None
 
 
 def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
-                current: Mapping[str, Mapping[str, float]] | None = None) -> Comparison:
+                current: Mapping[str, Mapping[str, float] | Vector] | None = None) -> Comparison:
     """Compare every scorer of ``run`` with its rolling baseline, and store the verdicts.
 
-    ``current`` (scorer → case → epoch-averaged score) is the runner's result; without it the
-    run's scores are read from history.
+    ``current`` (scorer → case → epoch-averaged score, or the runner's score :class:`Vector`)
+    is the runner's result; without it the run's scores are read from history. A baseline run
+    with a stored vector for the same case list is read as that vector, not row by row.
     """
     summaries = store.summaries(run.id)
     change = _fingerprint_change(store, run, summaries, window)
@@ -242,7 +246,7 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
 
 
 def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
-                   current: Mapping[str, float] | None = None,
+                   current: Mapping[str, float] | Vector | None = None,
                    base_fingerprint: str | None = None) -> ScorerComparison:
     """One scorer of one run against the last ``window`` eligible runs before it."""
     details: dict[str, Any] = json.loads(summary.details or "{}")
@@ -256,14 +260,22 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
         out.reason = details.get("skip") or "scorer did not run"
         return out
     prior = store.baseline_runs(run.suite, summary.scorer, run, window, base_fingerprint)
-    scores = dict(current) if current is not None else store.case_scores(run.id, summary.scorer)
+    if not isinstance(current, Vector):
+        current = Vector(*from_mapping(current if current is not None
+                                       else store.case_scores(run.id, summary.scorer)))
     controls = set(details.get("controls", []))
-    windows = [store.case_scores(r.id, summary.scorer) for r, _ in prior]
+    windows: list[Mapping[str, float] | np.ndarray] = []
+    for r, _ in prior:  # a run of the same case list lines up by position: no per-case rows read
+        stored = store.score_vector(r.id, summary.scorer, current.digest)
+        windows.append(Vector.decode(stored) if stored is not None and len(stored) == 8 * len(current.ids)
+                       else store.case_scores(r.id, summary.scorer))
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
-    evidence = decide(scores, windows, _policy(summary), binary=details.get("binary"),
-                      known_bad=controls, valid=not details.get("invalid"),
-                      invalid_reason=details.get("invalid"))
+    aligned = align(current.ids, current.values, windows)
+    del windows  # the window lives on in the aligned matrix only
+    evidence = decide_aligned(aligned, _policy(summary),
+                              binary=details.get("binary"), known_bad=controls,
+                              valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
     out.evidence = evidence
     if evidence.current_mean is not None:  # without controls and quarantined cases, as judged
         out.current = evidence.current_mean

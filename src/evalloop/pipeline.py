@@ -21,6 +21,7 @@ from evalloop.history import runlog
 from evalloop.history.store import HistoryStore, code_version
 from evalloop.history.strata import strata_means
 from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
+from evalloop.scorevec import Vector
 from evalloop.scoring.registry import Registry, discover
 from evalloop.services import NO_LLM_NOTICE, build_services, close_services
 from evalloop.suites import Case, Suite, find_suite
@@ -133,7 +134,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},
     )
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
-                             current={name: {**r.scores, **r.controls} for name, r in outcome.results.items()})
+                             current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()})
     report = RunReport(prepared, outcome, comparison, notices=notices)
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
@@ -156,7 +157,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
             report.extras["memories"] = learned
     if settings.run_log:
         try:
-            runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices)
+            runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices, outcome.results)
         except OSError as exc:
             report.notices.append(f"run log not written: {exc}")
     return report

@@ -25,11 +25,13 @@ from typing import Any
 from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError, FixtureError
 from evalloop.failures import Failure, TargetTimeout, classify
+from evalloop.grades import ScorerResult, _Grades
 from evalloop.history.eligibility import base_fingerprint
-from evalloop.history.models import Run, RunStatus, ScorerSummary, utcnow
+from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
 from evalloop.redact import redact_text
 from evalloop.score import Score, ScorerKind, coerce_score, scorer_failure
+from evalloop.scorevec import ids_digest
 from evalloop.scoring.registry import Registry, ScorerSpec
 from evalloop.suites import Case, Suite
 from evalloop.targets import Target, resolve_target, stable_hash
@@ -88,91 +90,6 @@ class PreparedRun:
     @property
     def fingerprint_hash(self) -> str:
         return stable_hash(self.fingerprint)
-
-
-@dataclass
-class ScorerResult:
-    """One scorer of one run, computed once: the single source of its mean, n and validity.
-
-    ``scores`` holds each case's score averaged over its epochs (errored and skipped grades left
-    out); known-bad control cases are held apart in ``controls``. ``mean`` is the mean over the
-    cases, ``n`` the number of cases, ``grades`` the number of grades taken (cases × epochs).
-    Verdicts, history, reports, the run log and JUnit all read these numbers.
-    """
-
-    scorer: str
-    kind: str
-    threshold: float
-    pass_mark: float
-    policy: dict[str, Any]
-    binary: bool | None = None
-    scores: dict[str, float] = field(default_factory=dict)
-    controls: dict[str, float] = field(default_factory=dict)
-    grades: int = 0
-    errored: int = 0
-    skipped: int = 0
-    skip_message: str = ""
-    first_error: str = ""
-    invalid: str | None = None
-
-    @property
-    def n(self) -> int:
-        return len(self.scores)
-
-    @property
-    def mean(self) -> float | None:
-        return math.fsum(self.scores.values()) / len(self.scores) if self.scores else None
-
-    @property
-    def controls_passed(self) -> list[str]:
-        return sorted(c for c, v in self.controls.items() if v >= self.pass_mark)
-
-    def details(self) -> dict[str, Any]:
-        """What the stored summary keeps beside its columns."""
-        return {"pass_mark": self.pass_mark, "skip": self.skip_message, "first_error": self.first_error,
-                "controls": sorted(self.controls), "controls_passed": self.controls_passed,
-                "policy": self.policy, "binary": self.binary, "invalid": self.invalid,
-                "grades": self.grades}
-
-
-class _Grades:
-    """Per-case sums of one scorer's grades while a run goes (epochs are averaged at the end)."""
-
-    __slots__ = ("sums", "control_sums", "grades", "errored", "skipped", "skip_message", "first_error")
-
-    def __init__(self) -> None:
-        self.sums: dict[str, list[float]] = {}
-        self.control_sums: dict[str, list[float]] = {}
-        self.grades = self.errored = self.skipped = 0
-        self.skip_message = self.first_error = ""
-
-    def add(self, case_id: str, score: Score, control: bool) -> None:
-        if score.skipped:
-            self.skipped += 1
-            self.skip_message = self.skip_message or score.message
-            return
-        self.grades += 1
-        if score.errored:
-            self.errored += 1
-            self.first_error = self.first_error or score.message
-            return
-        acc = (self.control_sums if control else self.sums).setdefault(case_id, [0.0, 0])
-        acc[0] += score.value
-        acc[1] += 1
-
-    def result(self, bound: BoundScorer, errored_limit: float) -> ScorerResult:
-        invalid = None
-        if self.grades and self.errored / self.grades > errored_limit:
-            invalid = (f"{bound.name}: {self.errored}/{self.grades} grades errored "
-                       f"(limit {errored_limit:.0%})")
-        return ScorerResult(
-            scorer=bound.name, kind=bound.kind.value, threshold=bound.threshold,
-            pass_mark=bound.pass_mark, policy=bound.policy, binary=bound.spec.binary or None,
-            scores={c: t / k for c, (t, k) in self.sums.items()},
-            controls={c: t / k for c, (t, k) in self.control_sums.items()},
-            grades=self.grades, errored=self.errored, skipped=self.skipped,
-            skip_message=self.skip_message, first_error=self.first_error, invalid=invalid,
-        )
 
 
 @dataclass
@@ -354,11 +271,12 @@ async def execute(
         n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
-    grades = {b.name: _Grades() for b in prepared.scorers}
-    state = _RunState(run, prepared, store, services, grades, batch_size, progress)
-    work: Iterator[tuple[Case, int]] = (
-        (case, epoch) for epoch in range(epochs)
-        for case in itertools.islice((c for c in suite.iter_cases() if select is None or select(c)), n_cases)
+    grades = {b.name: _Grades(n_cases) for b in prepared.scorers}
+    state = _RunState(run, prepared, store, services, grades, batch_size, progress, n_cases)
+    work: Iterator[tuple[int, Case, int]] = (
+        (row, case, epoch) for epoch in range(epochs)
+        for row, case in enumerate(itertools.islice(
+            (c for c in suite.iter_cases() if select is None or select(c)), n_cases))
     )
     try:
         workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
@@ -385,9 +303,11 @@ async def execute(
 
 class _RunState:
     def __init__(self, run: Run, prepared: PreparedRun, store: HistoryStore, services: Services,
-                 grades: dict[str, _Grades], batch_size: int, progress: ProgressFn | None):
+                 grades: dict[str, _Grades], batch_size: int, progress: ProgressFn | None, n_cases: int):
         self.run, self.prepared, self.store, self.services = run, prepared, store, services
+        self.run_id: str = run.id  # a plain str: the ORM attribute costs a descriptor call per case
         self.grades, self.batch_size, self.progress = grades, batch_size, progress
+        self.ids: list[str] = [""] * n_cases  # case ids by position: one list every scorer's vector shares
         self.case_rows: list[dict[str, Any]] = []
         self.score_rows: list[dict[str, Any]] = []
         self.case_errors = 0
@@ -397,14 +317,15 @@ class _RunState:
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
                        "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0}
 
-    async def worker(self, work: Iterator[tuple[Case, int]]) -> None:
-        for i, (case, epoch) in enumerate(work, start=1):
-            await self.one(case, epoch)
+    async def worker(self, work: Iterator[tuple[int, Case, int]]) -> None:
+        for i, (row, case, epoch) in enumerate(work, start=1):
+            await self.one(case, epoch, row)
             if i % 8 == 0:  # let signals, cancellation and other workers in, even for sync targets
                 await asyncio.sleep(0)
 
-    async def one(self, case: Case, epoch: int) -> None:
-        prepared, run_id = self.prepared, self.run.id
+    async def one(self, case: Case, epoch: int, row: int) -> None:
+        prepared, run_id = self.prepared, self.run_id
+        self.ids[row] = case.id
         ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services)
         error: str | None = None
         failure: Failure | None = None
@@ -444,24 +365,24 @@ class _RunState:
             failure = Failure.TARGET
         if failure is not None:
             self.totals[f"{failure.value}_failures"] += 1
-        row: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
-                               "tags": ",".join(case.tags) or None,
-                               "output": None if error else dumps(output), "error": error,
-                               "failure": failure.value if failure else None,
-                               "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
-                               "output_tokens": 0}
+        result: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
+                                  "tags": ",".join(case.tags) or None,
+                                  "output": None if error else dumps(output), "error": error,
+                                  "failure": failure.value if failure else None,
+                                  "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
+                                  "output_tokens": 0}
         if usage is not None:
-            row.update(cost_usd=usage.cost_usd, input_tokens=usage.input_tokens,
-                       output_tokens=usage.output_tokens)
+            result.update(cost_usd=usage.cost_usd, input_tokens=usage.input_tokens,
+                          output_tokens=usage.output_tokens)
             for key in ("cost_usd", "input_tokens", "output_tokens"):
                 self.totals[key] += getattr(usage, key)
             self.totals["llm_calls"] += usage.calls
             self.totals["cache_hits"] += usage.cache_hits
             self.totals["llm_retries"] += usage.retries
-        self.case_rows.append(row)
+        self.case_rows.append(result)
         self.tagged = self.tagged or bool(case.tags)
         for name, score in scores:
-            self.grades[name].add(case.id, score, case.expects_fail(name))
+            self.grades[name].add(row, score, case.expects_fail(name))
             self.score_rows.append({
                 "run_id": run_id, "case_id": case.id, "epoch": epoch, "scorer": name,
                 "value": score.value, "errored": score.errored, "skipped": score.skipped,
@@ -478,7 +399,8 @@ class _RunState:
         self.store.add_results(cases, scores)
 
     def finish(self, errored_limit: float) -> RunOutcome:
-        results = {b.name: self.grades[b.name].result(b, errored_limit) for b in self.prepared.scorers}
+        ids = self.ids if all(self.ids) else [c or f"#{i}" for i, c in enumerate(self.ids)]  # never-run cases
+        results = {b.name: self.grades[b.name].result(b, errored_limit, ids) for b in self.prepared.scorers}
         summaries = {
             name: ScorerSummary(
                 run_id=self.run.id, scorer=name, kind=r.kind, mean=r.mean, n=r.n, errored=r.errored,
@@ -496,8 +418,11 @@ class _RunState:
         stats_hook = getattr(self.prepared.target.fn, "run_stats", None)
         if callable(stats_hook):  # e.g. a retriever's index build time, index size, query latency
             notes["target_stats"] = dict(stats_hook())
+        digest = ids_digest(ids)
+        vectors = [ScoreVector(run_id=self.run.id, scorer=name, digest=digest, n=len(ids),
+                               data=r.vector.astype("<f8").tobytes()) for name, r in results.items()]
         run = self.store.finish_run(
-            self.run.id, summaries.values(), status=RunStatus.COMPLETED,
+            self.run.id, summaries.values(), vectors, status=RunStatus.COMPLETED,
             valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
             ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals,
         )

@@ -264,11 +264,13 @@ def run_label_permutation_test(
     # actual current run), i.e. s_j − mean(other scores) = ((k + 1)·s_j − total) / k
     scores = np.concatenate([x[:, None], w], axis=1)
     candidates = ((k[:, None] + 1) * scores - total[:, None]) / k[:, None]
+    del scores
     valid = np.concatenate([np.ones((n, 1), dtype=bool), present], axis=1)
     observed = float(candidates[:, 0].mean())
     # cases whose candidates are all equal carry no information: leave them out of the draws
-    spread = np.nanmax(np.where(valid, candidates, np.nan), axis=1) - \
-        np.nanmin(np.where(valid, candidates, np.nan), axis=1)
+    masked = np.where(valid, candidates, np.nan)  # one masked copy (a whole-run matrix)
+    spread = np.nanmax(masked, axis=1) - np.nanmin(masked, axis=1)
+    del masked
     active = spread > 1e-12
     fixed = float(candidates[~active, 0].sum())
     if not active.any():

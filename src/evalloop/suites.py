@@ -9,6 +9,7 @@ and what is wrong — before anything is run or written.
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from pathlib import Path
@@ -108,6 +109,8 @@ class Suite(BaseModel):
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None
+    #: (file stamp, case count) of the last full validation, so a suite checked once is not read twice
+    _checked: tuple[Any, int] | None = PrivateAttr(default=None)
 
     @field_validator("target", mode="before")
     @classmethod
@@ -170,25 +173,57 @@ class Suite(BaseModel):
         for _line, case in _iter_jsonl_cases(self.cases_file):
             yield case
 
+    def _stamp(self) -> Any:
+        """What says the cases are unchanged since they were checked: the JSONL file's size and time."""
+        files = [self.cases_file] if self.cases_file is not None else \
+            sorted(self.dataset_dir.glob("*.jsonl")) if self.dataset_dir is not None else []
+        try:
+            return tuple((f.stat().st_size, f.stat().st_mtime_ns, f.stat().st_ino) for f in files)
+        except OSError:
+            return ("missing",)
+
     def validate_cases(self) -> int:
-        """Read every case once: schema, duplicate ids. Returns the number of cases."""
-        seen: set[str] = set()
-        where_file = str(self.cases_file or self.path or self.name)
-        count = 0
-        source = (
-            _iter_jsonl_cases(self.cases_file) if self.cases_file
-            else ((None, c) for c in self.iter_cases())
-        )
-        for line, case in source:
-            if case.id in seen:
-                where = f"{where_file}:{line}" if line else where_file
-                raise FixtureError(f"duplicate case id '{case.id}'", where=where,
-                                   hint="give every case a unique id")
-            seen.add(case.id)
-            count += 1
-        if count == 0:
-            raise FixtureError("suite has no cases", where=where_file, hint="add at least one case")
+        """Read every case once: schema, duplicate ids. Returns the number of cases.
+
+        A suite object remembers its last check: validating it again (the CLI checks every suite
+        before running any, then runs them) reads nothing unless the cases file changed.
+        """
+        stamp = self._stamp()
+        if self._checked is not None and self._checked[0] == stamp and stamp != ("missing",):
+            return self._checked[1]
+        count = self._validate_cases()
+        self._checked = (stamp, count)
         return count
+
+    def _sources(self) -> Iterator[tuple[int | None, Case]]:
+        if self.cases_file:
+            return _iter_jsonl_cases(self.cases_file)
+        return ((None, c) for c in self.iter_cases())
+
+    def _validate_cases(self) -> int:
+        """Every case parsed and checked; duplicate ids found from 8-byte hashes of the ids (a
+        second pass names the duplicate only when two hashes are equal), not from a set of them."""
+        import numpy as np
+
+        where_file = str(self.cases_file or self.path or self.name)
+        hashes = array("q")
+        for _line, case in self._sources():
+            hashes.append(hash(case.id))
+        if not hashes:
+            raise FixtureError("suite has no cases", where=where_file, hint="add at least one case")
+        ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
+        clashes = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
+        if clashes:
+            seen: set[str] = set()
+            for line, case in self._sources():
+                if hash(case.id) not in clashes:
+                    continue
+                if case.id in seen:
+                    where = f"{where_file}:{line}" if line else where_file
+                    raise FixtureError(f"duplicate case id '{case.id}'", where=where,
+                                       hint="give every case a unique id")
+                seen.add(case.id)
+        return len(hashes)
 
 
 CaseSource = Callable[[Path], Iterator[Case]]

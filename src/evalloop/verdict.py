@@ -33,10 +33,10 @@ from enum import StrEnum
 import numpy as np
 from pydantic import BaseModel
 
-from evalloop import stats
+from evalloop import scorevec, stats
 from evalloop.policy import TOLERANCE, VerdictPolicy
 
-__all__ = ["TOLERANCE", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "count_flips",
+__all__ = ["TOLERANCE", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "decide_aligned", "count_flips",
            "minimal_detectable_drop"]
 
 
@@ -120,8 +120,8 @@ def _clean(scores: Mapping[str, float]) -> dict[str, float]:
     return {str(k): float(v) for k, v in scores.items() if v is not None and math.isfinite(v)}
 
 
-def _mean(values: Collection[float]) -> float | None:
-    return math.fsum(values) / len(values) if values else None
+def _mean(values: Collection[float] | np.ndarray) -> float | None:
+    return math.fsum(values) / len(values) if len(values) else None
 
 
 def count_flips(runs: Sequence[Mapping[str, float]], pass_mark: float) -> dict[str, int]:
@@ -215,41 +215,91 @@ def decide(
     invalid_reason: str | None = None,
 ) -> Verdict:
     """Judge ``current`` (case id → score) against ``window`` (earlier runs, oldest first)."""
-    cur = _clean(current)
-    runs = [r for r in (_clean(w) for w in window) if r]
-    bad = set(known_bad)
-    broken = sorted(c for c, s in cur.items() if c in bad and s >= policy.pass_mark)
-    flips = count_flips([*runs, cur], policy.pass_mark)
-    flaky = sorted(c for c, f in flips.items() if f > policy.flaky_flips and c not in bad)
-    quarantined = flaky if policy.quarantine_flaky else []
-    out = bad | set(quarantined)
-    used = {c: s for c, s in cur.items() if c not in out}
-    used_runs = [r for r in ({c: s for c, s in run.items() if c not in out} for run in runs) if r]
-    values = [*used.values(), *(s for r in used_runs for s in r.values())]
-    is_binary = all(s in (0.0, 1.0) for s in values) if binary is None else binary
+    ids, values = scorevec.from_mapping(current)
+    return decide_aligned(scorevec.align(ids, values, window), policy, binary=binary, known_bad=known_bad,
+                          valid=valid, invalid_reason=invalid_reason)
 
-    current_mean = _mean(list(used.values()))
-    resamples = min(policy.resamples, max(2_000, stats_budget() // max(len(used), 1)))
-    ci = stats.bootstrap_ci(list(used.values()), level=policy.ci_level, resamples=resamples,
-                            seed=policy.seed)
+
+def _zero_one(values: np.ndarray) -> bool:
+    """Whether every present (non-NaN) value is 0 or 1."""
+    return bool(np.all(np.isnan(values) | (values == 0.0) | (values == 1.0)))
+
+
+def _flips(columns: np.ndarray, pass_mark: float) -> np.ndarray:
+    """Per row, how often the pass/fail state changes across the columns (absent cells skipped)."""
+    flips = np.zeros(columns.shape[0], dtype=np.int64)
+    last = np.full(columns.shape[0], np.nan)
+    for j in range(columns.shape[1]):
+        col = columns[:, j]
+        present = ~np.isnan(col)
+        state = np.where(present, (col >= pass_mark).astype(np.float64), np.nan)
+        flips += present & ~np.isnan(last) & (state != last)
+        last = np.where(present, state, last)
+    return flips
+
+
+def decide_aligned(
+    aligned: scorevec.Aligned,
+    policy: VerdictPolicy,
+    *,
+    binary: bool | None = None,
+    known_bad: Collection[str] = (),
+    valid: bool = True,
+    invalid_reason: str | None = None,
+) -> Verdict:
+    """:func:`decide` on scores lined up by case (see :mod:`evalloop.scorevec`): no per-case
+    dictionaries, so a 100,000-case run is judged in a few arrays."""
+    ids, current = aligned.ids, aligned.current
+    pm = policy.pass_mark
+    present_runs = (~np.isnan(aligned.window)).any(axis=0)  # a run with no finite score is no run
+    runs = aligned.window if present_runs.all() else aligned.window[:, present_runs]
+    order = aligned.order()
+
+    def listed(mask: np.ndarray) -> list[str]:
+        return [ids[int(i)] for i in order[mask[order]]]
+
+    cm = ~np.isnan(current)
+    bad = set(known_bad)
+    badm = np.fromiter((c in bad for c in ids), dtype=bool, count=len(ids)) if bad else np.zeros(len(ids), bool)
+    broken = listed(cm & badm & (np.nan_to_num(current, nan=-np.inf) >= pm))
+    flips = _flips(np.column_stack([runs, current]), pm)
+    flaky = listed((flips > policy.flaky_flips) & ~badm)
+    quarantined = flaky if policy.quarantine_flaky else []
+    outm = badm.copy()
+    if quarantined:
+        held = set(quarantined)
+        outm |= np.fromiter((c in held for c in ids), dtype=bool, count=len(ids))
+    usedm = cm & ~outm
+    kept = runs
+    if outm.any():
+        kept = runs.copy()
+        kept[outm] = np.nan
+    filled = (~np.isnan(kept)).any(axis=0)
+    used_runs = kept if filled.all() else kept[:, filled]
+    used_values = current[usedm]
+    is_binary = (_zero_one(used_values) and _zero_one(used_runs)) if binary is None else binary
+
+    current_mean = _mean(used_values)
+    resamples = min(policy.resamples, max(2_000, stats_budget() // max(len(used_values), 1)))
+    ci = stats.bootstrap_ci(used_values, level=policy.ci_level, resamples=resamples, seed=policy.seed)
     newly_failing: list[str] = []
     newly_passing: list[str] = []
-    if used_runs:
-        last = used_runs[-1]
-        for case in sorted(set(used) & set(last)):
-            before, now = last[case] >= policy.pass_mark, used[case] >= policy.pass_mark
-            if before and not now:
-                newly_failing.append(case)
-            elif now and not before:
-                newly_passing.append(case)
-
+    if used_runs.shape[1]:
+        last = used_runs[:, -1]
+        both = usedm & ~np.isnan(last)
+        before = np.nan_to_num(last, nan=-np.inf) >= pm
+        now = np.nan_to_num(current, nan=-np.inf) >= pm
+        newly_failing = listed(both & before & ~now)
+        newly_passing = listed(both & now & ~before)
+    used_n = len(used_values)
+    window_count = used_runs.shape[1]
     fields: dict = {
         "rule": policy.rule, "binary": is_binary, "current_mean": current_mean,
         "baseline_mean": None, "drop": None, "threshold": policy.threshold,
         "threshold_met": False, "ci_low": ci.low if ci else None,
         "ci_high": ci.high if ci else None, "p_value": None, "stars": "", "test": None,
-        "effect_size": None, "n_current": len(used), "n_paired": 0, "n_unpaired": 0,
-        "window_runs": len(used_runs), "newly_failing": newly_failing,
+        "effect_size": None, "n_current": used_n, "n_paired": 0, "n_unpaired": 0,
+        "window_runs": window_count, "newly_failing": newly_failing,
         "newly_passing": newly_passing, "flaky": flaky, "quarantined": quarantined,
         "broken_controls": broken,
     }
@@ -259,7 +309,7 @@ def decide(
 
     if not valid:
         return verdict(VerdictStatus.INVALID, invalid_reason or "The run was marked invalid, so it is not judged.")
-    if not used:
+    if not used_n:
         return verdict(VerdictStatus.INVALID, "The run has no scored cases to judge.")
     if broken:
         return verdict(
@@ -267,30 +317,29 @@ def decide(
             f"The scorer passed {len(broken)} known-bad control case(s) "
             f"({', '.join(broken[:3])}), so its scores cannot be trusted.",
         )
-    if not used_runs:
+    if not window_count:
         return verdict(
             VerdictStatus.NO_BASELINE,
             f"No earlier valid run to compare with; mean {current_mean:.3f} is the first point.",
         )
 
-    window_cases: set[str] = set().union(*used_runs)
-    shared = sorted(set(used) & window_cases)
-    added = sorted(set(used) - window_cases)
-    last_cases = set(used_runs[-1])
-    removed = sorted(last_cases - set(used))
+    in_window = (~np.isnan(used_runs)).any(axis=1)
+    shared_rows = order[(usedm & in_window)[order]]
+    n_added = int(np.count_nonzero(usedm & ~in_window))
+    removed_rows = np.flatnonzero(~np.isnan(used_runs[:, -1]) & ~usedm)
     fields.update(
-        n_paired=len(shared), n_unpaired=len(added) + len(removed), added=len(added),
-        added_mean=_mean([used[c] for c in added]), removed=len(removed),
-        removed_mean=_mean([_mean([r[c] for r in used_runs if c in r]) for c in removed]),
+        n_paired=len(shared_rows), n_unpaired=n_added + len(removed_rows), added=n_added,
+        added_mean=_mean(current[usedm & ~in_window]), removed=len(removed_rows),
+        removed_mean=_mean([_mean(row[~np.isnan(row)]) for row in used_runs[removed_rows]]),
     )
-    if not shared:
+    if not len(shared_rows):
         return verdict(
             VerdictStatus.NO_BASELINE,
-            f"No case of this run was graded in the {len(used_runs)}-run window "
-            f"({len(added)} new cases); mean {current_mean:.3f} starts a new baseline.",
+            f"No case of this run was graded in the {window_count}-run window "
+            f"({n_added} new cases); mean {current_mean:.3f} starts a new baseline.",
         )
-    x = np.array([used[c] for c in shared])
-    w = np.array([[r.get(c, np.nan) for r in used_runs] for c in shared], dtype=np.float64)
+    x = current[shared_rows]
+    w = used_runs[shared_rows]
     y = np.nanmean(w, axis=1)
     baseline_mean = float(y.mean())
     shared_mean = float(x.mean())
@@ -309,13 +358,13 @@ def decide(
         drop_ci_low=_relative(baseline_mean, -d_high), drop_ci_high=_relative(baseline_mean, -d_low),
         paired_drop=drop, threshold_met=falls, p_value=p, stars=stats.stars(p),
         test=f"{test.test}, two-sided", effect_size=stats.paired_effect_size(x, y),
-        mdd=minimal_detectable_drop(len(shared), baseline_mean, _noise_var(x, w),
+        mdd=minimal_detectable_drop(len(shared_rows), baseline_mean, _noise_var(x, w),
                                     float(np.mean(np.sum(~np.isnan(w), axis=1))), policy,
                                     binary=is_binary),
     )
     significant = p < policy.alpha
     sig_drop, sig_rise = significant and mean_diff < 0, significant and mean_diff > 0
-    ctx = _context(baseline_mean, shared_mean, drop, len(used_runs), p, fields)
+    ctx = _context(baseline_mean, shared_mean, drop, window_count, p, fields)
     thr = policy.threshold
     if policy.rule == "evidence":
         reach_drop = fields["drop_ci_high"] is not None and fields["drop_ci_high"] >= thr - TOLERANCE

@@ -7,13 +7,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 
-from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError, is_db_error, store_error
+
+if TYPE_CHECKING:  # the commands import what they use: `evalloop --help` imports no more than Typer
+    from rich.console import Console
+
+    from evalloop.config import Settings
 
 app = typer.Typer(
     name="evalloop",
@@ -83,6 +86,8 @@ def _global(
 
 def out() -> Console:
     """stdout: a terminal's width; piped, the width COLUMNS gives, else wide (160)."""
+    from rich.console import Console
+
     console = Console(highlight=False)
     if not console.is_terminal and not os.environ.get("COLUMNS"):
         console.width = max(console.width, 160)
@@ -90,10 +95,14 @@ def out() -> Console:
 
 
 def err() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def settings_for(project: Path | None, **overrides: Any) -> Settings:
+    from evalloop.config import load_settings
+
     return load_settings(project, **overrides)
 
 

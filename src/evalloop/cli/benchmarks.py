@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
-import yaml
-from rich.markup import escape
-from rich.table import Table
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
 from evalloop.errors import FixtureError
@@ -30,6 +26,8 @@ def write_benchmark(out_dir: Path, *, weeks: int = 4, seed: int = 42, mode: str 
                     delivery: str = "facts", kind: str = "qrels", retriever: str = "bm25",
                     name: str | None = None, force: bool = False) -> tuple[Path, Path]:
     """Write a seed-000 synthetic corpus as a dataset folder and a suite file beside it."""
+    import yaml
+
     from evalloop.retrieval.dataset import write_dataset
     from evalloop.retrieval.generator import generate_corpus, to_dataset
 
@@ -65,6 +63,7 @@ def write_benchmark(out_dir: Path, *, weeks: int = 4, seed: int = 42, mode: str 
         "scorers": scorers,
         "dataset": out_dir.name,
     }
+
     suite_file.write_text(yaml.safe_dump(suite, sort_keys=False, width=100), encoding="utf-8")
     return out_dir, suite_file
 
@@ -125,6 +124,8 @@ def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "s
         "scorers": SCOPED_SCORERS,
         "dataset": out_dir.name,
     }
+    import yaml
+
     suite_file.write_text(yaml.safe_dump(suite, sort_keys=False, width=100), encoding="utf-8")
     return suite_file, report
 
@@ -192,6 +193,11 @@ def compare_targets_cmd(
     scores (* p<0.05, ** p<0.01, *** p<0.001).
     Example: [bold]evalloop compare-targets -s retrieval-bm25 -t bm25 -t hybrid -t memory[/bold]
     """
+    import asyncio
+
+    from rich.markup import escape
+    from rich.table import Table
+
     from evalloop.retrieval.suite_compare import acompare_targets
 
     settings = settings_for(project)

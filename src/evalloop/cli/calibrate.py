@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from evalloop.calibration import acalibrate, store_calibrations
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
-from evalloop.history.store import HistoryStore
-from evalloop.report.format import pct
-from evalloop.runner import prepare
-from evalloop.scoring.registry import discover
-from evalloop.services import build_services, close_services
-from evalloop.suites import find_suite
 
 
 @app.command()
@@ -37,6 +28,18 @@ def calibrate(
 
     Example: [bold]evalloop calibrate --suite merge-quality --repeats 5[/bold]
     """
+    import asyncio
+
+    from rich.table import Table
+
+    from evalloop.calibration import acalibrate, store_calibrations
+    from evalloop.history.store import HistoryStore
+    from evalloop.report.format import pct
+    from evalloop.runner import prepare
+    from evalloop.scoring.registry import discover
+    from evalloop.services import build_services, close_services
+    from evalloop.suites import find_suite
+
     settings = settings_for(project)
     registry = discover(settings.project_dir)
     services, notices = build_services(settings, engine=engine, model=model)

@@ -6,18 +6,18 @@ import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, friendly, out, scorers_app, settings_for, suites_app
-from evalloop.runner import prepare
-from evalloop.scoring.registry import discover
-from evalloop.suites import PACKAGE_FIXTURES, discover_suites, find_suite, load_suite
 
 
 @suites_app.command("list")
 @friendly
 def suites_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
     """List the suites of the project (fixtures/) and the ones that ship with evalloop."""
+    from rich.table import Table
+
+    from evalloop.suites import PACKAGE_FIXTURES, discover_suites, load_suite
+
     settings = settings_for(project)
     found = discover_suites(settings.project_dir)
     rows = []
@@ -56,6 +56,10 @@ def suites_validate(
     concurrency, epochs, timeout, window, and cases (inline, or a JSONL file path). Each case
     has id, input, expected, and optional tags, metadata, expect (pass|fail).
     """
+    from evalloop.runner import prepare
+    from evalloop.scoring.registry import discover
+    from evalloop.suites import discover_suites, find_suite
+
     settings = settings_for(project)
     registry = discover(settings.project_dir)
     targets = names or sorted(discover_suites(settings.project_dir))
@@ -70,6 +74,10 @@ def suites_validate(
 @friendly
 def scorers_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
     """List every registered scorer: name, kind, threshold, source, description."""
+    from rich.table import Table
+
+    from evalloop.scoring.registry import discover
+
     settings = settings_for(project)
     registry = discover(settings.project_dir)
     rows = [{"name": s.name, "kind": s.kind.value, "threshold": s.effective_threshold,

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
-from evalloop.health import check_all
 
 
 @app.command()
@@ -28,6 +27,8 @@ def doctor(
 
     Example: [bold]evalloop doctor --repair[/bold]
     """
+    from evalloop.health import check_all
+
     settings = settings_for(project)
     checks = check_all(settings)
     repairs = []

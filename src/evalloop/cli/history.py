@@ -9,10 +9,6 @@ import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.cli.run import CaseOpt, TagOpt
-from evalloop.history.store import HistoryStore
-from evalloop.redact import redact_url
-from evalloop.report.cases import CaseFilter, case_docs, load_cases
-from evalloop.report.terminal import print_history
 
 history_app = typer.Typer(help="Stored runs; `export`/`import` move them to and from the run log.")
 app.add_typer(history_app, name="history")
@@ -35,10 +31,14 @@ def history(
     With --run and --json, every case of the run (filtered by -k/--tag); `evalloop show RUN`
     prints them. Example: [bold]evalloop history --suite exact-match[/bold]
     """
+    from evalloop.report.terminal import print_history
+
     if ctx.invoked_subcommand is not None:
         return
-    from evalloop.cli.compare import find_run
     from evalloop.history.runlog import synced_store
+    from evalloop.redact import redact_url
+    from evalloop.report.cases import CaseFilter, case_docs, load_cases
+    from evalloop.report.diff import find_run
 
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log,
@@ -99,6 +99,7 @@ def history_export(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
     Example: [bold]evalloop history export --suite exact-match[/bold]
     """
     from evalloop.history.runlog import export_runs
+    from evalloop.history.store import HistoryStore
 
     settings = settings_for(project)
     counts = export_runs(HistoryStore(settings.database_url), settings.history_dir, suite or None)
@@ -116,6 +117,7 @@ def history_import(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
     Example: [bold]evalloop history import[/bold]
     """
     from evalloop.history.runlog import import_logs
+    from evalloop.history.store import HistoryStore
 
     settings = settings_for(project)
     counts = import_logs(HistoryStore(settings.database_url), settings.history_dir, suite or None)

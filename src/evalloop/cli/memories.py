@@ -7,9 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from evalloop import learning
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.errors import EvalloopError
 
@@ -19,6 +17,9 @@ prompt_app = typer.Typer(help="Improve prompts with what past runs learned.", no
 app.add_typer(memories_app, name="memories")
 app.add_typer(prompt_app, name="prompt")
 
+#: the default of `prompt enhance --limit`: evalloop.learning.PATTERN_LIMIT (a test keeps them equal;
+#: importing learning here would slow every command's start-up)
+PATTERN_LIMIT = 3
 TagOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Only memories with this tag (repeat: all).")]
 
 
@@ -33,6 +34,8 @@ def _rows(found: list) -> list[dict]:
 
 
 def _print(rows: list[dict], json_out: bool) -> None:
+    from rich.table import Table
+
     if json_out:
         print(json.dumps(rows, indent=2, default=str))
         return
@@ -61,6 +64,8 @@ def memories_find(
 
     Example: [bold]evalloop memories find "memory similarity eval failure" --limit 3[/bold]
     """
+    from evalloop import learning
+
     settings = settings_for(project)
     learning.require_memories(settings)
     adapter = learning.open_adapter(settings)
@@ -83,6 +88,8 @@ def memories_list(
 
     Example: [bold]evalloop memories list --tag suite:similarity --tag status:open[/bold]
     """
+    from evalloop import learning
+
     settings = settings_for(project)
     learning.require_memories(settings)
     adapter = learning.open_adapter(settings)
@@ -97,7 +104,7 @@ def memories_list(
 def prompt_enhance(
     prompt_file: Annotated[Path, typer.Argument(help="The prompt to improve (a text file).")],
     suite: Annotated[str, typer.Option("--suite", "-s", help="Whose failure memories to use.")],
-    limit: Annotated[int, typer.Option(min=1, help="How many failure memories.")] = learning.PATTERN_LIMIT,
+    limit: Annotated[int, typer.Option(min=1, help="How many failure memories.")] = PATTERN_LIMIT,
     query: Annotated[str | None, typer.Option(help="Search text (default: '<suite> eval failure').")] = None,
     project: ProjectOpt = None,
 ) -> None:
@@ -105,6 +112,8 @@ def prompt_enhance(
 
     Example: [bold]evalloop prompt enhance prompts/decide.md --suite similarity[/bold]
     """
+    from evalloop import learning
+
     settings = settings_for(project)
     try:
         base = prompt_file.read_text(encoding="utf-8")

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.errors import EvalloopError
-from evalloop.history.runlog import synced_store
-from evalloop.report.trends import DEFAULT_LAST, TrendReport, build_trends
+
+if TYPE_CHECKING:
+    from evalloop.report.trends import TrendReport
+
+#: evalloop.report.trends.DEFAULT_LAST (a test keeps them equal; trends imports the history models)
+DEFAULT_LAST = 20
 
 
 @app.command()
@@ -39,6 +42,9 @@ def report(
 
     Example: [bold]evalloop report --suite similarity --html report.html[/bold]
     """
+    from evalloop.history.runlog import synced_store
+    from evalloop.report.trends import build_trends
+
     settings = settings_for(project)
     names = None if all_suites else (suite or None)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log,
@@ -74,6 +80,8 @@ def report(
 
 
 def _print_table(trends: TrendReport) -> None:
+    from rich.table import Table
+
     from evalloop.report.format import num, pct
     from evalloop.report.markdown import sparkline
     from evalloop.report.terminal import VERDICT_STYLE

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.errors import FixtureError
-from evalloop.outcome import exit_code_of, failure_lines
-from evalloop.pipeline import RunReport, arun_suite
-from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
-from evalloop.report.summary import run_summary
-from evalloop.report.terminal import closing_line, print_run
-from evalloop.runner import prepare
-from evalloop.scoring.registry import discover
-from evalloop.signals import terminate_as_interrupt
-from evalloop.suites import find_suite, suites_for_all
+
+if TYPE_CHECKING:
+    from evalloop.pipeline import RunReport
+    from evalloop.report.cases import CaseFilter
 
 CaseOpt = Annotated[list[str] | None, typer.Option(
     "-k", "--case", metavar="PATTERN",
@@ -47,16 +40,19 @@ def run(
     case: CaseOpt = None,
     tag: TagOpt = None,
     concurrency: Annotated[int | None, typer.Option(min=1, metavar="N", help="Cases in flight at once.")] = None,
-    fail_on_regression: Annotated[bool, typer.Option(
-        "--fail-on-regression/--no-fail-on-regression",
-        help="Exit 1 when a scorer regressed, a scorer is broken, or a run is invalid (the default); "
-             "--no-fail-on-regression exits 0 whatever the verdicts.")] = True,
+    no_fail: Annotated[bool, typer.Option(
+        "--no-fail-on-regression",
+        help="Exit 0 whatever the verdicts (by default a regression, a broken scorer or an invalid "
+             "run exits 1).")] = False,
+    _fail: Annotated[bool, typer.Option("--fail-on-regression", hidden=True,
+                                        help="The default; accepted for older scripts.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every failing case with its "
                                           "input, expected, output and messages.")] = False,
     json_out: JsonOpt = False,
-    cases_json: Annotated[bool, typer.Option(
-        "--cases/--no-cases", help="With --json/--json-out: include every case's input, expected, "
-                                   "output and scores (the default), or leave them out.")] = True,
+    no_cases: Annotated[bool, typer.Option(
+        "--no-cases", help="With --json/--json-out: leave out every case's input, expected, output "
+                           "and scores (included by default).")] = False,
+    _cases: Annotated[bool, typer.Option("--cases", hidden=True, help="The default.")] = False,
     json_file: Annotated[Path | None, typer.Option(
         "--json-out", metavar="PATH", help="Also write the JSON summary to this file.", show_default=False)] = None,
     junit: Annotated[Path | None, typer.Option(
@@ -78,6 +74,16 @@ def run(
     Exit 1 when a run fails (regression, broken scorer, invalid run), 2 on bad input.
     Example: [bold]evalloop run --suite exact-match[/bold]
     """
+    import asyncio
+
+    from evalloop.outcome import exit_code_of, failure_lines
+    from evalloop.report.cases import CaseFilter
+    from evalloop.report.terminal import closing_line, print_run
+    from evalloop.runner import prepare
+    from evalloop.scoring.registry import discover
+    from evalloop.signals import terminate_as_interrupt
+    from evalloop.suites import find_suite, suites_for_all
+
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
     which = CaseFilter(patterns=case or [], tags=tag or [])
@@ -91,17 +97,17 @@ def run(
     if not names:
         raise FixtureError("no suite given", hint="use --suite NAME or --all (see `evalloop suites list`)")
     registry = discover(settings.project_dir)
-    for name in names:  # every suite is checked before any runs: a bad one stops nothing half-way
-        prepare(find_suite(name, settings.project_dir), registry, project_dir=settings.project_dir,
-                settings_thresholds=settings.thresholds,
+    suites = [find_suite(name, settings.project_dir) for name in names]
+    for loaded in suites:  # every suite is checked before any runs: a bad one stops nothing half-way
+        prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
                 verdict_defaults=settings.verdict.model_dump(exclude_none=True))
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
     started = time.monotonic()
-    for name in names:
+    for loaded in suites:  # the checked suites are run as loaded: their cases are validated once
         with terminate_as_interrupt():  # SIGTERM (systemd, docker stop) ends the run like Ctrl-C
-            reports.append(asyncio.run(_run_one(name, settings, registry, options, show_progress)))
+            reports.append(asyncio.run(_run_one(loaded, settings, registry, options, show_progress)))
         for notice in reports[-1].notices:
             if notice not in said:
                 said.add(notice)
@@ -114,7 +120,7 @@ def run(
                 _print_failures(reports[-1], settings, which)
     elapsed = time.monotonic() - started
     if json_out or json_file:
-        docs = [_summary(r, settings, which, cases_json) for r in reports]
+        docs = [_summary(r, settings, which, not no_cases) for r in reports]
         text = json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
         if json_out:
             print(text)
@@ -126,7 +132,7 @@ def run(
         from evalloop.report.junit import write_junit
 
         write_junit(junit, reports, HistoryStore(settings.database_url))
-    code = exit_code_of(reports, fail_on_regression=fail_on_regression)
+    code = exit_code_of(reports, fail_on_regression=not no_fail)
     for line in failure_lines(reports) if code else []:
         err().print(line, markup=False)
     err().print(closing_line(reports, elapsed), markup=False, highlight=False)
@@ -155,9 +161,12 @@ def _selector(which: CaseFilter):
 
 
 def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -> dict:
+    from evalloop.report.summary import run_summary
+
     doc = run_summary(report)
     if with_cases:
         from evalloop.history.store import HistoryStore
+        from evalloop.report.cases import case_docs, load_cases
 
         doc["cases"] = case_docs(load_cases(HistoryStore(settings.database_url), report.outcome.run.id,
                                             suite=report.suite))
@@ -166,6 +175,7 @@ def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -
 
 def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
     from evalloop.history.store import HistoryStore
+    from evalloop.report.cases import CaseFilter, load_cases, previous_completed, print_cases
 
     store = HistoryStore(settings.database_url)
     run_id = report.outcome.run.id
@@ -176,17 +186,21 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
         print_cases(views, out())
 
 
-async def _run_one(name, settings, registry, options, show_progress) -> RunReport:
+async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from evalloop.pipeline import arun_suite
+
     if not show_progress:
-        return await arun_suite(name, settings=settings, registry=registry, **options)
+        return await arun_suite(suite, settings=settings, registry=registry, **options)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err(), transient=True) as bar:
-        task = bar.add_task(name, total=None)
+        task = bar.add_task(suite.name, total=None)
 
         def started(prepared) -> None:
             limit = options["limit"]
             total = min(prepared.n_cases, limit) if limit else prepared.n_cases
             bar.update(task, total=total * (options["epochs"] or prepared.suite.epochs))
 
-        return await arun_suite(name, settings=settings, registry=registry, **options,
+        return await arun_suite(suite, settings=settings, registry=registry, **options,
                                 progress=lambda n: bar.advance(task, n), on_start=started)

@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
 from evalloop.redact import redact_url
@@ -58,6 +57,8 @@ def schedule_add(
 @friendly
 def schedule_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
     """List schedules: id, suites, trigger, next run, last run and its verdict."""
+    from rich.table import Table
+
     from evalloop.scheduler import list_schedules
 
     settings = settings_for(project)

@@ -29,7 +29,7 @@ def show(
 
     Example: [bold]evalloop show last --failed[/bold]
     """
-    from evalloop.cli.compare import find_run
+    from evalloop.report.diff import find_run
     from evalloop.cli.history import _suite_or_none
     from evalloop.history.runlog import synced_store
 

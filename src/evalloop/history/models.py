@@ -119,6 +119,23 @@ class CaseScore(SQLModel, table=True):
     meta: str | None = None
 
 
+class ScoreVector(SQLModel, table=True):
+    """One scorer's per-case scores of one run, compact: float64 per case in case order (NaN
+    where a case has no grade), for the case list named by ``digest``
+    (:func:`evalloop.scorevec.ids_digest`). Baselines read it instead of the run's score rows
+    when the case list is the same; the rows stay the record."""
+
+    __tablename__ = "score_vectors"
+    __table_args__ = (Index("ix_score_vectors_run_scorer", "run_id", "scorer"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id")
+    scorer: str
+    digest: str
+    n: int
+    data: bytes
+
+
 class CalibrationRecord(SQLModel, table=True):
     """What ``evalloop calibrate`` measured for one suite and scorer."""
 

@@ -14,13 +14,14 @@ import json
 import logging
 import os
 import re
+import secrets
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
@@ -82,10 +83,59 @@ def _utc(value: datetime | None) -> datetime | None:
 
 
 # -- writing ------------------------------------------------------------------------------
+class _Streamed(LoggedScorer):
+    """A logged scorer whose per-case scores stay a vector until its line is written."""
+
+    _ids: Any = PrivateAttr(default=())
+    _values: Any = PrivateAttr(default=None)
+
+
+def _from_results(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary],
+                  results: Mapping[str, Any]) -> dict[str, LoggedScorer]:
+    """The logged scorers of a run from the runner's results (score vectors held in memory):
+    only the failing cases' messages are read back."""
+    import numpy as np
+
+    scorers: dict[str, LoggedScorer] = {}
+    for name, summary in summaries.items():
+        result = results[name]
+        details = json.loads(summary.details or "{}")
+        pass_mark = float(details.get("pass_mark", 0.5))
+        values = np.asarray(result.vector, dtype=np.float64)
+        graded = ~np.isnan(values)
+        failing = [result.ids[int(i)] for i in np.flatnonzero(graded & (np.nan_to_num(values, nan=1e300) < pass_mark))]
+        messages = _first_messages(store, run.id, name, failing)
+        logged = _Streamed(**summary.model_dump(mode="json", exclude=_SUMMARY_SKIP), details=details,
+                           errored_cases=sorted(result.errored_ids),
+                           messages={c: messages[c][:MESSAGE_CHARS] for c in sorted(messages)})
+        logged._ids, logged._values = result.ids, values
+        scorers[name] = logged
+    return scorers
+
+
+def _first_messages(store: HistoryStore, run_id: str, scorer: str, case_ids: list[str]) -> dict[str, str]:
+    """The first non-empty message of each case (skipped grades left out), in chunks."""
+    found: dict[str, str] = {}
+    for start in range(0, len(case_ids), 500):
+        with Session(store.engine) as session:
+            rows = session.exec(
+                select(CaseScore.case_id, CaseScore.message)
+                .where(CaseScore.run_id == run_id, CaseScore.scorer == scorer,
+                       col(CaseScore.skipped).is_(False), CaseScore.message != "",
+                       col(CaseScore.case_id).in_(case_ids[start:start + 500]))
+                .order_by(col(CaseScore.id))).all()
+        for case_id, message in rows:
+            if message:
+                found.setdefault(case_id, message)
+    return found
+
+
 @mapped(lambda store, *a, **k: store.url)
-def entry_for(store: HistoryStore, run: Run) -> LoggedRun:
-    """The log line of a stored run."""
+def entry_for(store: HistoryStore, run: Run, results: Mapping[str, Any] | None = None) -> LoggedRun:
+    """The log line of a stored run (``results``: the runner's, so its scores need no reading back)."""
     summaries = store.summaries(run.id)
+    if results is not None and set(summaries) <= set(results):
+        return _entry(run, _from_results(store, run, summaries, results))
     with Session(store.engine) as session:
         rows = session.exec(
             select(CaseScore.case_id, CaseScore.scorer, CaseScore.value, CaseScore.errored,
@@ -114,16 +164,43 @@ def entry_for(store: HistoryStore, run: Run) -> LoggedRun:
             messages={c: first_message[(name, c)][:MESSAGE_CHARS] for c in sorted(cases)
                       if cases[c] < pass_mark and (name, c) in first_message},
         )
+    return _entry(run, scorers)
+
+
+def _entry(run: Run, scorers: Mapping[str, LoggedScorer]) -> LoggedRun:
     data = run.model_dump(mode="json", exclude=_RUN_SKIP)
     data["started_at"] = _utc(run.started_at)
     data["ended_at"] = _utc(run.ended_at).isoformat() if run.ended_at else None  # type: ignore[union-attr]
-    return LoggedRun(**data, fingerprint=json.loads(run.fingerprint or "{}"), scorers=scorers)
+    entry = LoggedRun(**data, fingerprint=json.loads(run.fingerprint or "{}"))
+    entry.scorers = dict(scorers)  # as built: a streamed scorer keeps its vector
+    return entry
 
 
 def _line(entry: LoggedRun) -> bytes:
     head = {"v": entry.v, "id": entry.id}
     body = entry.model_dump(mode="json", exclude={"v", "id"})
-    return (redact_text(dumps({**head, **body})) + "\n").encode("utf-8")
+    streamed = {name: s for name, s in entry.scorers.items() if isinstance(s, _Streamed)}
+    marks = {}
+    for name in streamed:  # each vector goes into the line as JSON text, never as a dict
+        marks[name] = f"\x01cases-{secrets.token_hex(8)}\x01"
+        body["scorers"][name]["cases"] = marks[name]
+    text = dumps({**head, **body})
+    for name, scorer in streamed.items():
+        text = text.replace(dumps(marks[name]), _cases_json(scorer._ids, scorer._values), 1)
+    return (redact_text(text) + "\n").encode("utf-8")
+
+
+def _cases_json(ids: Any, values: Any) -> str:
+    """``{"case": score, …}`` of a vector's graded cases, as ``dumps`` writes it, built in chunks."""
+    import numpy as np
+
+    rows = np.flatnonzero(~np.isnan(values))
+    parts = []
+    for start in range(0, len(rows), 4096):
+        chunk = rows[start:start + 4096]
+        parts.append(",".join(f"{dumps(ids[int(i)])}:{float(v)!r}" for i, v in zip(chunk, values[chunk].tolist(),
+                                                                                   strict=True)))
+    return "{" + ",".join(p for p in parts if p) + "}"
 
 
 class RunLogWriteError(RunLogError, OSError):
@@ -220,16 +297,18 @@ def _is_entry(raw: bytes) -> bool:
 
 
 def append_run(store: HistoryStore, history_dir: Path, run_id: str,
-               notices: list[str] | None = None) -> Path | None:
+               notices: list[str] | None = None, results: Mapping[str, Any] | None = None) -> Path | None:
     """Append a completed run to its suite's log; runs read from a log are not written back.
 
-    Raises :class:`RunLogWriteError` (an ``OSError`` too) when the line could not be written.
+    ``results`` (scorer → the runner's result, with its score vector) spares reading the run's
+    scores back. Raises :class:`RunLogWriteError` (an ``OSError`` too) when the line could not
+    be written.
     """
     run = store.get_run(run_id)
     if run is None or run.status != RunStatus.COMPLETED or run.origin == "log":
         return None
     path = log_path(history_dir, run.suite)
-    _append(path, [_line(entry_for(store, run))], notices)
+    _append(path, [_line(entry_for(store, run, results))], notices)
     return path
 
 

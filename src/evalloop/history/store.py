@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import logging
+import operator
 import os
 import secrets
 import time
@@ -26,7 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, create_engine, select
 
 from evalloop.errors import ConfigError, EvalloopError, StoreError, is_db_error, store_error
-from evalloop.history.models import CaseResult, CaseScore, Run, RunStatus, ScorerSummary, utcnow
+from evalloop.history.models import CaseResult, CaseScore, Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.schema import ensure_tables
 from evalloop.redact import redact_text, redact_url
 
@@ -285,7 +286,9 @@ class HistoryStore(metaclass=_MappedErrors):
                         names = [c for c in rows[0] if c != "id"]
                         sql = (f"INSERT INTO {table.__tablename__} ({', '.join(names)}) "
                                f"VALUES ({', '.join('?' * len(names))})")
-                        cursor.executemany(sql, [tuple(r[c] for c in names) for r in rows])
+                        row_of = operator.itemgetter(*names)  # one C call per row
+                        cursor.executemany(sql, map(row_of, rows) if len(names) > 1 else
+                                           ((row_of(r),) for r in rows))
                 cursor.close()
                 return
             if cases:
@@ -293,9 +296,12 @@ class HistoryStore(metaclass=_MappedErrors):
             if scores:
                 conn.execute(insert(CaseScore), list(scores))
 
-    def finish_run(self, run_id: str, summaries: Iterable[ScorerSummary], **fields: Any) -> Run:
-        """Write the summaries and the run's final fields in one transaction."""
+    def finish_run(self, run_id: str, summaries: Iterable[ScorerSummary],
+                   vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
+        """Write the summaries, score vectors and the run's final fields in one transaction."""
         with Session(self.engine, expire_on_commit=False) as session:
+            for vector in vectors:
+                session.add(vector)
             run = session.get(Run, run_id)
             assert run is not None, run_id
             for key, value in fields.items():
@@ -472,6 +478,14 @@ class HistoryStore(metaclass=_MappedErrors):
             acc[1] += 1
         return {case_id: total / count for case_id, (total, count) in sums.items()}
 
+    def score_vector(self, run_id: str, scorer: str, digest: str) -> bytes | None:
+        """A run's stored score vector of one scorer for the case list ``digest``, if it has one."""
+        with self.engine.connect() as conn:
+            table = ScoreVector.__table__  # type: ignore[attr-defined]
+            found = conn.execute(select(table.c.data).where(
+                table.c.run_id == run_id, table.c.scorer == scorer, table.c.digest == digest).limit(1)).first()
+        return None if found is None else bytes(found[0])
+
     def case_messages(self, run_id: str, scorer: str, case_ids: Iterable[str]) -> dict[str, str]:
         wanted = list(case_ids)
         if not wanted:
@@ -542,5 +556,9 @@ def code_version(project_dir: Path) -> str | None:
         return None
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"))
+
+
 def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":"))
+    """Compact JSON (one encoder, built once: this runs for every case's output)."""
+    return _ENCODER.encode(data)

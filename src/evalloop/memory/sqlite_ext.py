@@ -1,9 +1,12 @@
-"""Opening SQLite with the sqlite-vec extension when any available driver can load it.
+"""Opening the memory store's SQLite file, with the sqlite-vec extension when it is asked for.
 
-Many Python builds (pyenv, macOS system Python) ship a ``sqlite3`` without
-``enable_load_extension``. We try, in order: the stdlib driver, ``sqlean`` (sqlean-py, a
-dependency), and ``pysqlite3`` if importable. If none can load sqlite-vec, the store falls back to
-exact NumPy search and says so once. ``EVALLOOP_SQLITE_VEC=off`` forces that fallback.
+The default vector path is exact NumPy search: measured side by side (``bench/memory_bench.py``)
+it finds 1.4–2.4× faster than sqlite-vec's binary-quantised KNN with rescoring, and it is exact
+(recall@10 1.0 against ≈ 0.94). ``EVALLOOP_SQLITE_VEC=on`` selects sqlite-vec (it keeps the
+matrix out of process memory). Many Python builds (pyenv, macOS system Python) ship a
+``sqlite3`` without ``enable_load_extension``; we then try ``sqlean`` (sqlean-py, a dependency)
+and ``pysqlite3`` if importable. If none can load sqlite-vec, the store falls back to exact
+NumPy search and says so once.
 """
 
 from __future__ import annotations
@@ -19,14 +22,14 @@ from typing import Any
 log = logging.getLogger("evalloop.memory")
 
 ENV_SWITCH = "EVALLOOP_SQLITE_VEC"
-_OFF_VALUES = {"off", "0", "false", "no", "numpy"}
+_ON_VALUES = {"on", "1", "true", "yes", "sqlite-vec"}
 _DRIVERS = ("sqlite3", "sqlean", "pysqlite3.dbapi2")
 _noticed = False
 
 
 def sqlite_vec_disabled() -> bool:
-    """Whether the environment forces the NumPy fallback."""
-    return os.environ.get(ENV_SWITCH, "").strip().lower() in _OFF_VALUES
+    """Whether the NumPy path is used: unless ``EVALLOOP_SQLITE_VEC=on`` asks for sqlite-vec."""
+    return os.environ.get(ENV_SWITCH, "").strip().lower() not in _ON_VALUES
 
 
 def _open(module: Any, path: str) -> Any:
@@ -94,13 +97,14 @@ def connect_sqlite(path: str | Path) -> tuple[Any, bool]:
     """Open ``path`` with the best driver available; return the connection and whether
     sqlite-vec is loaded. Connections are in autocommit mode (``isolation_level=None``).
 
-    With ``EVALLOOP_SQLITE_VEC=off`` the stdlib driver is used, as on a Python that cannot load
-    extensions; do not keep such a connection open on a file another driver has open.
+    Unless ``EVALLOOP_SQLITE_VEC=on``, the stdlib driver is used (exact NumPy vector search), as
+    on a Python that cannot load extensions; do not keep such a connection open on a file another
+    driver has open.
     """
     global _noticed
     target = str(path)
     if sqlite_vec_disabled():
-        log.info("sqlite-vec disabled by %s; using exact NumPy vector search", ENV_SWITCH)
+        log.debug("exact NumPy vector search (%s=on selects sqlite-vec)", ENV_SWITCH)
         return _plain_connection(target), False
     module = vec_driver()
     if module is not None:

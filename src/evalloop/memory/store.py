@@ -173,7 +173,7 @@ class MemoryStore:
 
     @property
     def vector_backend(self) -> Backend:
-        """``sqlite-vec`` when the extension is loaded, else ``numpy`` (exact search)."""
+        """``numpy`` (exact search, the default) or ``sqlite-vec`` (``EVALLOOP_SQLITE_VEC=on``)."""
         return self._index.backend
 
     # -- writing -------------------------------------------------------------------------

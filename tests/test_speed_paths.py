@@ -1,0 +1,144 @@
+"""The fast paths of a run (issue #16): what start-up imports, how often cases are read, and
+where the comparison and the run log get their per-case scores. Structural checks, never timed:
+the speed and memory figures live in bench/whole_process.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+import evalloop.suites
+from evalloop import load_settings, run_suite
+from evalloop.cli import app
+from evalloop.history import HistoryStore, runlog
+from evalloop.runner import ScorerResult
+from evalloop.scorevec import align
+from evalloop.verdict import VerdictPolicy, decide, decide_aligned
+from support.project import make_project
+
+HEAVY = ("sqlalchemy", "sqlmodel", "numpy", "pydantic", "anthropic", "httpx", "apscheduler", "jinja2",
+         "model2vec", "sqlite_vec", "yaml")
+
+
+def jsonl_project(tmp_path, n=30, epochs=1):
+    """A suite whose cases live in JSONL: some fail, one is a negative control, one errors."""
+    root = make_project(tmp_path)
+    (root / "scorers" / "speed_scorers.py").write_text(
+        "from evalloop import Score, scorer\n\n"
+        "@scorer('half', binary=False)\n"
+        "def half(input, output, expected):\n"
+        "    if output == 'text 3':\n"
+        "        raise ValueError('grader bug')\n"
+        "    return Score(value=0.25 if output.endswith('7') else 1.0,\n"
+        "                 message='low' if output.endswith('7') else 'fine')\n")
+    with (root / "fixtures" / "cases.jsonl").open("w") as f:
+        for i in range(n):
+            case = {"id": f"case-{i}", "input": f"text {i}", "expected": f"text {i}"}
+            if i == 7:
+                case["expect"] = {"half": "fail"}
+            f.write(json.dumps(case) + "\n")
+    (root / "fixtures" / "speedy.yaml").write_text(
+        f"name: speedy\ntarget: sut:echo\nepochs: {epochs}\nscorers:\n"
+        "  - name: equals\n    params: {normalize: false}\n  - half\ncases: cases.jsonl\n")
+    return root
+
+
+def test_help_imports_no_heavy_library():
+    """`evalloop --help` (and every command's registration) needs only Typer and Rich."""
+    code = ("import sys, evalloop.cli; "
+            f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_cli_constants_match_their_sources():
+    from evalloop import learning
+    from evalloop.cli import memories, report
+    from evalloop.report import trends
+
+    assert memories.PATTERN_LIMIT == learning.PATTERN_LIMIT
+    assert report.DEFAULT_LAST == trends.DEFAULT_LAST
+
+
+def test_cli_run_reads_the_cases_file_twice_not_three_times(tmp_path, monkeypatch):
+    """Once to validate (before anything is written), once to run: never a third time."""
+    root = jsonl_project(tmp_path)
+    opened = []
+    real = evalloop.suites._iter_jsonl_cases
+
+    def counting(path):
+        opened.append(path)
+        return real(path)
+
+    monkeypatch.setattr(evalloop.suites, "_iter_jsonl_cases", counting)
+    result = CliRunner().invoke(app, ["run", "--suite", "speedy", "--project", str(root)])
+    assert result.exit_code == 0, result.output
+    assert len(opened) == 2
+
+
+def test_a_changed_cases_file_is_validated_again(tmp_path):
+    root = jsonl_project(tmp_path, n=4)
+    suite = evalloop.suites.find_suite("speedy", root)
+    assert suite.validate_cases() == 4
+    with suite.cases_file.open("a") as f:
+        f.write(json.dumps({"id": "case-0", "input": "dup"}) + "\n")
+    with pytest.raises(evalloop.errors.FixtureError, match="duplicate case id 'case-0'"):
+        suite.validate_cases()
+
+
+def test_baselines_read_score_vectors_not_rows(tmp_path, monkeypatch):
+    root = jsonl_project(tmp_path)
+    settings = load_settings(root)
+    first = run_suite("speedy", settings=settings)
+    store = HistoryStore(settings.database_url)
+    for name, result in first.outcome.results.items():  # the vector is the rows, compactly
+        assert _finite(result) == store.case_scores(first.outcome.run.id, name)
+    reads = []
+    real = HistoryStore.case_scores
+    monkeypatch.setattr(HistoryStore, "case_scores", lambda self, *a: reads.append(a) or real(self, *a))
+    second = run_suite("speedy", settings=settings)
+    assert reads == []
+    verdicts = {s.scorer: s for s in second.comparison.scorers}
+    assert all(s.window_runs == 1 and s.verdict == "steady" for s in verdicts.values())
+    assert verdicts["half"].n == 28  # case-3 errored, case-7 a control
+
+
+def _finite(result: ScorerResult) -> dict[str, float]:
+    return {c: float(v) for c, v in zip(result.ids, result.vector, strict=True) if v == v}
+
+
+def test_a_vector_and_rows_give_the_same_verdict(tmp_path):
+    """A window run without a stored vector (an older evalloop, a run-log import) is read from its
+    rows; the verdict is the same as from its vector."""
+    root = jsonl_project(tmp_path)
+    settings = load_settings(root)
+    runs = [run_suite("speedy", settings=settings) for _ in range(3)]
+    store = HistoryStore(settings.database_url)
+    current = runs[-1].outcome.results["half"]
+    rows = [store.case_scores(r.outcome.run.id, "half") for r in runs[:-1]]
+    vectors = [r.outcome.results["half"].vector for r in runs[:-1]]
+    policy = VerdictPolicy(threshold=0.1)
+    from_rows = decide(_finite(current), rows, policy, known_bad={"case-7"})
+    from_vectors = decide_aligned(align(current.ids, current.vector, vectors), policy, known_bad={"case-7"})
+    assert from_rows == from_vectors
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_run_log_line_from_memory_equals_the_one_from_history(tmp_path, epochs):
+    """Failing cases with their messages, an errored case, a control: the same line either way."""
+    root = jsonl_project(tmp_path, epochs=epochs)
+    settings = load_settings(root)
+    report = run_suite("speedy", settings=settings)
+    store = HistoryStore(settings.database_url)
+    run = store.get_run(report.outcome.run.id)
+    from_rows = json.loads(runlog._line(runlog.entry_for(store, run)))
+    from_memory = json.loads(runlog._line(runlog.entry_for(store, run, report.outcome.results)))
+    assert from_memory == from_rows
+    half = from_memory["scorers"]["half"]
+    assert half["errored_cases"] == ["case-3"] and half["messages"]["case-7"] == "low"
+    logged = json.loads(runlog.log_path(settings.history_dir, "speedy").read_text().splitlines()[-1])
+    assert logged == from_rows
