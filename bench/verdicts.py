@@ -263,6 +263,8 @@ def main() -> None:
     parser.add_argument("--windows", default="1,5", help="earlier runs for the pass/fail scenarios")
     parser.add_argument("--mdd-steps", type=int, default=6, help="bisection steps through runs")
     parser.add_argument("--sizes", default="20,50,200", help="judge suite sizes")
+    parser.add_argument("--only", choices=("judge", "passfail", "changed", "zero"), action="append",
+                        help="run only these scenario kinds (repeatable)")
     a = parser.parse_args()
     shm = Path("/dev/shm")
     tmp = tempfile.mkdtemp(prefix="evalloop-verdicts-", dir=shm if shm.is_dir() else None)
@@ -272,7 +274,7 @@ def main() -> None:
                   for name in ("pass/fail mix", "Beta(4,1) pass rates")]
     specs += [("passfail", 0, a.trials, tmp, "pass/fail mix", 50, 5, (0.0, 0.15)),
               ("changed", 0, a.trials, tmp), ("zero", 0, a.trials, tmp)]
-    specs = [(s[0], 1000 + i, *s[2:]) for i, s in enumerate(specs)]
+    specs = [(s[0], 1000 + i, *s[2:]) for i, s in enumerate(specs) if not a.only or s[0] in a.only]
     t0 = time.perf_counter()
     rows: list[Row] = []
     mdds: list[Mdd] = []
@@ -302,7 +304,7 @@ def main() -> None:
             print(f"| {m.n} | {m.true_drop:.1%} | {m.observed:.1%} | {m.reported:.1%} | "
                   f"{m.oracle:.1%} | {m.oracle_observed:.1%} |")
     print()
-    for rule in RULES:
+    for rule in RULES if any(r.alarm for r in rows) else ():
         worst = max((r for r in rows if r.alarm), key=lambda r: r.hits[rule] / r.trials)
         rate = worst.hits[rule] / worst.trials
         print(f"worst false alarm, {rule:<9}: {rate:6.1%} ({worst.scenario}, {worst.window} earlier runs) — "
