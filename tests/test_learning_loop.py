@@ -111,7 +111,7 @@ def test_cli_memories_and_prompt_enhance(tmp_path):
     for _ in range(3):
         assert cli("run", "-s", "decisions").returncode == 0
     (root / "BROKEN").write_text("")
-    assert cli("run", "-s", "decisions").returncode == 0
+    assert cli("run", "-s", "decisions").returncode == 1  # a regression exits 1 (and is learnt from)
     listed = json.loads(cli("memories", "list", "--tag", "eval-failure", "--json").stdout)
     assert len(listed) == 1 and listed[0]["tags"] == ["eval-failure", "decisions", "regression"]
     found = cli("memories", "find", "decisions similarity eval failure", "--limit", "3")
