@@ -91,6 +91,7 @@ def test_a_hung_sync_target_does_not_hold_the_cli_at_exit(tmp_path):
     assert result.returncode == 1, result.stderr  # every target call failed: an invalid run
     doc = json.loads(result.stdout)
     assert doc["scorers"][0]["current"] == 0.0 and doc["case_errors"] == 1
+    assert doc["valid"] is False  # its only call failed: a run that answered nothing is no pass
     # from the call's start to the process's end: the 1 s deadline plus the run's own work;
     # waiting for the 6 s thread would take 6 s at least (timed from the call, not the CLI's
     # start-up, so a loaded machine's slow imports do not count)

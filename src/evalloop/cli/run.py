@@ -40,12 +40,12 @@ def run(
     case: CaseOpt = None,
     tag: TagOpt = None,
     concurrency: Annotated[int | None, typer.Option(min=1, metavar="N", help="Cases in flight at once.")] = None,
+    fail_on_regression: Annotated[bool, typer.Option(
+        "--fail-on-regression",
+        help="Exit 1 when a scorer regressed, a scorer is broken, or a run is invalid: the default "
+             "(accepted for older scripts).")] = False,
     no_fail: Annotated[bool, typer.Option(
-        "--no-fail-on-regression",
-        help="Exit 0 whatever the verdicts (by default a regression, a broken scorer or an invalid "
-             "run exits 1).")] = False,
-    _fail: Annotated[bool, typer.Option("--fail-on-regression", hidden=True,
-                                        help="The default; accepted for older scripts.")] = False,
+        "--no-fail-on-regression", help="Exit 0 whatever the verdicts (only bad input exits non-zero).")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every failing case with its "
                                           "input, expected, output and messages.")] = False,
     json_out: JsonOpt = False,
@@ -132,6 +132,9 @@ def run(
         from evalloop.report.junit import write_junit
 
         write_junit(junit, reports, HistoryStore(settings.database_url))
+    if fail_on_regression and no_fail:
+        raise FixtureError("--fail-on-regression and --no-fail-on-regression exclude each other",
+                           hint="give one of them (failing on a regression is the default)")
     code = exit_code_of(reports, fail_on_regression=not no_fail)
     for line in failure_lines(reports) if code else []:
         err().print(line, markup=False)

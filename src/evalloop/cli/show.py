@@ -29,9 +29,9 @@ def show(
 
     Example: [bold]evalloop show last --failed[/bold]
     """
-    from evalloop.report.diff import find_run
     from evalloop.cli.history import _suite_or_none
     from evalloop.history.runlog import synced_store
+    from evalloop.report.diff import find_run
 
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)

@@ -470,7 +470,7 @@ def synced_store(url: str, history_dir: Path, *, run_log: bool = True,
                                (names if names is not None else log_suites(history_dir)))
     if not create and not has_logs and _sqlite_file_missing(url):
         return None
-    from evalloop.history.store import cannot_write
+    from evalloop.history.readonly import cannot_write
 
     if cannot_write(url):  # a read-only mount: read what the database holds, write nothing
         return HistoryStore(url, readonly=True)

@@ -93,52 +93,6 @@ def get_engine(url: str) -> Engine:
     return engine
 
 
-def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite URL (None for other databases and in-memory ones)."""
-    try:
-        parsed = make_url(url)
-    except Exception:  # noqa: BLE001 - not a URL
-        return None
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        return Path(parsed.database)
-    return None
-
-
-def cannot_write(url: str) -> bool:
-    """Whether a SQLite history exists but cannot be written here (a read-only mount or file)."""
-    path = sqlite_path(url)
-    if path is None or not path.is_file():
-        return False
-    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
-
-
-def readonly_engine(url: str) -> Engine:
-    """An engine that only reads an existing SQLite history (``history``/``report`` on a
-    read-only mount): opened ``mode=ro``, or ``immutable=1`` when even the WAL index cannot be
-    made; no pragmas, no schema changes. Other databases are opened as usual."""
-    path = sqlite_path(url)
-    if path is None:
-        return get_engine(url)
-    key = f"ro:{url}"
-    if key in _ENGINES:
-        return _ENGINES[key]
-    import sqlite3
-
-    uri = path.resolve().as_uri()
-
-    def connect() -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return conn
-        except sqlite3.OperationalError:  # a WAL database whose -shm cannot be created
-            return sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
-
-    engine = create_engine("sqlite://", creator=connect)
-    _ENGINES[key] = engine
-    return engine
-
-
 def store_where(url: str) -> str:
     """How a message names a history database: its file for SQLite, else its URL (redacted)."""
     try:
@@ -229,7 +183,12 @@ class HistoryStore(metaclass=_MappedErrors):
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         self.url = url
         self.readonly = readonly
-        self.engine = readonly_engine(url) if readonly else get_engine(url)
+        if readonly:
+            from evalloop.history.readonly import readonly_engine
+
+            self.engine = readonly_engine(url)
+        else:
+            self.engine = get_engine(url)
 
     # -- writing -----------------------------------------------------------------------
     def begin_run(self, run: Run) -> Run:

@@ -1,0 +1,59 @@
+"""Reading a history that cannot be written: a SQLite file on a read-only mount (or read-only
+itself) is opened ``mode=ro`` — or ``immutable=1`` when even its WAL index cannot be made — so
+``history``, ``report``, ``show`` and ``compare`` still read it; nothing is created or changed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy.engine import Engine, make_url
+from sqlmodel import create_engine
+
+from evalloop.history.store import _ENGINES, get_engine
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None for other databases and in-memory ones)."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL
+        return None
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return Path(parsed.database)
+    return None
+
+
+def cannot_write(url: str) -> bool:
+    """Whether a SQLite history exists but cannot be written here (a read-only mount or file)."""
+    path = sqlite_path(url)
+    if path is None or not path.is_file():
+        return False
+    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def readonly_engine(url: str) -> Engine:
+    """An engine that only reads an existing SQLite history (``history``/``report`` on a
+    read-only mount): opened ``mode=ro``, or ``immutable=1`` when even the WAL index cannot be
+    made; no pragmas, no schema changes. Other databases are opened as usual."""
+    path = sqlite_path(url)
+    if path is None:
+        return get_engine(url)
+    key = f"ro:{url}"
+    if key in _ENGINES:
+        return _ENGINES[key]
+    import sqlite3
+
+    uri = path.resolve().as_uri()
+
+    def connect() -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError:  # a WAL database whose -shm cannot be created
+            return sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
+
+    engine = create_engine("sqlite://", creator=connect)
+    _ENGINES[key] = engine
+    return engine
