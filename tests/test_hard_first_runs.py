@@ -22,8 +22,9 @@ from support.project import make_project
 N = 8
 CHILD = textwrap.dedent("""
     import os, sys, time
-    import evalloop.cli
+    import evalloop.cli, evalloop.pipeline, evalloop.scheduler  # the slow part, before the barrier
     barrier = sys.argv[1]
+    open(f"{barrier}.ready.{os.getpid()}", "w").close()
     while not os.path.exists(barrier):
         time.sleep(0.005)
     sys.argv = ["evalloop", *sys.argv[2:]]
@@ -33,10 +34,17 @@ SUITE = {"name": "first", "target": "sut:echo", "scorers": ["equals"],
          "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
 
 
-def start_together(argv: list[str], env: dict[str, str], barrier: Path, n: int = N) -> list[subprocess.Popen]:
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(barrier), *argv], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
-    time.sleep(2.0 if n > 1 else 0)  # let every child get to the barrier
+def start_together(argv: list[str], env: dict[str, str], barrier: Path, n: int = N,
+                   logs: list[Path] | None = None) -> list[subprocess.Popen]:
+    """Start ``n`` children; release them at once when every one has imported evalloop."""
+    from support.project import wait_for
+
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(barrier), *argv], env=env, text=True,
+                              stdout=subprocess.DEVNULL if logs else subprocess.PIPE,
+                              stderr=open(logs[i], "w") if logs else subprocess.PIPE)  # noqa: SIM115
+             for i in range(n)]
+    ready = lambda: len(list(barrier.parent.glob(barrier.name + ".ready.*"))) == n  # noqa: E731
+    assert wait_for(lambda: ready() or any(p.poll() is not None for p in procs), 180)
     barrier.touch()
     return procs
 
@@ -53,16 +61,6 @@ def test_eight_first_runs_at_once_all_succeed(tmp_path, history_url):
     assert len(runs) == N and {r.status for r in runs} == {RunStatus.COMPLETED}
     tables = set(inspect(get_engine(history_url)).get_table_names())
     assert {"runs", "case_results", "case_scores", "scorer_summaries"} <= tables
-
-
-def test_eight_schedulers_create_the_job_store_at_once(tmp_path, history_url):
-    """APScheduler's job-store table is created race-free too (`schedule list` opens it)."""
-    root = make_project(tmp_path / "p", {"first": SUITE})
-    env = {**os.environ, "EVALLOOP_HISTORY_URL": history_url, "NO_COLOR": "1"}
-    procs = start_together(["schedule", "list", "-C", str(root)], env, tmp_path / "go")
-    results = [(p.wait(120), p.stderr.read()) for p in procs]
-    assert not [r for r in results if r[0] != 0], results
-    assert "evalloop_jobs" in inspect(get_engine(history_url)).get_table_names()
 
 
 def test_a_schema_lock_held_too_long_is_named_as_such(tmp_path):
@@ -135,7 +133,8 @@ def test_eight_processes_migrate_an_older_database_at_once(tmp_path, history_url
 
 
 def test_eight_scheduler_starts_at_once_all_start(tmp_path, history_url):
-    """The probe itself: `scheduler start` ×8 on a fresh database (job store, locks, ledger tables)."""
+    """The probe itself: `scheduler start` ×8 on a fresh database: APScheduler's job store table,
+    the lock, claim and ledger tables and the history tables are all created race-free."""
     import signal
 
     from support.project import wait_for
@@ -143,12 +142,7 @@ def test_eight_scheduler_starts_at_once_all_start(tmp_path, history_url):
     root = make_project(tmp_path / "p", {"first": SUITE})
     env = {**os.environ, "EVALLOOP_HISTORY_URL": history_url, "NO_COLOR": "1"}
     logs = [tmp_path / f"s{i}.log" for i in range(N)]
-    barrier = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(barrier), "scheduler", "start", "--poll", "0.2",
-                               "-C", str(root)], env=env, stdout=subprocess.DEVNULL,
-                              stderr=open(log, "w")) for log in logs]  # noqa: SIM115
-    time.sleep(2.0)
-    barrier.touch()
+    procs = start_together(["scheduler", "start", "--poll", "0.2", "-C", str(root)], env, tmp_path / "go", logs=logs)
 
     def settled() -> bool:
         return all(p.poll() is not None or "scheduler started" in log.read_text()
@@ -164,3 +158,5 @@ def test_eight_scheduler_starts_at_once_all_start(tmp_path, history_url):
     text = "\n".join(log.read_text() for log in logs)
     assert codes == [0] * N and text.count("scheduler started") == N, text
     assert "Traceback" not in text and "error" not in text.lower(), text
+    tables = set(inspect(get_engine(history_url)).get_table_names())
+    assert {"evalloop_jobs", "evalloop_locks", "runs"} <= tables, tables
