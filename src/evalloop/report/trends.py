@@ -154,6 +154,11 @@ class SuiteTrend(BaseModel):
         return [s for s in self.scorers if s.latest is not None and s.latest.fails]
 
     @property
+    def latest_watches(self) -> list[ScorerTrend]:
+        """Scorers whose latest verdict is ``watch``: a drop without the evidence to act on."""
+        return [s for s in self.scorers if s.latest is not None and s.latest.status == VerdictStatus.WATCH]
+
+    @property
     def total_cost(self) -> float:
         return sum(r.cost_usd for r in self.runs)
 
@@ -170,6 +175,10 @@ class TrendReport(BaseModel):
     @property
     def regressed_suites(self) -> list[SuiteTrend]:
         return [s for s in self.suites if s.latest_regressions]
+
+    @property
+    def watches(self) -> list[tuple[SuiteTrend, ScorerTrend]]:
+        return [(s, t) for s in self.suites for t in s.latest_watches]
 
     @property
     def failing_suites(self) -> list[SuiteTrend]:
