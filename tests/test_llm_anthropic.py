@@ -83,11 +83,17 @@ async def test_429_retry_after_is_honoured(llm_server, make_client):  # noqa: F8
 
 
 async def test_429_without_retry_after_uses_tiny_backoff(llm_server, make_client):  # noqa: F811
-    llm_server.script(Reply.rate_limited(), Reply.of_text("ok"))
-    started = time.perf_counter()
-    response = await make_client().complete(ask())
-    assert response.retries == 1
-    assert time.perf_counter() - started < 0.3
+    async def timed(backoff_base: float) -> float:
+        llm_server.script(Reply.rate_limited(), Reply.of_text("ok"))
+        started = time.perf_counter()
+        response = await make_client(backoff_base=backoff_base).complete(ask())
+        assert response.retries == 1
+        return time.perf_counter() - started
+
+    # the configured backoff decides the wait (no retry-after to follow): 2 s of backoff waits
+    # at least 2 s, 1 ms of it far less (a margin wide enough for a loaded machine)
+    assert await timed(2.0) >= 2.0
+    assert await timed(0.001) < 1.5
 
 
 async def test_529_and_500_are_retried_and_counted(llm_server, make_client):  # noqa: F811
