@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
-from evalloop.stats import stars
 
 learn_app = typer.Typer(help="Measure the learning loop.", no_args_is_help=True)
 app.add_typer(learn_app, name="learn")
@@ -33,7 +30,12 @@ def learn_check(
     Nothing is stored: the runs go to a throw-away history and no memory is written.
     Example: [bold]evalloop learn check -s similarity[/bold]
     """
+    import asyncio
+
+    from rich.table import Table
+
     from evalloop.learncheck import DEFAULT_VARIANTS, acheck
+    from evalloop.stats import stars
 
     settings = settings_for(project)
     result = asyncio.run(acheck(suite, settings=settings, variants=variant or list(DEFAULT_VARIANTS),

@@ -9,8 +9,6 @@ import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.cli.run import CaseOpt, TagOpt
-from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
-from evalloop.report.terminal import print_history
 
 
 @app.command()
@@ -31,7 +29,9 @@ def show(
     """
     from evalloop.cli.history import _suite_or_none
     from evalloop.history.runlog import synced_store
+    from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
     from evalloop.report.diff import find_run
+    from evalloop.report.terminal import print_history
 
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
