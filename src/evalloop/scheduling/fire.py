@@ -65,7 +65,8 @@ def verdict_from_summary(doc: dict[str, Any]) -> str:
 def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: Processes | None = None,
              stop_requested: Callable[[], bool] = lambda: False) -> FireResult:
     """Run one suite in a fresh process and wait for it; never raises for what the run did."""
-    env = {**os.environ, "EVALLOOP_PROJECT": str(project_dir), "NO_COLOR": "1"}
+    env = {**os.environ, "EVALLOOP_PROJECT": str(project_dir), "NO_COLOR": "1",
+           "EVALLOOP_FIRE_PARENT": str(os.getpid())}  # the fire ends if the scheduler dies
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         started = time.monotonic()
         try:
