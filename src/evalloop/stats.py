@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict
 
 Alternative = Literal["two-sided", "less", "greater"]
 _NORMAL = NormalDist()
-_CHUNK_CELLS = 2_000_000  # cells of a resample matrix built at once (16 MB of float64)
+_BLOCK_ROWS = 8192  # rows per block when the test's per-case matrices are built
+_CHUNK_CELLS = 500_000  # cells of a resample matrix built at once (4 MB of float64)
 EXACT_MAX_NONZERO = 16  # enumerate all 2**k sign patterns up to this many non-zero pairs
 EXACT_LIMIT = 22  # never enumerate more than 2**22 patterns
 
@@ -259,30 +260,38 @@ def run_label_permutation_test(
     k = present.sum(axis=1)
     if np.any(k == 0):
         raise ValueError("every case needs at least one score in the window")
-    total = np.where(present, w, 0.0).sum(axis=1) + x
-    # candidates[c, j]: the statistic's term for case c when run j plays "current" (j = 0 is the
-    # actual current run), i.e. s_j − mean(other scores) = ((k + 1)·s_j − total) / k
-    scores = np.concatenate([x[:, None], w], axis=1)
-    candidates = ((k[:, None] + 1) * scores - total[:, None]) / k[:, None]
-    del scores
-    valid = np.concatenate([np.ones((n, 1), dtype=bool), present], axis=1)
-    observed = float(candidates[:, 0].mean())
-    # cases whose candidates are all equal carry no information: leave them out of the draws
-    masked = np.where(valid, candidates, np.nan)  # one masked copy (a whole-run matrix)
-    spread = np.nanmax(masked, axis=1) - np.nanmin(masked, axis=1)
-    del masked
-    active = spread > 1e-12
-    fixed = float(candidates[~active, 0].sum())
-    if not active.any():
+    observed = 0.0
+    fixed = 0.0
+    blocks: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    # built in blocks of rows, so the whole-run temporaries stay small at 100k cases
+    for lo in range(0, n, _BLOCK_ROWS):
+        hi = min(n, lo + _BLOCK_ROWS)
+        xb, wb, pb, kb = x[lo:hi], w[lo:hi], present[lo:hi], k[lo:hi]
+        total = np.where(pb, wb, 0.0).sum(axis=1) + xb
+        # candidates[c, j]: the statistic's term for case c when run j plays "current" (j = 0 is
+        # the actual current run), i.e. s_j − mean(other scores) = ((k + 1)·s_j − total) / k
+        scores = np.concatenate([xb[:, None], wb], axis=1)
+        candidates = ((kb[:, None] + 1) * scores - total[:, None]) / kb[:, None]
+        valid = np.concatenate([np.ones((hi - lo, 1), dtype=bool), pb], axis=1)
+        observed += float(candidates[:, 0].sum())
+        # cases whose candidates are all equal carry no information: leave them out of the draws
+        masked = np.where(valid, candidates, np.nan)
+        active = (np.nanmax(masked, axis=1) - np.nanmin(masked, axis=1)) > 1e-12
+        fixed += float(candidates[~active, 0].sum())
+        ok = valid[active]
+        # order each case's valid candidates first so a uniform index in [0, k] picks among them
+        order = np.argsort(~ok, axis=1, kind="stable")
+        blocks.append(np.take_along_axis(candidates[active], order, axis=1))
+        counts.append(ok.sum(axis=1))
+    observed /= n
+    cand = np.concatenate(blocks) if blocks else np.empty((0, w.shape[1] + 1))
+    choices = np.concatenate(counts) if counts else np.empty(0, dtype=np.int64)
+    del blocks, counts
+    if cand.shape[0] == 0:
         return TestResult(test="run-label permutation", alternative=alternative,
                           statistic=observed, p_value=1.0, n=n, n_nonzero=0, exact=True,
                           resamples=1)
-    cand = candidates[active]
-    ok = valid[active]
-    # order each case's valid candidates first so a uniform index in [0, k] picks among them
-    order = np.argsort(~ok, axis=1, kind="stable")
-    cand = np.take_along_axis(cand, order, axis=1)
-    choices = ok.sum(axis=1)
     m = cand.shape[0]
     permutations = max(1, min(permutations, budget // max(m, 1)))
     rng = _rng(seed)

@@ -193,13 +193,31 @@ def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: f
     return min(1.0, high)
 
 
+_BLOCK_ROWS = 8192  # rows of a window handled at once by the noise estimate
+
+
+def _row_means(window: np.ndarray) -> np.ndarray:
+    """Each row's mean over its non-NaN cells (every row has one), a column at a time: no
+    whole-window copy, as ``np.nanmean`` makes."""
+    total = np.zeros(window.shape[0])
+    count = np.zeros(window.shape[0])
+    for j in range(window.shape[1]):
+        column = window[:, j]
+        graded = ~np.isnan(column)
+        total[graded] += column[graded]
+        count += graded
+    return total / count
+
+
 def _noise_var(x: np.ndarray, window: np.ndarray) -> float:
     """One case's run-to-run variance: pooled over the window's cases graded twice or more,
     else half the variance of this run's paired differences (one earlier run)."""
     counts = np.sum(~np.isnan(window), axis=1)
-    multi = counts >= 2
-    if multi.any():
-        return float(np.nanmean(np.nanvar(window[multi], axis=1, ddof=1)))
+    multi = np.flatnonzero(counts >= 2)
+    if multi.size:  # in blocks of rows: no whole-window copies at 100k cases
+        total = sum(float(np.nanvar(window[multi[lo:lo + _BLOCK_ROWS]], axis=1, ddof=1).sum())
+                    for lo in range(0, multi.size, _BLOCK_ROWS))
+        return total / multi.size
     d = x - np.nanmean(window, axis=1)
     return float(d.var(ddof=1)) / 2 if d.size > 1 else 0.0
 
@@ -340,7 +358,7 @@ def decide_aligned(
         )
     x = current[shared_rows]
     w = used_runs[shared_rows]
-    y = np.nanmean(w, axis=1)
+    y = _row_means(w)
     baseline_mean = float(y.mean())
     shared_mean = float(x.mean())
     diff = x - y
