@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -27,3 +28,20 @@ def test_a_drop_without_evidence_gets_an_amber_banner_naming_the_scorers(tmp_pat
     html = (tmp_path / "r.html").read_text()
     assert 'class="banner watch"' in html and "2 scorers to watch" in html
     assert 'class="banner good"' not in html and 'class="banner bad"' not in html
+
+
+def test_the_html_report_shows_the_latest_runs_strata(tmp_path):
+    """A tagged suite's latest run gets a per-stratum table whose overall is the run's mean."""
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([EVALLOOP, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "NO_COLOR": "1"})
+
+    ran = cli("run", "--suite", "similarity", "--json", "--no-cases")
+    assert ran.returncode == 0, ran.stderr
+    means = {s["scorer"]: s["current"] for s in json.loads(ran.stdout)["scorers"]}
+    assert cli("report", "--suite", "similarity", "--html", "r.html").returncode == 0
+    html = (tmp_path / "r.html").read_text()
+    table = html.split("<h3>Per stratum", 1)[1].split("</table>", 1)[0]
+    assert "<td>false-friend</td>" in table and "<td>paraphrase</td>" in table
+    overall = table.split("<td><b>overall</b></td>", 1)[1].split("</tr>", 1)[0]
+    assert f"{means['similarity-detection']:.3f}" in overall

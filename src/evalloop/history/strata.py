@@ -51,6 +51,13 @@ class StrataReport(BaseModel):
     scopes: list[StratumRow] = Field(default_factory=list)
     scope_macro: dict[str, float | None] = Field(default_factory=dict)
 
+    def lowest_scopes(self, limit: int) -> list[StratumRow]:
+        """At most ``limit`` scopes, the lowest by the first scorer first (all when fewer)."""
+        if len(self.scopes) <= limit:
+            return self.scopes
+        first = self.scorers[0] if self.scorers else None
+        return sorted(self.scopes, key=lambda r: (r.means.get(first) if first else 0.0) or 0.0)[:limit]
+
     def mean(self, tag: str, scorer: str) -> float | None:
         """The mean of ``scorer`` over the cases tagged ``tag``."""
         for row in self.strata:

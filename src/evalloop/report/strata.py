@@ -27,7 +27,7 @@ def strata_table(report: StrataReport, title: str | None = None, *, scopes: bool
     shown = rows
     if scopes and len(rows) > MAX_SCOPE_ROWS:  # LongMemEval: one scope per question
         first = report.scorers[0] if report.scorers else None
-        shown = sorted(rows, key=lambda r: (r.means.get(first) if first else 0.0) or 0.0)[:MAX_SCOPE_ROWS]
+        shown = report.lowest_scopes(MAX_SCOPE_ROWS)
         table.caption = (f"the {MAX_SCOPE_ROWS} lowest of {len(rows)} scopes by {first}; "
                          "all of them in --json (strata.scopes)")
     for row in shown:

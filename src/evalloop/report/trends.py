@@ -21,6 +21,7 @@ from evalloop.errors import EvalloopError
 from evalloop.history.eligibility import baseline_eligible
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
+from evalloop.history.strata import StrataReport, strata_means
 from evalloop.verdict import VerdictStatus
 
 DEFAULT_LAST = 20
@@ -143,6 +144,7 @@ class SuiteTrend(BaseModel):
     scorers: list[ScorerTrend]
     memories: list[MemoryNote] = Field(default_factory=list)
     memory_note: str = ""
+    strata: StrataReport | None = None  # the latest run's per-tag and per-scope means, if tagged
 
     @property
     def latest_regressions(self) -> list[ScorerTrend]:
@@ -220,8 +222,13 @@ def suite_trend(store: HistoryStore, suite: str, *, last: int = DEFAULT_LAST, wi
     scorers = _scorer_names(shown, summaries)
     trends = [_scorer_trend(name, finished, shown, summaries, reader, window) for name in scorers]
     memories, note = read_memories(memory_file, suite)
+    strata = None
+    if shown and shown[-1].status == RunStatus.COMPLETED:
+        strata = strata_means(store, shown[-1].id, order=scorers)
+        if not strata.strata and not strata.scopes:
+            strata = None
     return SuiteTrend(suite=suite, runs=[_run_row(r, reader) for r in shown], scorers=trends,
-                      memories=memories, memory_note=note)
+                      memories=memories, memory_note=note, strata=strata)
 
 
 def _scorer_names(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]]) -> list[str]:
