@@ -17,7 +17,6 @@ Also timed: ``evalloop --help`` beside ``python -c pass`` (interpreter start-up)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -27,9 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGET = "def echo(input):\n    return input\n"
-SUITE = ("name: trivial\ntarget: sut:echo\nscorers:\n  - name: equals\n    params: {normalize: false}\n"
-         "cases: cases.jsonl\n")
+from core_overhead import make_project  # the same trivial project (bench/ is on sys.path)
+
 REFERENCE = r"""
 import json, sqlite3, sys
 db = sqlite3.connect(sys.argv[2])
@@ -46,15 +44,6 @@ with open(sys.argv[1], encoding="utf-8") as f:
 db.executemany("insert into r values (?, ?, ?, ?)", rows)
 db.commit()
 """
-
-
-def make_project(root: Path, n: int) -> None:
-    (root / "fixtures").mkdir(parents=True)
-    (root / "sut.py").write_text(TARGET)
-    with (root / "fixtures" / "cases.jsonl").open("w") as f:
-        for i in range(n):
-            f.write(json.dumps({"id": f"case-{i}", "input": f"text {i}", "expected": f"text {i}"}) + "\n")
-    (root / "fixtures" / "trivial.yaml").write_text(SUITE)
 
 
 def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, float]:

@@ -3,19 +3,18 @@ the scheduler down. A real APScheduler on a SQLite job store, real `python -m ev
 
 from __future__ import annotations
 
-import threading
 import time
-from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import yaml
 
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
-from evalloop.scheduler import add_schedule, serve
+from evalloop.scheduler import add_schedule
 from evalloop.scheduling import ledger
 from evalloop.scheduling.fire import verdict_from_summary
 from support.project import wait_for
+from support.scheduling import serving
 
 GOOD = "def answer(input):\n    return input\n"
 BROKEN = "def answer(input):\n    return {'wrong': True}  # a deploy that broke the product\n"
@@ -46,17 +45,6 @@ def project(tmp_path, timeout: float = 60, **extra_suites):
     return load_settings(root)
 
 
-@contextmanager
-def serving(settings):
-    stop, result = threading.Event(), {}
-    thread = threading.Thread(target=lambda: result.update(code=serve(settings, stop=stop, poll_seconds=0.1)))
-    thread.start()
-    try:
-        yield result
-    finally:
-        stop.set()
-        thread.join(60)
-        assert not thread.is_alive()
 
 
 def verdicts(settings, job_id):
@@ -66,7 +54,7 @@ def verdicts(settings, job_id):
 def test_editing_the_target_between_two_fires_changes_the_verdict(tmp_path):
     settings = project(tmp_path)
     add_schedule(settings, ["live"], every="2s", job_id="live", first_run=datetime.now(UTC))
-    with serving(settings) as result:
+    with serving(settings, join_timeout=60) as result:
         assert wait_for(lambda: len(verdicts(settings, "live")) >= 2, 90)
         (settings.project_dir / "live.py").write_text(BROKEN)  # deployed while the scheduler runs
         assert wait_for(lambda: "regressed" in verdicts(settings, "live"), 90), verdicts(settings, "live")
@@ -82,7 +70,7 @@ def test_a_crashing_or_hanging_target_leaves_the_scheduler_serving(tmp_path):
     settings = project(tmp_path, timeout=20, crash=suite("crash", "bad:crash", 1), hang=suite("hang", "bad:hang", 1))
     add_schedule(settings, ["crash", "hang"], every="1h", job_id="bad", first_run=datetime.now(UTC))
     started = time.monotonic()
-    with serving(settings):
+    with serving(settings, join_timeout=60):
         assert wait_for(lambda: len([e for e in ledger.entries(settings.database_url, "bad")
                                      if e.status != "running"]) == 2, 120)
         add_schedule(settings, ["live"], every="1h", job_id="after", first_run=datetime.now(UTC))

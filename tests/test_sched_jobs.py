@@ -6,9 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 import time
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,10 +21,10 @@ from evalloop.scheduler import (
     pause_schedule,
     remove_schedule,
     resume_schedule,
-    serve,
 )
 from evalloop.scheduling import ledger
 from support.project import make_project, wait_for
+from support.scheduling import serving
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 ECHO = {"name": "echo", "target": "sut:echo", "scorers": ["equals"],
@@ -38,17 +36,6 @@ def settings(tmp_path):
     return load_settings(make_project(tmp_path, {"echo": ECHO}))
 
 
-@contextmanager
-def serving(settings):
-    stop, result = threading.Event(), {}
-    thread = threading.Thread(target=lambda: result.update(code=serve(settings, stop=stop, poll_seconds=0.1)))
-    thread.start()
-    try:
-        yield result
-    finally:
-        stop.set()
-        thread.join(20)
-        assert not thread.is_alive()
 
 
 

@@ -26,8 +26,6 @@ def write_benchmark(out_dir: Path, *, weeks: int = 4, seed: int = 42, mode: str 
                     delivery: str = "facts", kind: str = "qrels", retriever: str = "bm25",
                     name: str | None = None, force: bool = False) -> tuple[Path, Path]:
     """Write a seed-000 synthetic corpus as a dataset folder and a suite file beside it."""
-    import yaml
-
     from evalloop.retrieval.dataset import write_dataset
     from evalloop.retrieval.generator import generate_corpus, to_dataset
 
@@ -63,9 +61,14 @@ def write_benchmark(out_dir: Path, *, weeks: int = 4, seed: int = 42, mode: str 
         "scorers": scorers,
         "dataset": out_dir.name,
     }
-
-    suite_file.write_text(yaml.safe_dump(suite, sort_keys=False, width=100), encoding="utf-8")
+    _write_suite(suite_file, suite)
     return out_dir, suite_file
+
+
+def _write_suite(path: Path, suite: dict) -> None:
+    import yaml
+
+    path.write_text(yaml.safe_dump(suite, sort_keys=False, width=100), encoding="utf-8")
 
 
 @bench_app.command("generate")
@@ -124,9 +127,7 @@ def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "s
         "scorers": SCOPED_SCORERS,
         "dataset": out_dir.name,
     }
-    import yaml
-
-    suite_file.write_text(yaml.safe_dump(suite, sort_keys=False, width=100), encoding="utf-8")
+    _write_suite(suite_file, suite)
     return suite_file, report
 
 
