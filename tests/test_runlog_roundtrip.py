@@ -101,6 +101,23 @@ def test_a_merge_conflict_in_the_log_is_one_clear_error(logged, tmp_path):
     assert sync_suite(fresh, settings.history_dir, "controlled") == 2
 
 
+def test_lines_are_found_by_their_heads_across_chunk_boundaries(logged, tmp_path, monkeypatch):
+    """The importer reads only each line's first bytes to learn its run id, in chunks; lines that
+    straddle chunks, blank lines of spaces and a whole last line without its newline still count."""
+    from evalloop.history import runlog
+
+    settings, ids = logged
+    path = log_path(settings.history_dir, "controlled")
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0] + "\n" + " " * 5000 + "\n\n" + lines[1] + "\n" + lines[2])
+    monkeypatch.setattr(runlog, "_CHUNK", 97)  # every line crosses several chunk ends
+    assert [run_id for _, run_id, _, _ in runlog._heads(path)] == ids
+    assert [e.id for e in read_log(path)] == ids
+    fresh = HistoryStore(f"sqlite:///{tmp_path / 'fresh.db'}")
+    assert sync_suite(fresh, settings.history_dir, "controlled") == 3
+    assert [r.id for r in reversed(fresh.runs("controlled", limit=None))] == ids
+
+
 def test_run_log_can_be_switched_off(tmp_path, monkeypatch):
     root = make_project(tmp_path, {"controlled": controlled_suite(2)})
     monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(tmp_path / "answers.json"))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,15 +264,20 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
         current = Vector(*from_mapping(current if current is not None
                                        else store.case_scores(run.id, summary.scorer)))
     controls = set(details.get("controls", []))
-    windows: list[Mapping[str, float] | np.ndarray] = []
-    for r, _ in prior:  # a run of the same case list lines up by position: no per-case rows read
-        stored = store.score_vector(r.id, summary.scorer, current.digest)
-        windows.append(Vector.decode(stored) if stored is not None and len(stored) == 8 * len(current.ids)
-                       else store.case_scores(r.id, summary.scorer))
+    ids = current.ids
+
+    def stored(run_id: str) -> Callable[[], Mapping[str, float] | np.ndarray]:
+        def load() -> Mapping[str, float] | np.ndarray:
+            data = store.score_vector(run_id, summary.scorer, current.digest)
+            return Vector.decode(data) if data is not None and len(data) == 8 * len(ids) \
+                else store.case_scores(run_id, summary.scorer)
+        return load
+
+    # a run of the same case list lines up by position: no per-case rows read, and each run's
+    # vector is read only when its column is filled (one at a time at 100,000 cases)
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
-    aligned = align(current.ids, current.values, windows)
-    del windows  # the window lives on in the aligned matrix only
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior])
     evidence = decide_aligned(aligned, _policy(summary),
                               binary=details.get("binary"), known_bad=controls,
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"))

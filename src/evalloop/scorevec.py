@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,27 +70,29 @@ class Vector:
 
     @staticmethod
     def decode(data: bytes) -> np.ndarray:
-        """A stored vector's values (little-endian float64)."""
-        return np.frombuffer(data, dtype="<f8").astype(np.float64)
+        """A stored vector's values (little-endian float64): a read-only view of ``data``, no copy."""
+        return np.frombuffer(data, dtype="<f8")
 
 
 @dataclass
 class Aligned:
-    """This run's scores and its window's, one row per case id (NaN where a run has no score).
+    """This run's scores and its window's, one row per case id, rows sorted by case id (Python's
+    string order, as ``sorted()`` uses; NaN where a run has no score).
 
-    ``ids`` lists this run's cases first, in its order, then cases only the window has.
-    ``window`` has one column per earlier run, oldest first.
+    ``ids`` names each row: this run's cases and the cases only the window has, together in id
+    order — the order verdict lists and the paired test use. ``window`` has one column per
+    earlier run, oldest first.
     """
 
     ids: Sequence[str]
     current: np.ndarray
     window: np.ndarray
 
-    def order(self) -> np.ndarray:
-        """Row indices sorted by case id (the order verdict lists and the paired test use)."""
-        keys = np.empty(len(self.ids), dtype=object)
-        keys[:] = self.ids  # references only; Python's string order, as sorted() uses
-        return np.argsort(keys, kind="stable")
+
+def _id_order(ids: Sequence[str]) -> np.ndarray:
+    keys = np.empty(len(ids), dtype=object)
+    keys[:] = ids  # references only
+    return np.argsort(keys, kind="stable")
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -102,43 +104,62 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def align(ids: Sequence[str], current: np.ndarray,
-          window: Sequence[Mapping[str, float] | np.ndarray]) -> Aligned:
-    """Line up this run (``ids``/``current``) with window runs given as mappings (case → score)
-    or as vectors already aligned to ``ids``."""
+Window = Mapping[str, float] | np.ndarray
+WindowRun = Window | Callable[[], Window]
+
+
+def align(ids: Sequence[str], current: np.ndarray, window: Sequence[WindowRun]) -> Aligned:
+    """Line up this run (``ids``/``current``) with window runs given as mappings (case → score),
+    as vectors aligned to ``ids``, or as callables that load either; rows in case-id order.
+
+    Runs are loaded one at a time (a callable is called when its column is filled) and written
+    straight into the window matrix in its sorted order: at 100,000 cases the matrix is the one
+    whole-window array, and only one stored vector is held beside it."""
     current = _finite(current)
+    n_ids = len(ids)
+    order = _id_order(ids)  # row r holds case ids[order[r]]
+    matrix = np.full((n_ids, len(window)), np.nan)
     index: dict[str, int] | None = None
     extra: list[str] = []
-    columns: list[np.ndarray | dict[int, float]] = []
-    for run in window:
+    beyond: list[list[tuple[int, float]]] = []  # (column, value) cells of each case only the window has
+    for j, item in enumerate(window):
+        run = item() if callable(item) else item
         if isinstance(run, np.ndarray):
-            columns.append(_finite(run))
+            if len(run) != n_ids:
+                raise ValueError(f"a window vector has {len(run)} scores for {n_ids} cases")
+            column = matrix[:, j]
+            column[...] = run[order]
+            column[~np.isfinite(column)] = np.nan
             continue
         if index is None:
-            index = {case_id: i for i, case_id in enumerate(ids)}
-        placed: dict[int, float] = {}
+            index = {ids[int(i)]: r for r, i in enumerate(order)}
         for case_id, value in run.items():
             if value is None or not math.isfinite(value):
                 continue
             key = str(case_id)
             row = index.get(key)
             if row is None:
-                row = index[key] = len(ids) + len(extra)
+                row = index[key] = n_ids + len(extra)
                 extra.append(key)
-            placed[row] = float(value)
-        columns.append(placed)
-    n = len(ids) + len(extra)
-    matrix = np.full((n, len(columns)), np.nan)
-    for j, column in enumerate(columns):
-        if isinstance(column, np.ndarray):
-            matrix[: len(column), j] = column
-        elif column:
-            rows = np.fromiter(column.keys(), dtype=np.int64, count=len(column))
-            matrix[rows, j] = np.fromiter(column.values(), dtype=np.float64, count=len(column))
-    all_ids: Sequence[str] = [*ids, *extra] if extra else ids
-    cur = np.full(n, np.nan)
-    cur[: len(current)] = current
-    return Aligned(all_ids, cur, matrix)
+                beyond.append([])
+            if row < n_ids:
+                matrix[row, j] = float(value)
+            else:
+                beyond[row - n_ids].append((j, float(value)))
+        del run
+    sorted_ids = [ids[int(i)] for i in order]
+    cur = current[order]
+    if not extra:
+        return Aligned(sorted_ids, cur, matrix)
+    tail = np.full((len(extra), len(window)), np.nan)
+    for r, cells in enumerate(beyond):
+        for j, value in cells:
+            tail[r, j] = value
+    all_ids = [*sorted_ids, *extra]
+    resort = _id_order(all_ids)  # rare (a window run read case by case with other cases): one copy
+    return Aligned([all_ids[int(i)] for i in resort],
+                   np.concatenate([cur, np.full(len(extra), np.nan)])[resort],
+                   np.vstack([matrix, tail])[resort])
 
 
 def from_mapping(scores: Mapping[str, float]) -> tuple[list[str], np.ndarray]:

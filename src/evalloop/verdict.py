@@ -193,20 +193,18 @@ def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: f
     return min(1.0, high)
 
 
-_BLOCK_ROWS = 8192  # rows of a window handled at once by the noise estimate
+_BLOCK_ROWS = 8192  # rows of a window handled at once (flips, row means, noise estimate)
 
 
 def _row_means(window: np.ndarray) -> np.ndarray:
-    """Each row's mean over its non-NaN cells (every row has one), a column at a time: no
-    whole-window copy, as ``np.nanmean`` makes."""
-    total = np.zeros(window.shape[0])
-    count = np.zeros(window.shape[0])
-    for j in range(window.shape[1]):
-        column = window[:, j]
-        graded = ~np.isnan(column)
-        total[graded] += column[graded]
-        count += graded
-    return total / count
+    """Each row's mean over its non-NaN cells (every row has one), in blocks of rows: no
+    whole-window copy, as ``np.nanmean`` of the whole makes."""
+    out = np.empty(window.shape[0])
+    for lo in range(0, window.shape[0], _BLOCK_ROWS):
+        block = window[lo:lo + _BLOCK_ROWS]
+        graded = ~np.isnan(block)
+        out[lo:lo + _BLOCK_ROWS] = np.where(graded, block, 0.0).sum(axis=1) / graded.sum(axis=1)
+    return out
 
 
 def _noise_var(x: np.ndarray, window: np.ndarray) -> float:
@@ -243,16 +241,19 @@ def _zero_one(values: np.ndarray) -> bool:
     return bool(np.all(np.isnan(values) | (values == 0.0) | (values == 1.0)))
 
 
-def _flips(columns: np.ndarray, pass_mark: float) -> np.ndarray:
-    """Per row, how often the pass/fail state changes across the columns (absent cells skipped)."""
-    flips = np.zeros(columns.shape[0], dtype=np.int64)
-    last = np.full(columns.shape[0], np.nan)
-    for j in range(columns.shape[1]):
-        col = columns[:, j]
-        present = ~np.isnan(col)
-        state = np.where(present, (col >= pass_mark).astype(np.float64), np.nan)
-        flips += present & ~np.isnan(last) & (state != last)
-        last = np.where(present, state, last)
+def _flips(runs: np.ndarray, current: np.ndarray, pass_mark: float) -> np.ndarray:
+    """Per row, how often the pass/fail state changes across the window's columns and then this
+    run's (absent cells skipped); in blocks of rows, so no whole-window temporaries."""
+    flips = np.zeros(runs.shape[0], dtype=np.int64)
+    for lo in range(0, runs.shape[0], _BLOCK_ROWS):
+        block, now = runs[lo:lo + _BLOCK_ROWS], current[lo:lo + _BLOCK_ROWS]
+        out = flips[lo:lo + _BLOCK_ROWS]
+        last = np.full(block.shape[0], np.nan)
+        for col in (*(block[:, j] for j in range(block.shape[1])), now):
+            present = ~np.isnan(col)
+            state = np.where(present, (col >= pass_mark).astype(np.float64), np.nan)
+            out += present & ~np.isnan(last) & (state != last)
+            last = np.where(present, state, last)
     return flips
 
 
@@ -271,16 +272,15 @@ def decide_aligned(
     pm = policy.pass_mark
     present_runs = (~np.isnan(aligned.window)).any(axis=0)  # a run with no finite score is no run
     runs = aligned.window if present_runs.all() else aligned.window[:, present_runs]
-    order = aligned.order()
 
-    def listed(mask: np.ndarray) -> list[str]:
-        return [ids[int(i)] for i in order[mask[order]]]
+    def listed(mask: np.ndarray) -> list[str]:  # rows are in case-id order
+        return [ids[int(i)] for i in np.flatnonzero(mask)]
 
     cm = ~np.isnan(current)
     bad = set(known_bad)
     badm = np.fromiter((c in bad for c in ids), dtype=bool, count=len(ids)) if bad else np.zeros(len(ids), bool)
     broken = listed(cm & badm & (np.nan_to_num(current, nan=-np.inf) >= pm))
-    flips = _flips(np.column_stack([runs, current]), pm)
+    flips = _flips(runs, current, pm)
     flaky = listed((flips > policy.flaky_flips) & ~badm)
     quarantined = flaky if policy.quarantine_flaky else []
     outm = badm.copy()
@@ -342,7 +342,8 @@ def decide_aligned(
         )
 
     in_window = (~np.isnan(used_runs)).any(axis=1)
-    shared_rows = order[(usedm & in_window)[order]]
+    shared = usedm & in_window
+    shared_rows = np.flatnonzero(shared)
     n_added = int(np.count_nonzero(usedm & ~in_window))
     removed_rows = np.flatnonzero(~np.isnan(used_runs[:, -1]) & ~usedm)
     fields.update(
@@ -356,8 +357,8 @@ def decide_aligned(
             f"No case of this run was graded in the {window_count}-run window "
             f"({n_added} new cases); mean {current_mean:.3f} starts a new baseline.",
         )
-    x = current[shared_rows]
-    w = used_runs[shared_rows]
+    # every row shared (the usual rerun of one case list): views, no copy of the window
+    x, w = (current, used_runs) if len(shared_rows) == len(current) else (current[shared], used_runs[shared])
     y = _row_means(w)
     baseline_mean = float(y.mean())
     shared_mean = float(x.mean())

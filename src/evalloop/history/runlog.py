@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import logging
 import os
@@ -176,7 +177,9 @@ def _entry(run: Run, scorers: Mapping[str, LoggedScorer]) -> LoggedRun:
     return entry
 
 
-def _line(entry: LoggedRun) -> bytes:
+def _line_parts(entry: LoggedRun) -> Iterator[bytes]:
+    """One log line as UTF-8 pieces, the per-case scores in chunks of cases: a 100,000-case run's
+    2 MB line is written piece by piece, never built whole (nor copied by replace/redact/encode)."""
     head = {"v": entry.v, "id": entry.id}
     body = entry.model_dump(mode="json", exclude={"v", "id"})
     streamed = {name: s for name, s in entry.scorers.items() if isinstance(s, _Streamed)}
@@ -184,23 +187,32 @@ def _line(entry: LoggedRun) -> bytes:
     for name in streamed:  # each vector goes into the line as JSON text, never as a dict
         marks[name] = f"\x01cases-{secrets.token_hex(8)}\x01"
         body["scorers"][name]["cases"] = marks[name]
-    text = dumps({**head, **body})
+    rest = dumps({**head, **body})
     for name, scorer in streamed.items():
-        text = text.replace(dumps(marks[name]), _cases_json(scorer._ids, scorer._values), 1)
-    return (redact_text(text) + "\n").encode("utf-8")
+        before, rest = rest.split(dumps(marks[name]), 1)
+        yield redact_text(before).encode("utf-8")
+        yield from _cases_json(scorer._ids, scorer._values)
+    yield (redact_text(rest) + "\n").encode("utf-8")
 
 
-def _cases_json(ids: Any, values: Any) -> str:
-    """``{"case": score, …}`` of a vector's graded cases, as ``dumps`` writes it, built in chunks."""
+def _line(entry: LoggedRun) -> bytes:
+    """One whole log line (see :func:`_line_parts`)."""
+    return b"".join(_line_parts(entry))
+
+
+def _cases_json(ids: Any, values: Any) -> Iterator[bytes]:
+    """``{"case": score, …}`` of a vector's graded cases, as ``dumps`` writes it, in chunks of
+    4,096 cases (each redacted on its own: an id never spans two chunks)."""
     import numpy as np
 
     rows = np.flatnonzero(~np.isnan(values))
-    parts = []
+    yield b"{"
     for start in range(0, len(rows), 4096):
         chunk = rows[start:start + 4096]
-        parts.append(",".join(f"{dumps(ids[int(i)])}:{float(v)!r}" for i, v in zip(chunk, values[chunk].tolist(),
-                                                                                   strict=True)))
-    return "{" + ",".join(p for p in parts if p) + "}"
+        text = ",".join(f"{dumps(ids[int(i)])}:{float(v)!r}" for i, v in zip(chunk, values[chunk].tolist(),
+                                                                            strict=True))
+        yield (("," if start else "") + redact_text(text)).encode("utf-8")
+    yield b"}"
 
 
 class RunLogWriteError(RunLogError, OSError):
@@ -209,9 +221,10 @@ class RunLogWriteError(RunLogError, OSError):
     exit_code = 1
 
 
-def _append(path: Path, lines: Iterable[bytes], notices: list[str] | None = None) -> None:
-    """Append whole lines, all or nothing: write, check every byte went out, fsync; on any
-    failure truncate back to the previous length and raise :class:`RunLogWriteError`.
+def _append(path: Path, parts: Iterable[bytes], notices: list[str] | None = None) -> None:
+    """Append whole lines (given as byte pieces), all or nothing: write, check every byte went
+    out, fsync; on any failure truncate back to the previous length and raise
+    :class:`RunLogWriteError`.
 
     Appenders on one host queue on an exclusive ``flock``. A partial last line left by an
     earlier crash is cut off first (with a notice), never buried mid-file; a complete last
@@ -220,26 +233,30 @@ def _append(path: Path, lines: Iterable[bytes], notices: list[str] | None = None
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = b"".join(lines)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
-        size, data = _mend_tail(fd, path, size, data, notices)
+        size, prefix = _mend_tail(fd, path, size, b"", notices)
         written = 0
         try:
-            while written < len(data):
-                n = os.write(fd, data[written:])
-                if n <= 0:
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                written += n
+            for piece in itertools.chain([prefix], parts):
+                view = memoryview(piece)
+                while view:
+                    n = os.write(fd, view)
+                    if n <= 0:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    written += n
+                    view = view[n:]
+            if os.fstat(fd).st_size != size + written:  # verified: what went out is what is there
+                raise OSError(errno.EIO, f"the file is {os.fstat(fd).st_size} bytes, expected {size + written}")
             os.fsync(fd)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, size)
                 os.fsync(fd)
             raise RunLogWriteError(
-                f"the run's line was not appended ({exc.strerror or exc}; {written} of {len(data)} bytes went out "
+                f"the run's line was not appended ({exc.strerror or exc}; {written} bytes went out "
                 "and were rolled back)", where=str(path),
                 hint="the run is in the database: free space, then `evalloop history export` adds it") from None
     finally:
@@ -308,24 +325,65 @@ def append_run(store: HistoryStore, history_dir: Path, run_id: str,
     if run is None or run.status != RunStatus.COMPLETED or run.origin == "log":
         return None
     path = log_path(history_dir, run.suite)
-    _append(path, [_line(entry_for(store, run, results))], notices)
+    _append(path, _line_parts(entry_for(store, run, results)), notices)
     return path
 
 
 # -- reading ------------------------------------------------------------------------------
+_CHUNK = 1 << 20  # bytes read at a time when only the lines' run ids are wanted
+_HEAD = 200  # a line's run id is found within its first bytes
+_TEXT = re.compile(rb"\S")
+
+
+def _spans(path: Path) -> Iterator[tuple[int, int, int, bool, bytes]]:
+    """(line number, start, end, has newline, first bytes) of every non-blank line, read in 1 MB
+    chunks: a 2 MB line (a 100,000-case run) is never held whole just to learn its run id."""
+    with open(path, "rb") as f:
+        number, start, base, head, filled = 1, 0, 0, b"", False
+        while chunk := f.read(_CHUNK):
+            at = 0
+            while True:
+                cut = chunk.find(b"\n", at)
+                stop = cut if cut >= 0 else len(chunk)
+                if not filled and _TEXT.search(chunk, at, stop):  # a blank line is never an entry
+                    filled = True
+                if len(head) < _HEAD:
+                    head += chunk[at:min(stop, at + _HEAD - len(head))]
+                if cut < 0:
+                    break
+                if filled:
+                    yield number, start, base + cut, True, head
+                number, start, head, filled, at = number + 1, base + cut + 1, b"", False, cut + 1
+            base += len(chunk)
+        if filled:
+            yield number, start, base, False, head
+
+
+def _read_span(path: Path, start: int, end: int) -> str:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(end - start).decode("utf-8", errors="replace")
+
+
+def _heads(path: Path) -> Iterator[tuple[int, str, int, int]]:
+    """(line number, run id, start, end) of every non-blank line; a line without an id is an error.
+
+    A last line without its newline is kept only when it is a whole entry (an interrupted append
+    leaves a partial one, which the next append removes)."""
+    for number, start, end, complete, head in _spans(path):
+        if not complete and not _is_entry(_read_span(path, start, end).encode()):
+            log.warning("%s:%d: skipped a partial last line (the next append removes it)", path, number)
+            continue
+        found = _ID.search(head.decode("utf-8", errors="replace"))
+        if not found:
+            raise _bad_line(path, number, "not a run log entry")
+        yield number, found.group(1), start, end
+
+
 def _lines(path: Path) -> Iterator[tuple[int, str, str]]:
-    """(line number, run id, line) for every non-blank line; a line without an id is an error."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if not line.endswith("\n") and not _is_entry(line.encode()):
-                log.warning("%s:%d: skipped a partial last line (the next append removes it)", path, number)
-                continue
-            found = _ID.search(line, 0, 200)
-            if not found:
-                raise _bad_line(path, number, "not a run log entry")
-            yield number, found.group(1), line
+    """(line number, run id, line) for every entry line (see :func:`_heads`)."""
+    for number, run_id, start, end in _heads(path):
+        yield number, run_id, _read_span(path, start, end)
 
 
 def _bad_line(path: Path, number: int, why: str) -> RunLogError:
@@ -348,7 +406,7 @@ def _parse(path: Path, number: int, line: str) -> LoggedRun:
 
 
 def logged_ids(path: Path) -> set[str]:
-    return {run_id for _, run_id, _ in _lines(path)} if path.is_file() else set()
+    return {run_id for _, run_id, _, _ in _heads(path)} if path.is_file() else set()
 
 
 @mapped(lambda store, *a, **k: store.url)
@@ -367,10 +425,10 @@ def sync_suite(store: HistoryStore, history_dir: Path, suite: str) -> int:
     if not path.is_file():
         return 0
     known = _known_ids(store)
-    missing = [(n, line) for n, run_id, line in _lines(path) if run_id not in known]
+    missing = [(n, start, end) for n, run_id, start, end in _heads(path) if run_id not in known]
     count = 0
-    for number, line in missing:
-        entry = _parse(path, number, line)
+    for number, start, end in missing:  # only the lines the database lacks are read whole
+        entry = _parse(path, number, _read_span(path, start, end))
         if entry.id in known:
             continue
         count += _insert(store, entry)
@@ -441,7 +499,7 @@ def export_runs(store: HistoryStore, history_dir: Path,
         runs = [r for r in reversed(store.runs(name, limit=None, statuses=[RunStatus.COMPLETED]))
                 if r.id not in present]
         if runs:
-            _append(path, (_line(entry_for(store, r)) for r in runs))
+            _append(path, itertools.chain.from_iterable(_line_parts(entry_for(store, r)) for r in runs))
         counts[name] = len(runs)
     return counts
 
