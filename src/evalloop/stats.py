@@ -256,10 +256,6 @@ def run_label_permutation_test(
     if n == 0:
         return TestResult(test="run-label permutation", alternative=alternative, statistic=0.0,
                           p_value=1.0, n=0, n_nonzero=0, exact=True, resamples=1)
-    present = ~np.isnan(w)
-    k = present.sum(axis=1)
-    if np.any(k == 0):
-        raise ValueError("every case needs at least one score in the window")
     observed = 0.0
     fixed = 0.0
     blocks: list[np.ndarray] = []
@@ -267,7 +263,11 @@ def run_label_permutation_test(
     # built in blocks of rows, so the whole-run temporaries stay small at 100k cases
     for lo in range(0, n, _BLOCK_ROWS):
         hi = min(n, lo + _BLOCK_ROWS)
-        xb, wb, pb, kb = x[lo:hi], w[lo:hi], present[lo:hi], k[lo:hi]
+        xb, wb = x[lo:hi], w[lo:hi]
+        pb = ~np.isnan(wb)
+        kb = pb.sum(axis=1)
+        if np.any(kb == 0):
+            raise ValueError("every case needs at least one score in the window")
         total = np.where(pb, wb, 0.0).sum(axis=1) + xb
         # candidates[c, j]: the statistic's term for case c when run j plays "current" (j = 0 is
         # the actual current run), i.e. s_j − mean(other scores) = ((k + 1)·s_j − total) / k

@@ -209,14 +209,18 @@ def _row_means(window: np.ndarray) -> np.ndarray:
 
 def _noise_var(x: np.ndarray, window: np.ndarray) -> float:
     """One case's run-to-run variance: pooled over the window's cases graded twice or more,
-    else half the variance of this run's paired differences (one earlier run)."""
-    counts = np.sum(~np.isnan(window), axis=1)
-    multi = np.flatnonzero(counts >= 2)
-    if multi.size:  # in blocks of rows: no whole-window copies at 100k cases
-        total = sum(float(np.nanvar(window[multi[lo:lo + _BLOCK_ROWS]], axis=1, ddof=1).sum())
-                    for lo in range(0, multi.size, _BLOCK_ROWS))
-        return total / multi.size
-    d = x - np.nanmean(window, axis=1)
+    else half the variance of this run's paired differences (one earlier run). In blocks of
+    rows: no whole-window copies at 100k cases."""
+    total, multi = 0.0, 0
+    for lo in range(0, window.shape[0], _BLOCK_ROWS):
+        block = window[lo:lo + _BLOCK_ROWS]
+        rows = block[np.sum(~np.isnan(block), axis=1) >= 2]
+        if rows.size:
+            total += float(np.nanvar(rows, axis=1, ddof=1).sum())
+            multi += rows.shape[0]
+    if multi:
+        return total / multi
+    d = x - _row_means(window)
     return float(d.var(ddof=1)) / 2 if d.size > 1 else 0.0
 
 
@@ -237,8 +241,20 @@ def decide(
 
 
 def _zero_one(values: np.ndarray) -> bool:
-    """Whether every present (non-NaN) value is 0 or 1."""
-    return bool(np.all(np.isnan(values) | (values == 0.0) | (values == 1.0)))
+    """Whether every present (non-NaN) value is 0 or 1 (checked in blocks of rows)."""
+    return all(bool(np.all(np.isnan(b) | (b == 0.0) | (b == 1.0)))
+               for b in (values[lo:lo + _BLOCK_ROWS] for lo in range(0, values.shape[0], _BLOCK_ROWS)))
+
+
+def _any_graded(window: np.ndarray, axis: int) -> np.ndarray:
+    """Per column (``axis=0``) or per row (``axis=1``), whether any cell is graded (not NaN);
+    a column at a time, so no whole-window boolean copy."""
+    if axis == 0:
+        return np.array([not np.isnan(window[:, j]).all() for j in range(window.shape[1])], dtype=bool)
+    found = np.zeros(window.shape[0], dtype=bool)
+    for j in range(window.shape[1]):
+        found |= ~np.isnan(window[:, j])
+    return found
 
 
 def _flips(runs: np.ndarray, current: np.ndarray, pass_mark: float) -> np.ndarray:
@@ -270,7 +286,7 @@ def decide_aligned(
     dictionaries, so a 100,000-case run is judged in a few arrays."""
     ids, current = aligned.ids, aligned.current
     pm = policy.pass_mark
-    present_runs = (~np.isnan(aligned.window)).any(axis=0)  # a run with no finite score is no run
+    present_runs = _any_graded(aligned.window, axis=0)  # a run with no finite score is no run
     runs = aligned.window if present_runs.all() else aligned.window[:, present_runs]
 
     def listed(mask: np.ndarray) -> list[str]:  # rows are in case-id order
@@ -292,7 +308,7 @@ def decide_aligned(
     if outm.any():
         kept = runs.copy()
         kept[outm] = np.nan
-    filled = (~np.isnan(kept)).any(axis=0)
+    filled = _any_graded(kept, axis=0)
     used_runs = kept if filled.all() else kept[:, filled]
     used_values = current[usedm]
     is_binary = (_zero_one(used_values) and _zero_one(used_runs)) if binary is None else binary
@@ -341,7 +357,7 @@ def decide_aligned(
             f"No earlier valid run to compare with; mean {current_mean:.3f} is the first point.",
         )
 
-    in_window = (~np.isnan(used_runs)).any(axis=1)
+    in_window = _any_graded(used_runs, axis=1)
     shared = usedm & in_window
     shared_rows = np.flatnonzero(shared)
     n_added = int(np.count_nonzero(usedm & ~in_window))

@@ -103,8 +103,7 @@ def _from_results(store: HistoryStore, run: Run, summaries: dict[str, ScorerSumm
         details = json.loads(summary.details or "{}")
         pass_mark = float(details.get("pass_mark", 0.5))
         values = np.asarray(result.vector, dtype=np.float64)
-        graded = ~np.isnan(values)
-        failing = [result.ids[int(i)] for i in np.flatnonzero(graded & (np.nan_to_num(values, nan=1e300) < pass_mark))]
+        failing = [result.ids[int(i)] for i in np.flatnonzero(values < pass_mark)]  # NaN: never below
         messages = _first_messages(store, run.id, name, failing)
         logged = _Streamed(**summary.model_dump(mode="json", exclude=_SUMMARY_SKIP), details=details,
                            errored_cases=sorted(result.errored_ids),
@@ -202,16 +201,20 @@ def _line(entry: LoggedRun) -> bytes:
 
 def _cases_json(ids: Any, values: Any) -> Iterator[bytes]:
     """``{"case": score, …}`` of a vector's graded cases, as ``dumps`` writes it, in chunks of
-    4,096 cases (each redacted on its own: an id never spans two chunks)."""
+    512 cases (each redacted on its own: an id never spans two chunks)."""
     import numpy as np
 
-    rows = np.flatnonzero(~np.isnan(values))
     yield b"{"
-    for start in range(0, len(rows), 4096):
-        chunk = rows[start:start + 4096]
-        text = ",".join(f"{dumps(ids[int(i)])}:{float(v)!r}" for i, v in zip(chunk, values[chunk].tolist(),
-                                                                            strict=True))
-        yield (("," if start else "") + redact_text(text)).encode("utf-8")
+    sep = ""
+    for start in range(0, len(values), 512):
+        block = values[start:start + 512]
+        rows = np.flatnonzero(~np.isnan(block))
+        if not len(rows):
+            continue
+        text = ",".join(f"{dumps(ids[start + int(i)])}:{float(v)!r}" for i, v in zip(rows, block[rows].tolist(),
+                                                                                    strict=True))
+        yield (sep + redact_text(text)).encode("utf-8")
+        sep = ","
     yield b"}"
 
 
@@ -330,14 +333,14 @@ def append_run(store: HistoryStore, history_dir: Path, run_id: str,
 
 
 # -- reading ------------------------------------------------------------------------------
-_CHUNK = 1 << 20  # bytes read at a time when only the lines' run ids are wanted
+_CHUNK = 1 << 16  # bytes read at a time when only the lines' run ids are wanted
 _HEAD = 200  # a line's run id is found within its first bytes
 _TEXT = re.compile(rb"\S")
 
 
 def _spans(path: Path) -> Iterator[tuple[int, int, int, bool, bytes]]:
-    """(line number, start, end, has newline, first bytes) of every non-blank line, read in 1 MB
-    chunks: a 2 MB line (a 100,000-case run) is never held whole just to learn its run id."""
+    """(line number, start, end, has newline, first bytes) of every non-blank line, read in
+    64 KiB chunks: a 2 MB line (a 100,000-case run) is never held whole just to learn its run id."""
     with open(path, "rb") as f:
         number, start, base, head, filled = 1, 0, 0, b"", False
         while chunk := f.read(_CHUNK):
