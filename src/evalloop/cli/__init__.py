@@ -44,7 +44,23 @@ def _normalise(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
-    """Console-script entry point: user errors become one line on stderr and an exit code."""
+    """Console-script entry point: user errors become one line on stderr and an exit code.
+
+    As the program's own entry point, the process then ends without the interpreter's teardown
+    (see :mod:`evalloop.cli.lifecycle`); called in-process, it raises ``SystemExit`` as usual.
+    """
+    from evalloop.cli import lifecycle
+
+    if not lifecycle.is_program(main):
+        return _main()
+    try:
+        _main()
+    except SystemExit as exc:
+        lifecycle.leave(exc.code)
+    lifecycle.leave(0)
+
+
+def _main() -> None:
     args = _normalise(sys.argv[1:])
     try:
         code = app(args=args, standalone_mode=False)

@@ -1,0 +1,84 @@
+"""How the ``evalloop`` process ends: its work done and flushed, without the interpreter's teardown.
+
+After a 10,000-case run, tearing the interpreter down (clearing ~700 modules and collecting the
+hundreds of thousands of objects SQLAlchemy, pydantic and the run left behind) costs more CPU
+than reading the cases. When evalloop is the program (the console script, ``python -m
+evalloop``), :func:`leave` ends it the way the interpreter would, minus that teardown:
+
+1. non-daemon threads are joined and the ``atexit`` handlers run, as at a normal exit;
+2. every SQLite connection still open is closed (so the last one checkpoints its WAL and removes
+   the ``-wal``/``-shm`` files, as a garbage-collected connection would) and every file still
+   open for writing is flushed;
+3. stdout and stderr are flushed, then ``os._exit`` ends the process with the exit code.
+
+Called in-process (tests, embedders calling :func:`evalloop.cli.main`), nothing of this happens:
+``main`` raises ``SystemExit`` as before.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import io
+import os
+import sqlite3
+import sys
+import threading
+from typing import Any, NoReturn
+
+#: what a teardown would close or flush: SQLite connections, files open for writing
+_LEFTOVERS = (sqlite3.Connection, io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)
+
+
+def is_program(entry: Any) -> bool:
+    """Whether ``entry`` is the program's own entry point: the ``__main__`` module (the console
+    script, ``python -m evalloop``) imported it as ``main``; pytest's or an embedder's is not."""
+    return getattr(sys.modules.get("__main__"), "main", None) is entry
+
+
+def exit_status(code: object) -> int:
+    """The process status ``SystemExit(code)`` gives (a message is printed and means 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def leave(code: object) -> NoReturn:
+    """End the process with ``code`` as :class:`SystemExit` would, without the interpreter teardown."""
+    status = exit_status(code)
+    current = threading.current_thread()
+    for thread in threading.enumerate():  # what the interpreter waits for before atexit
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    _close_leftovers()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`evalloop … | head`): nothing more to say
+            pass
+    os._exit(status)
+
+
+def _close_leftovers() -> None:
+    """Close open SQLite connections and flush files open for writing, as their deallocation would."""
+    wanted: dict[type, bool] = {}  # by type, never isinstance: a proxy's __class__ could run code
+
+    def kept(kind: type) -> bool:
+        hit = wanted.get(kind)
+        if hit is None:
+            hit = wanted[kind] = issubclass(kind, _LEFTOVERS)
+        return hit
+
+    for obj in [o for o in gc.get_objects() if kept(type(o))]:
+        try:
+            if isinstance(obj, sqlite3.Connection):
+                obj.close()
+            elif not obj.closed:
+                obj.flush()
+        except Exception:  # noqa: BLE001 - another thread's connection, a broken file: as at teardown
+            continue
