@@ -15,7 +15,7 @@ from evalloop.errors import FixtureError
 
 if TYPE_CHECKING:
     from evalloop.pipeline import RunReport
-    from evalloop.report.cases import CaseFilter
+    from evalloop.report.filters import CaseFilter
 
 CaseOpt = Annotated[list[str] | None, typer.Option(
     "-k", "--case", metavar="PATTERN",
@@ -77,7 +77,7 @@ def run(
     import asyncio
 
     from evalloop.outcome import exit_code_of, failure_lines
-    from evalloop.report.cases import CaseFilter
+    from evalloop.report.filters import CaseFilter
     from evalloop.report.terminal import closing_line, print_run
     from evalloop.runner import prepare
     from evalloop.scoring.registry import discover
@@ -178,7 +178,8 @@ def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -
 
 def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
     from evalloop.history.store import HistoryStore
-    from evalloop.report.cases import CaseFilter, load_cases, previous_completed, print_cases
+    from evalloop.report.cases import load_cases, previous_completed, print_cases
+    from evalloop.report.filters import CaseFilter
 
     store = HistoryStore(settings.database_url)
     run_id = report.outcome.run.id
@@ -190,12 +191,12 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
 
 
 async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from evalloop.pipeline import arun_suite
 
     if not show_progress:
         return await arun_suite(suite, settings=settings, registry=registry, **options)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err(), transient=True) as bar:
         task = bar.add_task(suite.name, total=None)
