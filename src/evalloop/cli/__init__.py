@@ -53,6 +53,7 @@ def main() -> None:
 
     if not lifecycle.is_program(main):
         return _main()
+    lifecycle.PROGRAM = True
     try:
         _main()
     except SystemExit as exc:
