@@ -127,3 +127,43 @@ def test_main_called_in_process_still_raises_system_exit(tmp_path, monkeypatch, 
         main()
     assert exc.value.code == 0
     assert "tiny" in capsys.readouterr().out
+
+
+def test_an_older_history_database_is_still_migrated_and_a_current_one_is_not_checked(tmp_path):
+    """Opening a history stamped with this schema skips the table checks; an older one (no stamp,
+    a table and a column missing) gets them back before the run writes."""
+    import sqlite3
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from evalloop.history import store
+
+    root = make_project(tmp_path / "p", {"tiny": SUITE}, scorers=None)
+    first = cli(root, "run", "--suite", "tiny")
+    assert first.returncode == 0, first.stderr
+    db = root / "history" / "evalloop.db"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (store.schema_stamp(),)
+        conn.execute("DROP TABLE score_vectors")
+        conn.execute("ALTER TABLE scorer_summaries DROP COLUMN mdd")
+        conn.execute("PRAGMA user_version = 0")  # as an evalloop before the stamp left it
+    again = cli(root, "run", "--suite", "tiny")
+    assert again.returncode == 0, again.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM score_vectors").fetchone() == (1,)
+        assert conn.execute("SELECT count(mdd) FROM scorer_summaries").fetchone() == (1,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (store.schema_stamp(),)
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *rest) -> None:
+        statements.append(statement)
+
+    store._ENGINES.clear()
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        store.get_engine(f"sqlite:///{db}").dispose()
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+        store._ENGINES.clear()
+    assert not [s for s in statements if "table_info" in s.lower() or "create" in s.lower()], statements
