@@ -167,3 +167,18 @@ def test_an_older_history_database_is_still_migrated_and_a_current_one_is_not_ch
         event.remove(Engine, "before_cursor_execute", seen)
         store._ENGINES.clear()
     assert not [s for s in statements if "table_info" in s.lower() or "create" in s.lower()], statements
+
+
+def test_typer_builds_only_the_command_named_and_the_whole_app_otherwise():
+    from evalloop.cli import _app_for, app
+
+    def names(args: list[str]) -> list[str]:
+        chosen = _app_for(args)
+        return sorted([c.callback.__name__ for c in chosen.registered_commands]
+                      + [g.name for g in chosen.registered_groups])
+
+    assert names(["run", "--suite", "x"]) == ["run"]
+    assert names(["-C", "dir", "run"]) == ["run"] == names(["--project=dir", "run"])
+    assert names(["suites", "list"]) == ["suites"]
+    for whole in ([], ["--help"], ["rnu"], ["-C"], ["--bogus", "run"]):
+        assert _app_for(whole) is app
