@@ -22,7 +22,9 @@ UNUSED = ("anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec", 
           "evalloop.learning", "evalloop.feedback", "evalloop.memory", "evalloop.scheduler",
           "evalloop.report.cases", "evalloop.report.html", "evalloop.report.markdown",
           "evalloop.report.junit", "evalloop.report.trends", "evalloop.report.summary",
-          "evalloop.history.strata", "evalloop.history.readonly")
+          "evalloop.history.strata", "evalloop.history.readonly", "evalloop.llm.anthropic_client",
+          "evalloop.llm.openai_client", "evalloop.retrieval.baselines", "evalloop.retrieval.generator",
+          "evalloop.retrieval.compare", "evalloop.retrieval.dataset")
 
 CHILD = textwrap.dedent("""
     import atexit, json, sys
