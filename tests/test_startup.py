@@ -65,6 +65,7 @@ def test_the_verbose_and_json_paths_still_import_what_they_use(tmp_path):
 
 LEFTOVERS = TARGET + '''
 import atexit, os, sqlite3, threading, time
+from concurrent.futures import ThreadPoolExecutor
 
 LOG = open(os.environ["SUT_LOG"], "w")  # never closed: flushed at exit, as a teardown would
 DB = sqlite3.connect(os.environ["SUT_DB"])  # never closed: its WAL is checkpointed and removed
@@ -77,6 +78,7 @@ def late():
         f.write("done")
 
 atexit.register(lambda: open(os.environ["SUT_LOG"] + ".atexit", "w").write("ran"))
+POOL = ThreadPoolExecutor(2)  # never shut down: its idle workers are told to end at exit
 
 def leaky(input):
     LOG.write(f"case {input}\\n")
@@ -84,6 +86,7 @@ def leaky(input):
     DB.commit()
     if input == 0:
         threading.Thread(target=late).start()  # not a daemon: the process waits for it
+    POOL.submit(time.sleep, 0).result()
     return input
 '''
 

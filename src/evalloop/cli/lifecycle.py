@@ -5,7 +5,8 @@ hundreds of thousands of objects SQLAlchemy, pydantic and the run left behind) c
 than reading the cases. When evalloop is the program (the console script, ``python -m
 evalloop``), :func:`leave` ends it the way the interpreter would, minus that teardown:
 
-1. non-daemon threads are joined and the ``atexit`` handlers run, as at a normal exit;
+1. threads are waited for (executors told to end their workers, non-daemon threads joined)
+   and the ``atexit`` handlers run, as at a normal exit;
 2. every SQLite connection still open is closed (so the last one checkpoints its WAL and removes
    the ``-wal``/``-shm`` files, as a garbage-collected connection would) and every file still
    open for writing is flushed;
@@ -75,10 +76,7 @@ def exit_status(code: object) -> int:
 def leave(code: object) -> NoReturn:
     """End the process with ``code`` as :class:`SystemExit` would, without the interpreter teardown."""
     status = exit_status(code)
-    current = threading.current_thread()
-    for thread in threading.enumerate():  # what the interpreter waits for before atexit
-        if thread is not current and not thread.daemon:
-            thread.join()
+    _wait_for_threads()
     atexit._run_exitfuncs()
     _close_leftovers()
     for stream in (sys.stdout, sys.stderr):
@@ -88,6 +86,19 @@ def leave(code: object) -> NoReturn:
         except (OSError, ValueError):  # a closed pipe (`evalloop … | head`): nothing more to say
             pass
     os._exit(status)
+
+
+def _wait_for_threads() -> None:
+    """What the interpreter does before the atexit handlers: its thread hooks (an executor tells
+    its idle workers to end), then it joins every non-daemon thread."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None and threading.current_thread() is threading.main_thread():
+        shutdown()
+        return
+    current = threading.current_thread()  # pragma: no cover - a Python without the hook
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
 
 
 def _close_leftovers() -> None:
