@@ -77,7 +77,13 @@ def late():
     with open(os.environ["SUT_LOG"] + ".thread", "w") as f:
         f.write("done")
 
-atexit.register(lambda: open(os.environ["SUT_LOG"] + ".atexit", "w").write("ran"))
+def ending():  # says whether the program ended the fast way (evalloop.cli.lifecycle)
+    from evalloop.cli import lifecycle
+
+    with open(os.environ["SUT_LOG"] + ".atexit", "w") as f:
+        f.write(f"ran, program={lifecycle.PROGRAM}")
+
+atexit.register(ending)
 POOL = ThreadPoolExecutor(2)  # never shut down: its idle workers are told to end at exit
 
 def leaky(input):
@@ -100,7 +106,7 @@ def test_the_fast_ending_leaves_files_databases_threads_and_the_exit_code_as_a_t
     assert done.stderr.strip().endswith(")") or "ok:" in done.stderr
     assert "tiny" in done.stdout and "equals" in done.stdout
     assert sorted((tmp_path / "sut.log").read_text().splitlines()) == [f"case {i}" for i in range(5)]
-    assert (tmp_path / "sut.log.atexit").read_text() == "ran"
+    assert (tmp_path / "sut.log.atexit").read_text() == "ran, program=True"
     assert (tmp_path / "sut.log.thread").read_text() == "done"
     leftover = sorted(p.name for p in [*tmp_path.glob("*-wal"), *(root / "history").glob("*-wal"),
                                         *tmp_path.glob("*-shm"), *(root / "history").glob("*-shm")])
@@ -118,6 +124,15 @@ def test_the_fast_ending_leaves_files_databases_threads_and_the_exit_code_as_a_t
                                env={**__import__("os").environ, **env})
     assert as_module.returncode == 0, as_module.stderr
     assert json.loads(as_module.stdout)["suite"] == "tiny"
+    assert (tmp_path / "sut.log.atexit").read_text() == "ran, program=True"
+    # a script of the user's that calls main() ends as it always did (it may carry on after it)
+    script = tmp_path / "mine.py"
+    script.write_text("import sys\nfrom evalloop.cli import main\ntry:\n    main()\nexcept SystemExit:\n"
+                      "    print('carried on')\n")
+    mine = subprocess.run([sys.executable, str(script), "run", "--suite", "tiny"], cwd=root, capture_output=True,
+                          text=True, timeout=120, env={**__import__("os").environ, **env})
+    assert mine.returncode == 0 and mine.stdout.rstrip().endswith("carried on"), mine.stderr
+    assert (tmp_path / "sut.log.atexit").read_text() == "ran, program=False"
 
 
 def test_main_called_in_process_still_raises_system_exit(tmp_path, monkeypatch, capsys):

@@ -43,9 +43,15 @@ PROGRAM = False
 
 
 def is_program(entry: Any) -> bool:
-    """Whether ``entry`` is the program's own entry point: the ``__main__`` module (the console
-    script, ``python -m evalloop``) imported it as ``main``; pytest's or an embedder's is not."""
-    return getattr(sys.modules.get("__main__"), "main", None) is entry
+    """Whether ``entry`` is the program's own entry point: the ``__main__`` module is the console
+    script or ``python -m evalloop`` and imported it as ``main``. pytest's is not, nor a script
+    of the user's that calls it (it may catch ``SystemExit`` and carry on)."""
+    top = sys.modules.get("__main__")
+    if getattr(top, "main", None) is not entry:
+        return False
+    spec = getattr(top, "__spec__", None)
+    return (spec is not None and spec.name == "evalloop.__main__") \
+        or os.path.basename(getattr(top, "__file__", None) or "").split(".")[0] == "evalloop"
 
 
 @contextmanager
