@@ -13,13 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalloop import learning
 from evalloop.baseline import Comparison, compare_run
 from evalloop.config import Settings, load_settings
 from evalloop.context import Services
 from evalloop.history import runlog
 from evalloop.history.store import HistoryStore, code_version
-from evalloop.history.strata import strata_means
 from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.scorevec import Vector
 from evalloop.scoring.registry import Registry, discover
@@ -110,6 +108,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
+        from evalloop import learning  # the memory layers: only for a project that has memories
+
         injected, notice = learning.injected_for(settings, suite_obj.name)
         services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
                                failure_memories=injected.records)
@@ -140,6 +140,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if run_notes.get("target_stats"):
         report.extras["target_stats"] = run_notes["target_stats"]
     if outcome.tagged:
+        from evalloop.history.strata import strata_means
+
         strata = strata_means(store, outcome.run.id, order=[s.scorer for s in comparison.scorers])
         if strata.strata:
             report.extras["strata"] = strata.model_dump(mode="json")
@@ -184,6 +186,8 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
 
 def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[dict[str, Any]]:
     """Open, update or resolve failure memories; a failing store is reported, never raised."""
+    from evalloop import learning
+
     comparison, notices = report.comparison, report.notices
     try:
         adapter = learning.open_adapter(settings)

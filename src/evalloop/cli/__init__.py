@@ -44,10 +44,63 @@ def _normalise(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
-    """Console-script entry point: user errors become one line on stderr and an exit code."""
+    """Console-script entry point: user errors become one line on stderr and an exit code.
+
+    As the program's own entry point, the process then ends without the interpreter's teardown
+    (see :mod:`evalloop.cli.lifecycle`); called in-process, it raises ``SystemExit`` as usual.
+    """
+    from evalloop.cli import lifecycle
+
+    if not lifecycle.is_program(main):
+        return _main()
+    lifecycle.PROGRAM = True
+    try:
+        _main()
+    except SystemExit as exc:
+        lifecycle.leave(exc.code)
+    lifecycle.leave(0)
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The command (or command group) the arguments name, past the global ``-C/--project DIR``."""
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-C", "--project"):
+            skip = True
+        elif arg.startswith(("--project=", "-C")) and arg not in ("-C",):
+            continue
+        elif arg.startswith("-"):
+            return None  # --help, or a usage error the whole app reports
+        else:
+            return arg
+    return None
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app with only the command the arguments name: Typer builds every command's parameters
+    on each start, and a run needs one. Help, an unknown command or a usage error get the whole
+    app (its command list, its suggestions)."""
+    import copy
+
+    name = _command_of(args)
+    if name is None:
+        return app
+    commands = [c for c in app.registered_commands
+                if (c.name or typer.main.get_command_name(c.callback.__name__ if c.callback else "")) == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if len(commands) + len(groups) != 1:
+        return app
+    only = copy.copy(app)
+    only.registered_commands, only.registered_groups = commands, groups
+    return only
+
+
+def _main() -> None:
     args = _normalise(sys.argv[1:])
     try:
-        code = app(args=args, standalone_mode=False)
+        code = _app_for(args)(args=args, standalone_mode=False)
     except _click_errors.UsageError as exc:  # Typer/Click usage errors, as one line too
         if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
             print(exc.ctx.get_help())

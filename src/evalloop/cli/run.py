@@ -14,8 +14,11 @@ from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, setti
 from evalloop.errors import FixtureError
 
 if TYPE_CHECKING:
+    from evalloop.config import Settings
     from evalloop.pipeline import RunReport
-    from evalloop.report.cases import CaseFilter
+    from evalloop.report.filters import CaseFilter
+    from evalloop.scoring.registry import Registry
+    from evalloop.suites import Suite
 
 CaseOpt = Annotated[list[str] | None, typer.Option(
     "-k", "--case", metavar="PATTERN",
@@ -76,31 +79,19 @@ def run(
     """
     import asyncio
 
-    from evalloop.outcome import exit_code_of, failure_lines
-    from evalloop.report.cases import CaseFilter
-    from evalloop.report.terminal import closing_line, print_run
-    from evalloop.runner import prepare
-    from evalloop.scoring.registry import discover
-    from evalloop.signals import terminate_as_interrupt
-    from evalloop.suites import find_suite, suites_for_all
+    from evalloop.cli import lifecycle
 
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
-    which = CaseFilter(patterns=case or [], tags=tag or [])
+    with lifecycle.setting_up():  # what loads here lives until the end: no collections meanwhile
+        from evalloop.outcome import exit_code_of, failure_lines
+        from evalloop.report.terminal import closing_line, print_run
+        from evalloop.signals import terminate_as_interrupt
+
+        settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project)
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
                "select": _selector(which) if which.active else None}
-    settings = settings_for(project)
-    names = list(suite or [])
-    if all_suites:
-        names += [n for n in suites_for_all(settings.project_dir, shipped=shipped) if n not in names]
-    if not names:
-        raise FixtureError("no suite given", hint="use --suite NAME or --all (see `evalloop suites list`)")
-    registry = discover(settings.project_dir)
-    suites = [find_suite(name, settings.project_dir) for name in names]
-    for loaded in suites:  # every suite is checked before any runs: a bad one stops nothing half-way
-        prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
-                verdict_defaults=settings.verdict.model_dump(exclude_none=True))
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
@@ -143,6 +134,31 @@ def run(
         raise typer.Exit(code)
 
 
+def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: list[str] | None,
+             tag: list[str] | None, project: Path | None) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
+    """The settings, scorers and suites of a run, every suite checked before any runs (a bad one
+    stops nothing half-way), and the case filter."""
+    import evalloop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
+    from evalloop.report.filters import CaseFilter
+    from evalloop.runner import prepare
+    from evalloop.scoring.registry import discover
+    from evalloop.suites import find_suite, suites_for_all
+
+    which = CaseFilter(patterns=case or [], tags=tag or [])
+    settings = settings_for(project)
+    names = list(suite or [])
+    if all_suites:
+        names += [n for n in suites_for_all(settings.project_dir, shipped=shipped) if n not in names]
+    if not names:
+        raise FixtureError("no suite given", hint="use --suite NAME or --all (see `evalloop suites list`)")
+    registry = discover(settings.project_dir)
+    suites = [find_suite(name, settings.project_dir) for name in names]
+    for loaded in suites:
+        prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
+                verdict_defaults=settings.verdict.model_dump(exclude_none=True))
+    return settings, registry, suites, which
+
+
 def _notify(report: RunReport, settings) -> None:
     """A scheduled fire's regressions to the sinks; a bad sink setting falls back to the log."""
     import logging
@@ -178,7 +194,8 @@ def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -
 
 def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
     from evalloop.history.store import HistoryStore
-    from evalloop.report.cases import CaseFilter, load_cases, previous_completed, print_cases
+    from evalloop.report.cases import load_cases, previous_completed, print_cases
+    from evalloop.report.filters import CaseFilter
 
     store = HistoryStore(settings.database_url)
     run_id = report.outcome.run.id
@@ -190,12 +207,12 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
 
 
 async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from evalloop.pipeline import arun_suite
 
     if not show_progress:
         return await arun_suite(suite, settings=settings, registry=registry, **options)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err(), transient=True) as bar:
         task = bar.add_task(suite.name, total=None)

@@ -83,7 +83,8 @@ def get_engine(url: str) -> Engine:
             cur.close()
     where = store_where(url)
     try:
-        ensure_tables(engine, SQLModel.metadata, migrate=_add_missing_columns, where=where)
+        if not _schema_is_current(engine):
+            ensure_tables(engine, SQLModel.metadata, migrate=_migrate, where=where)
     except StoreError as exc:
         engine.dispose()
         if "is damaged" in exc.what:
@@ -111,6 +112,34 @@ def recovery_hint(url: str) -> str:
         return ("run `evalloop doctor --repair`: it moves the file aside (with its -wal/-shm files) and "
                 "rebuilds it from the run logs (`evalloop history import`)")
     return "restore it from a backup, or run `evalloop doctor`"
+
+
+def schema_stamp() -> int:
+    """A number that changes whenever the history tables do (names, columns, types, indexes):
+    SQLite keeps it in ``PRAGMA user_version`` once the tables are created and migrated."""
+    import zlib
+
+    shape = [(t.name, [(c.name, str(c.type)) for c in t.columns], sorted(i.name or "" for i in t.indexes))
+             for t in SQLModel.metadata.sorted_tables]
+    return zlib.crc32(repr(shape).encode()) & 0x7FFFFFFF or 1
+
+
+def _schema_is_current(engine: Engine) -> bool:
+    """Whether a SQLite history database was made (or last migrated) by this schema: then
+    opening it needs no table checks. Anything unexpected says no, and the full check runs."""
+    if engine.dialect.name != "sqlite":
+        return False
+    try:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql("PRAGMA user_version").scalar() == schema_stamp()
+    except Exception:  # noqa: BLE001 - a damaged or locked file: the full check says what is wrong
+        return False
+
+
+def _migrate(conn: Connection) -> None:
+    _add_missing_columns(conn)
+    if conn.dialect.name == "sqlite":  # in the same transaction as the tables it vouches for
+        conn.exec_driver_sql(f"PRAGMA user_version = {schema_stamp()}")
 
 
 def _add_missing_columns(conn: Connection) -> None:

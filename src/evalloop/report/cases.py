@@ -8,45 +8,27 @@ message), joins them with the cases' input and expected from the suite file, fil
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
-from rich.console import Console
 from sqlmodel import Session, col, select
 
 from evalloop.history.models import CaseResult, CaseScore
 from evalloop.history.store import HistoryStore
+from evalloop.report.filters import CaseFilter
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["CaseFilter", "CaseScoreView", "CaseView", "case_docs", "load_cases", "previous_completed",
+           "print_cases"]
 
 #: characters of an input, expected or output shown per case on a terminal (JSON has it all)
 SHOWN_CHARS = 400
-
-
-class CaseFilter(BaseModel):
-    """Which cases to keep: id patterns (glob or substring, any matches), tags (all present),
-    and only failing ones."""
-
-    patterns: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
-    failed: bool = False
-
-    @property
-    def active(self) -> bool:
-        return bool(self.patterns or self.tags or self.failed)
-
-    def keeps_id(self, case_id: str) -> bool:
-        if not self.patterns:
-            return True
-        return any(fnmatch.fnmatchcase(case_id, p) if any(ch in p for ch in "*?[")
-                   else p in case_id for p in self.patterns)
-
-    def keeps_tags(self, tags: Iterable[str]) -> bool:
-        have = set(tags)
-        return all(t in have for t in self.tags)
 
 
 class CaseScoreView(BaseModel):

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from evalloop.baseline import ScorerComparison
-from evalloop.history.models import Run, ScorerSummary
-from evalloop.pipeline import RunReport
 from evalloop.report.format import num, pct
+
+if TYPE_CHECKING:  # annotations only: printing a run needs no more than Rich and the report
+    from evalloop.baseline import ScorerComparison
+    from evalloop.history.models import Run, ScorerSummary
+    from evalloop.pipeline import RunReport
 
 VERDICT_STYLE = {
     "regressed": "bold red", "watch": "yellow", "improved": "green",

@@ -1,38 +1,63 @@
 """Memory-system benchmarks: retrieval datasets, IR metrics, reference retrievers, generators.
 
-The pure machinery behind retrieval suites; suites, history and the CLI wire it in.
+The pure machinery behind retrieval suites; suites, history and the CLI wire it in. The names
+below are imported on first use: a scorer that needs one metric loads one module, not all.
 """
 
-from evalloop.retrieval.baselines import (
-    REFERENCE_RETRIEVERS,
-    Fts5Bm25Retriever,
-    OpenClawHybridRetriever,
-    reference_retrievers,
-)
-from evalloop.retrieval.compare import Comparison, ComparisonRow, compare
-from evalloop.retrieval.dataset import Dataset, load_dataset, write_dataset
-from evalloop.retrieval.generator import Fact, SyntheticCorpus, generate_corpus, to_dataset
-from evalloop.retrieval.hybrid import chunk_markdown
-from evalloop.retrieval.journal import journal_files, write_journals
-from evalloop.retrieval.metrics import DEFAULT_KS, MetricTable, evaluate, metric_names
-from evalloop.retrieval.qa import MemoryTarget, QAPair, QAReport, arun_qa, run_qa, token_f1
-from evalloop.retrieval.runner import RetrievalResult, result_from_run, run_retriever
-from evalloop.retrieval.scenarios import (
-    ChatTarget,
-    Scenario,
-    ScenarioReport,
-    Turn,
-    arun_scenarios,
-    run_scenarios,
-)
-from evalloop.retrieval.substring import (
-    SubstringQuery,
-    SubstringReport,
-    run_substring_queries,
-    score_results,
-    text_search,
-)
-from evalloop.retrieval.types import Doc, Qrels, Query, Retriever, Run, as_retriever
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "ChatTarget": "evalloop.retrieval.scenarios",
+    "Comparison": "evalloop.retrieval.compare",
+    "ComparisonRow": "evalloop.retrieval.compare",
+    "DEFAULT_KS": "evalloop.retrieval.metrics",
+    "Dataset": "evalloop.retrieval.dataset",
+    "Doc": "evalloop.retrieval.types",
+    "Fact": "evalloop.retrieval.generator",
+    "Fts5Bm25Retriever": "evalloop.retrieval.baselines",
+    "MemoryTarget": "evalloop.retrieval.qa",
+    "MetricTable": "evalloop.retrieval.metrics",
+    "OpenClawHybridRetriever": "evalloop.retrieval.baselines",
+    "QAPair": "evalloop.retrieval.qa",
+    "QAReport": "evalloop.retrieval.qa",
+    "Qrels": "evalloop.retrieval.types",
+    "Query": "evalloop.retrieval.types",
+    "REFERENCE_RETRIEVERS": "evalloop.retrieval.baselines",
+    "RetrievalResult": "evalloop.retrieval.runner",
+    "Retriever": "evalloop.retrieval.types",
+    "Run": "evalloop.retrieval.types",
+    "Scenario": "evalloop.retrieval.scenarios",
+    "ScenarioReport": "evalloop.retrieval.scenarios",
+    "SubstringQuery": "evalloop.retrieval.substring",
+    "SubstringReport": "evalloop.retrieval.substring",
+    "SyntheticCorpus": "evalloop.retrieval.generator",
+    "Turn": "evalloop.retrieval.scenarios",
+    "arun_qa": "evalloop.retrieval.qa",
+    "arun_scenarios": "evalloop.retrieval.scenarios",
+    "as_retriever": "evalloop.retrieval.types",
+    "chunk_markdown": "evalloop.retrieval.hybrid",
+    "compare": "evalloop.retrieval.compare",
+    "evaluate": "evalloop.retrieval.metrics",
+    "generate_corpus": "evalloop.retrieval.generator",
+    "journal_files": "evalloop.retrieval.journal",
+    "load_dataset": "evalloop.retrieval.dataset",
+    "metric_names": "evalloop.retrieval.metrics",
+    "reference_retrievers": "evalloop.retrieval.baselines",
+    "result_from_run": "evalloop.retrieval.runner",
+    "run_qa": "evalloop.retrieval.qa",
+    "run_retriever": "evalloop.retrieval.runner",
+    "run_scenarios": "evalloop.retrieval.scenarios",
+    "run_substring_queries": "evalloop.retrieval.substring",
+    "score_results": "evalloop.retrieval.substring",
+    "text_search": "evalloop.retrieval.substring",
+    "to_dataset": "evalloop.retrieval.generator",
+    "token_f1": "evalloop.retrieval.qa",
+    "write_dataset": "evalloop.retrieval.dataset",
+    "write_journals": "evalloop.retrieval.journal",
+}
 
 __all__ = [
     "DEFAULT_KS",
@@ -83,3 +108,49 @@ __all__ = [
     "write_dataset",
     "write_journals",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evalloop.retrieval' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs
+    from evalloop.retrieval.baselines import (  # noqa: F401
+        REFERENCE_RETRIEVERS,
+        Fts5Bm25Retriever,
+        OpenClawHybridRetriever,
+        reference_retrievers,
+    )
+    from evalloop.retrieval.compare import Comparison, ComparisonRow, compare
+    from evalloop.retrieval.dataset import Dataset, load_dataset, write_dataset
+    from evalloop.retrieval.generator import Fact, SyntheticCorpus, generate_corpus, to_dataset
+    from evalloop.retrieval.hybrid import chunk_markdown
+    from evalloop.retrieval.journal import journal_files, write_journals
+    from evalloop.retrieval.metrics import DEFAULT_KS, MetricTable, evaluate, metric_names
+    from evalloop.retrieval.qa import MemoryTarget, QAPair, QAReport, arun_qa, run_qa, token_f1
+    from evalloop.retrieval.runner import RetrievalResult, result_from_run, run_retriever
+    from evalloop.retrieval.scenarios import (  # noqa: F401
+        ChatTarget,
+        Scenario,
+        ScenarioReport,
+        Turn,
+        arun_scenarios,
+        run_scenarios,
+    )
+    from evalloop.retrieval.substring import (  # noqa: F401
+        SubstringQuery,
+        SubstringReport,
+        run_substring_queries,
+        score_results,
+        text_search,
+    )
+    from evalloop.retrieval.types import Doc, Qrels, Query, Retriever, Run, as_retriever

@@ -1,0 +1,124 @@
+"""How the ``evalloop`` process ends: its work done and flushed, without the interpreter's teardown.
+
+After a 10,000-case run, tearing the interpreter down (clearing ~700 modules and collecting the
+hundreds of thousands of objects SQLAlchemy, pydantic and the run left behind) costs more CPU
+than reading the cases. When evalloop is the program (the console script, ``python -m
+evalloop``), :func:`leave` ends it the way the interpreter would, minus that teardown:
+
+1. threads are waited for (executors told to end their workers, non-daemon threads joined)
+   and the ``atexit`` handlers run, as at a normal exit;
+2. every SQLite connection still open is closed (so the last one checkpoints its WAL and removes
+   the ``-wal``/``-shm`` files, as a garbage-collected connection would) and every file still
+   open for writing is flushed;
+3. stdout and stderr are flushed, then ``os._exit`` ends the process with the exit code.
+
+Called in-process (tests, embedders calling :func:`evalloop.cli.main`), nothing of this happens:
+``main`` raises ``SystemExit`` as before.
+
+The program also skips the cyclic garbage collector while a run starts (:func:`setting_up`):
+the modules and checked cases loaded then live until the end, so collecting them is wasted work;
+they are frozen out of later collections before the cases run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import io
+import itertools
+import os
+import sqlite3
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+#: what a teardown would close or flush: SQLite connections, files open for writing
+_LEFTOVERS = (sqlite3.Connection, io.BufferedWriter, io.BufferedRandom, io.TextIOWrapper)
+
+
+#: whether evalloop is the program (set by :func:`evalloop.cli.main`), not a library in a process
+PROGRAM = False
+
+
+def is_program(entry: Any) -> bool:
+    """Whether ``entry`` is the program's own entry point: the ``__main__`` module is the console
+    script or ``python -m evalloop`` and imported it as ``main``. pytest's is not, nor a script
+    of the user's that calls it (it may catch ``SystemExit`` and carry on)."""
+    top = sys.modules.get("__main__")
+    if getattr(top, "main", None) is not entry:
+        return False
+    spec = getattr(top, "__spec__", None)
+    return (spec is not None and spec.name == "evalloop.__main__") \
+        or os.path.basename(getattr(top, "__file__", None) or "").split(".")[0] == "evalloop"
+
+
+@contextmanager
+def setting_up() -> Iterator[None]:
+    """In the program: no garbage collection while the run's modules and cases load, and what
+    they left frozen out of the collections after (a process that imports evalloop is left alone)."""
+    if not PROGRAM or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def exit_status(code: object) -> int:
+    """The process status ``SystemExit(code)`` gives (a message is printed and means 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def leave(code: object) -> NoReturn:
+    """End the process with ``code`` as :class:`SystemExit` would, without the interpreter teardown."""
+    status = exit_status(code)
+    _wait_for_threads()
+    atexit._run_exitfuncs()
+    _close_leftovers()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`evalloop … | head`): nothing more to say
+            pass
+    os._exit(status)
+
+
+def _wait_for_threads() -> None:
+    """What the interpreter does before the atexit handlers: its thread hooks (an executor tells
+    its idle workers to end), then it joins every non-daemon thread."""
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None and threading.current_thread() is threading.main_thread():
+        shutdown()
+        return
+    current = threading.current_thread()  # pragma: no cover - a Python without the hook
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+
+
+def _close_leftovers() -> None:
+    """Close open SQLite connections and flush files open for writing, as their deallocation would."""
+    gc.unfreeze()  # frozen objects are out of get_objects() too
+    objects = gc.get_objects()
+    # by type, never isinstance (a proxy's __class__ could run code); C-level passes, as a run
+    # leaves a few hundred thousand objects behind
+    hits = {kind for kind in set(map(type, objects)) if issubclass(kind, _LEFTOVERS)}
+    for obj in itertools.compress(objects, map(hits.__contains__, map(type, objects))):
+        try:
+            if isinstance(obj, sqlite3.Connection):
+                obj.close()
+            elif not obj.closed:
+                obj.flush()
+        except Exception:  # noqa: BLE001 - another thread's connection, a broken file: as at teardown
+            continue

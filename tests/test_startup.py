@@ -1,0 +1,204 @@
+"""What the `evalloop` process does before and after a run (issue #16): a trivial run imports only
+what it uses, and the program's fast ending (no interpreter teardown) still leaves every file
+flushed, every SQLite database closed, every atexit handler and thread finished, and the exit
+code as it was. Structural checks, never timed: the figures live in bench/whole_process.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from support.cli import cli
+from support.project import TARGET, make_project
+
+SUITE = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
+         "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
+
+#: never needed by a run of a heuristic scorer over an in-process target, printed to a pipe
+UNUSED = ("anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec", "sqlite_vec",
+          "rich.progress", "rich.markdown", "rich.syntax",
+          "evalloop.learning", "evalloop.feedback", "evalloop.memory", "evalloop.scheduler",
+          "evalloop.report.cases", "evalloop.report.html", "evalloop.report.markdown",
+          "evalloop.report.junit", "evalloop.report.trends", "evalloop.report.summary",
+          "evalloop.history.strata", "evalloop.history.readonly", "evalloop.llm.anthropic_client",
+          "evalloop.llm.openai_client", "evalloop.retrieval.baselines", "evalloop.retrieval.generator",
+          "evalloop.retrieval.compare", "evalloop.retrieval.dataset")
+
+CHILD = textwrap.dedent("""
+    import atexit, json, sys
+    atexit.register(lambda: print("MODULES " + json.dumps(sorted(sys.modules)), file=sys.stderr))
+    from evalloop.cli import main
+    sys.argv = ["evalloop", *sys.argv[1:]]
+    main()
+""")
+
+
+def modules_of_a_run(root, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    proc = subprocess.run([sys.executable, "-c", CHILD, "run", "--suite", "tiny", "-C", str(root), *args],
+                          capture_output=True, text=True, timeout=120)
+    line = next(x for x in proc.stderr.splitlines() if x.startswith("MODULES "))
+    return proc, set(json.loads(line.removeprefix("MODULES ")))
+
+
+def test_a_trivial_run_imports_nothing_it_does_not_use(tmp_path):
+    root = make_project(tmp_path / "p", {"tiny": SUITE}, scorers=None)
+    for _ in range(2):  # the first run creates the database, the second has a baseline
+        proc, modules = modules_of_a_run(root)
+        assert proc.returncode == 0, proc.stderr
+    assert "tiny" in proc.stdout and "steady" in proc.stdout
+    loaded = sorted(name for name in UNUSED if name in modules)
+    assert loaded == [], f"a trivial run imported {loaded}"
+
+
+def test_the_verbose_and_json_paths_still_import_what_they_use(tmp_path):
+    """The modules left out of the trivial path come in when asked for (-v, --json, --junit)."""
+    root = make_project(tmp_path / "p", {"tiny": SUITE}, scorers=None)
+    proc, modules = modules_of_a_run(root, "--json", "--junit", str(tmp_path / "j.xml"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["cases"][0]["case_id"] == "c0"
+    assert {"evalloop.report.cases", "evalloop.report.summary", "evalloop.report.junit"} <= modules
+    junit = (tmp_path / "j.xml").read_text()
+    assert all(f'name="c{i}' in junit or f"c{i}" in junit for i in range(5))
+
+
+LEFTOVERS = TARGET + '''
+import atexit, os, sqlite3, threading, time
+from concurrent.futures import ThreadPoolExecutor
+
+LOG = open(os.environ["SUT_LOG"], "w")  # never closed: flushed at exit, as a teardown would
+DB = sqlite3.connect(os.environ["SUT_DB"])  # never closed: its WAL is checkpointed and removed
+DB.execute("PRAGMA journal_mode=WAL")
+DB.execute("CREATE TABLE IF NOT EXISTS seen (input)")
+
+def late():
+    time.sleep(0.3)
+    with open(os.environ["SUT_LOG"] + ".thread", "w") as f:
+        f.write("done")
+
+def ending():  # says whether the program ended the fast way (evalloop.cli.lifecycle)
+    from evalloop.cli import lifecycle
+
+    with open(os.environ["SUT_LOG"] + ".atexit", "w") as f:
+        f.write(f"ran, program={lifecycle.PROGRAM}")
+
+atexit.register(ending)
+POOL = ThreadPoolExecutor(2)  # never shut down: its idle workers are told to end at exit
+
+def leaky(input):
+    LOG.write(f"case {input}\\n")
+    DB.execute("INSERT INTO seen VALUES (?)", (input,))
+    DB.commit()
+    if input == 0:
+        threading.Thread(target=late).start()  # not a daemon: the process waits for it
+    POOL.submit(time.sleep, 0).result()
+    return input
+'''
+
+
+def test_the_fast_ending_leaves_files_databases_threads_and_the_exit_code_as_a_teardown_would(tmp_path):
+    root = make_project(tmp_path / "p", {"tiny": {**SUITE, "target": "sut:leaky"}}, target=LEFTOVERS,
+                        scorers=None)
+    env = {"SUT_LOG": str(tmp_path / "sut.log"), "SUT_DB": str(tmp_path / "sut.db")}
+    done = cli(root, "run", "--suite", "tiny", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().endswith(")") or "ok:" in done.stderr
+    assert "tiny" in done.stdout and "equals" in done.stdout
+    assert sorted((tmp_path / "sut.log").read_text().splitlines()) == [f"case {i}" for i in range(5)]
+    assert (tmp_path / "sut.log.atexit").read_text() == "ran, program=True"
+    assert (tmp_path / "sut.log.thread").read_text() == "done"
+    leftover = sorted(p.name for p in [*tmp_path.glob("*-wal"), *(root / "history").glob("*-wal"),
+                                        *tmp_path.glob("*-shm"), *(root / "history").glob("*-shm")])
+    assert leftover == []
+    import sqlite3
+
+    assert sqlite3.connect(tmp_path / "sut.db").execute("SELECT count(*) FROM seen").fetchone() == (5,)
+    # exit codes are kept: bad input 2, a usage error 2, and `python -m evalloop` ends the same way
+    bad = cli(root, "run", "--suite", "missing", env=env)
+    assert bad.returncode == 2 and "unknown suite 'missing'" in bad.stderr
+    usage = cli(root, "run", "--epochs", "0", env=env)
+    assert usage.returncode == 2 and "--epochs" in usage.stderr
+    as_module = subprocess.run([sys.executable, "-m", "evalloop", "run", "--suite", "tiny", "--json"],
+                               cwd=root, capture_output=True, text=True, timeout=120,
+                               env={**__import__("os").environ, **env})
+    assert as_module.returncode == 0, as_module.stderr
+    assert json.loads(as_module.stdout)["suite"] == "tiny"
+    assert (tmp_path / "sut.log.atexit").read_text() == "ran, program=True"
+    # a script of the user's that calls main() ends as it always did (it may carry on after it)
+    script = tmp_path / "mine.py"
+    script.write_text("import sys\nfrom evalloop.cli import main\ntry:\n    main()\nexcept SystemExit:\n"
+                      "    print('carried on')\n")
+    mine = subprocess.run([sys.executable, str(script), "run", "--suite", "tiny"], cwd=root, capture_output=True,
+                          text=True, timeout=120, env={**__import__("os").environ, **env})
+    assert mine.returncode == 0 and mine.stdout.rstrip().endswith("carried on"), mine.stderr
+    assert (tmp_path / "sut.log.atexit").read_text() == "ran, program=False"
+
+
+def test_main_called_in_process_still_raises_system_exit(tmp_path, monkeypatch, capsys):
+    """Embedders and tests calling main() keep their process: only the program itself ends fast."""
+    import pytest
+
+    from evalloop.cli import main
+
+    root = make_project(tmp_path / "p", {"tiny": SUITE}, scorers=None)
+    monkeypatch.setattr(sys, "argv", ["evalloop", "run", "--suite", "tiny", "-C", str(root)])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 0
+    assert "tiny" in capsys.readouterr().out
+
+
+def test_an_older_history_database_is_still_migrated_and_a_current_one_is_not_checked(tmp_path):
+    """Opening a history stamped with this schema skips the table checks; an older one (no stamp,
+    a table and a column missing) gets them back before the run writes."""
+    import sqlite3
+
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from evalloop.history import store
+
+    root = make_project(tmp_path / "p", {"tiny": SUITE}, scorers=None)
+    first = cli(root, "run", "--suite", "tiny")
+    assert first.returncode == 0, first.stderr
+    db = root / "history" / "evalloop.db"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (store.schema_stamp(),)
+        conn.execute("DROP TABLE score_vectors")
+        conn.execute("ALTER TABLE scorer_summaries DROP COLUMN mdd")
+        conn.execute("PRAGMA user_version = 0")  # as an evalloop before the stamp left it
+    again = cli(root, "run", "--suite", "tiny")
+    assert again.returncode == 0, again.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM score_vectors").fetchone() == (1,)
+        assert conn.execute("SELECT count(mdd) FROM scorer_summaries").fetchone() == (1,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (store.schema_stamp(),)
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *rest) -> None:
+        statements.append(statement)
+
+    store._ENGINES.clear()
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        store.get_engine(f"sqlite:///{db}").dispose()
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+        store._ENGINES.clear()
+    assert not [s for s in statements if "table_info" in s.lower() or "create" in s.lower()], statements
+
+
+def test_typer_builds_only_the_command_named_and_the_whole_app_otherwise():
+    from evalloop.cli import _app_for, app
+
+    def names(args: list[str]) -> list[str]:
+        chosen = _app_for(args)
+        return sorted([c.callback.__name__ for c in chosen.registered_commands]
+                      + [g.name for g in chosen.registered_groups])
+
+    assert names(["run", "--suite", "x"]) == ["run"]
+    assert names(["-C", "dir", "run"]) == ["run"] == names(["--project=dir", "run"])
+    assert names(["suites", "list"]) == ["suites"]
+    for whole in ([], ["--help"], ["rnu"], ["-C"], ["--bogus", "run"]):
+        assert _app_for(whole) is app
