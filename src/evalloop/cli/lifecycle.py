@@ -7,9 +7,12 @@ evalloop``), :func:`leave` ends it the way the interpreter would, minus that tea
 
 1. threads are waited for (executors told to end their workers, non-daemon threads joined)
    and the ``atexit`` handlers run, as at a normal exit;
-2. every SQLite connection still open is closed (so the last one checkpoints its WAL and removes
-   the ``-wal``/``-shm`` files, as a garbage-collected connection would) and every file still
-   open for writing is flushed;
+2. every stdlib ``sqlite3`` connection still open is closed (so the last one checkpoints its WAL
+   and removes the ``-wal``/``-shm`` files, as a garbage-collected connection would) and every
+   file still open for writing is flushed. Connections of other SQLite drivers (sqlean,
+   pysqlite3) are invisible to the collector: evalloop closes its own (the memory store) before
+   this point; one a target leaves open keeps what it committed in its WAL file, which the next
+   open of the database replays;
 3. stdout and stderr are flushed, then ``os._exit`` ends the process with the exit code.
 
 Called in-process (tests, embedders calling :func:`evalloop.cli.main`), nothing of this happens:
