@@ -25,6 +25,7 @@ ENV_SWITCH = "EVALLOOP_SQLITE_VEC"
 _ON_VALUES = {"on", "1", "true", "yes", "sqlite-vec"}
 _DRIVERS = ("sqlite3", "sqlean", "pysqlite3.dbapi2")
 _noticed = False
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 def sqlite_vec_disabled() -> bool:
@@ -38,6 +39,8 @@ def _open(module: Any, path: str) -> Any:
     if path != ":memory:":
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
+        # a bulk store_many defers checkpoints and grows the WAL; cut it back when it restarts
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
     return conn
 
 
