@@ -3,7 +3,7 @@
 ``evalloop.pipeline.run_suite`` (suite loading, runner, scorers, history writes, baseline
 comparison) with ``engine="llm"`` and no cache, against a loopback Messages-API server that
 takes 200 ms per call, at concurrency 32. The ideal is cases * latency / concurrency (6.25 s);
-the target is within 1.25x of it. A bare ``AnthropicClient`` loop making the same calls at the
+the target is within 1.20x of it (issue #16). A bare ``AnthropicClient`` loop making the same calls at the
 same concurrency is measured beside it, so the runner's own overhead shows as the difference.
 The server runs in its own process, as a real API would, so it does not share the GIL.
 Run: ``.venv/bin/python bench/run_throughput.py [--cases N] [--concurrency C] [--latency S]``.
@@ -33,7 +33,7 @@ from evalloop.reference.memory_ops import Decision, system_prompt  # noqa: E402
 from evalloop.untrusted import fence  # noqa: E402
 from support.messages_server import LLMServer, Reply, Seen  # noqa: E402
 
-TARGET = 1.25
+TARGET = 1.20
 
 
 def answer(seen: Seen) -> Reply:
