@@ -76,3 +76,22 @@ def test_a_file_with_the_old_insert_triggers_is_not_indexed_twice(tmp_path: Path
     (n,) = store._conn.execute("SELECT n FROM memory_tag_counts WHERE tag = 'x'").fetchone()
     assert n == 20
     store.close()
+
+
+def test_cached_document_frequencies_follow_this_and_other_connections_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalloop.memory import textsearch
+
+    monkeypatch.setattr(textsearch, "POSTINGS_BUDGET", 10)
+    path = tmp_path / "df.db"
+    store = MemoryStore(path, embedder=HashingEmbedder(32))
+    store.store_many([f"alpha note {i}" for i in range(8)] + ["beta note"])
+    assert store._text.expression("alpha beta") == '"beta" OR "alpha"'  # df 1 + 8 within 10
+    store.store_many([f"beta entry {i}" for i in range(9)])  # this connection: beta now 10
+    assert store._text.expression("alpha beta") == '"alpha"'  # 8 first; 8 + 10 is over budget
+    other = MemoryStore(path, embedder=HashingEmbedder(32))
+    other.store_many([f"alpha extra {i}" for i in range(5)])  # another connection: alpha 13
+    assert store._text.expression("alpha beta") == '"beta"'
+    other.close()
+    store.close()

@@ -329,6 +329,7 @@ class MemoryStore:
             )
             self._index.add(list(pks), vectors)
             conn.execute("COMMIT")
+            self._text.invalidate()
         except BaseException:
             conn.execute("ROLLBACK")
             self._index = self._make_index()
@@ -365,6 +366,7 @@ class MemoryStore:
                 self._index.remove([row[0]])
                 self._conn.execute("DELETE FROM memories WHERE pk = ?", (row[0],))
                 self._conn.execute("COMMIT")
+                self._text.invalidate()
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 self._index = self._make_index()
