@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evalloop.memory import HashingEmbedder, MemoryStore
-from evalloop.memory import store as store_module
+from evalloop.memory import schema as schema_module
 
 OLD_TRIGGERS = """
 CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
@@ -46,7 +46,7 @@ def _consistent(store: MemoryStore) -> None:
 def test_many_batches_update_and_delete_keep_every_table_consistent(
     tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "FIRST_BATCH", 4)
+    monkeypatch.setattr(schema_module, "FIRST_BATCH", 4)
     store = MemoryStore(tmp_path / "m.db", embedder=HashingEmbedder(32))
     items = [{"information": f"w{i} memory number {i}", "tags": ["all", f"t{i % 3}"]} for i in range(50)]
     ids = store.store_many(items + items[:5], batch_size=16)  # batches 4, 8, 16, 16, 6; repeats

@@ -4,16 +4,14 @@ by reciprocal rank fusion, with exact tag filters and JSON metadata."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import os
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field, JsonValue
@@ -35,96 +33,27 @@ from evalloop.memory.records import (
     validate_information,
     validate_metadata,
 )
+from evalloop.memory.schema import (
+    BATCH_SIZE,
+    SCHEMA,
+    SCHEMA_VERSION,
+    CleanMemory,
+    batches,
+    content_hash,
+    new_ids,
+)
 from evalloop.memory.search import Fusion, HybridSearcher, tagged_sql
 from evalloop.memory.sqlite_ext import connect_sqlite
 from evalloop.memory.textsearch import TOKENIZE, TextSearcher
 from evalloop.memory.vectors import Backend, NumpyIndex, SqliteVecIndex, VectorIndex
 
 DEFAULT_PATH = Path("history") / "memory.db"
-SCHEMA_VERSION = "1"
-#: Memories per write transaction in ``store_many`` (larger batches write fewer FTS segments).
-BATCH_SIZE = 8192
-FIRST_BATCH = 1024
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS memory_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS memories (
-    pk INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    information TEXT NOT NULL,
-    content_hash TEXT NOT NULL UNIQUE,
-    metadata TEXT NOT NULL DEFAULT '{}',
-    created_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS memory_tags (
-    tag TEXT NOT NULL,
-    memory_pk INTEGER NOT NULL REFERENCES memories(pk) ON DELETE CASCADE,
-    position INTEGER NOT NULL,
-    PRIMARY KEY (tag, memory_pk)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS memory_tags_by_memory ON memory_tags(memory_pk);
-CREATE TABLE IF NOT EXISTS memory_tag_counts (tag TEXT PRIMARY KEY, n INTEGER NOT NULL)
-    WITHOUT ROWID;
--- The store adds each batch's tag counts in one statement (an upsert per tag row was a
--- third of the tag insert cost); files from older versions lose the per-row trigger here.
-DROP TRIGGER IF EXISTS memory_tags_count_insert;
-CREATE TRIGGER IF NOT EXISTS memory_tags_count_delete AFTER DELETE ON memory_tags BEGIN
-    UPDATE memory_tag_counts SET n = n - 1 WHERE tag = old.tag;
-END;
-CREATE TABLE IF NOT EXISTS memory_vectors (
-    rowid INTEGER PRIMARY KEY REFERENCES memories(pk) ON DELETE CASCADE,
-    embedding BLOB NOT NULL
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
-    information, content='memories', content_rowid='pk',
-    tokenize='{tokenize}'
-);
--- The store writes memory_fts itself, one executemany per batch: a per-row insert trigger
--- cost a third of the insert time. Files from older versions lose that trigger here.
-DROP TRIGGER IF EXISTS memories_fts_insert;
-CREATE TRIGGER IF NOT EXISTS memories_fts_delete AFTER DELETE ON memories BEGIN
-    INSERT INTO memory_fts(memory_fts, rowid, information)
-    VALUES ('delete', old.pk, old.information);
-END;
-"""
-
-
 class MemoryInput(BaseModel):
     """One memory to store, as ``store_many`` takes it."""
 
     information: str
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
-
-
-class _Clean(NamedTuple):
-    """A checked memory on its way in: text, tags, metadata as JSON text."""
-
-    information: str
-    tags: list[str]
-    metadata: str
-
-
-def new_ids(n: int) -> list[str]:
-    """``n`` fresh random 128-bit ids as 32 hex digits (one ``os.urandom`` call)."""
-    blob = os.urandom(16 * n).hex()
-    return [blob[i : i + 32] for i in range(0, 32 * n, 32)]
-
-
-def _batches(items: list[tuple[str, _Clean]], size: int) -> list[dict[str, _Clean]]:
-    """``items`` cut into batches of ``size``, the first ones smaller (1024, 2048, ...) so the
-    pipeline starts writing soon."""
-    out: list[dict[str, _Clean]] = []
-    start, step = 0, min(FIRST_BATCH, size)
-    while start < len(items):
-        out.append(dict(items[start : start + step]))
-        start, step = start + step, min(2 * step, size)
-    return out
-
-
-def content_hash(information: str) -> str:
-    """Identity of a memory's content: exact duplicates share it."""
-    return hashlib.sha256(information.encode("utf-8")).hexdigest()
 
 
 def _marks(n: int) -> str:
@@ -147,7 +76,7 @@ class MemoryStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._conn, vec_loaded = connect_sqlite(path)
-        self._conn.executescript(_SCHEMA.replace("{tokenize}", TOKENIZE))
+        self._conn.executescript(SCHEMA.replace("{tokenize}", TOKENIZE))
         self._text = TextSearcher(self._conn)
         self._embedder, self.embedder_name, self.dim = self._check_embedder(embedder)
         self._vec_loaded = vec_loaded
@@ -224,31 +153,31 @@ class MemoryStore:
         hashes = [content_hash(m.information) for m in clean]
         with self._lock:
             known = self._existing(hashes)
-            fresh: dict[str, _Clean] = {}
+            fresh: dict[str, CleanMemory] = {}
             for h, m in zip(hashes, clean, strict=True):
                 if h not in known and h not in fresh:
                     fresh[h] = m
-            batches = _batches(list(fresh.items()), batch_size)
-            with self._bulk(len(batches) > 1):
-                for batch, vectors in self._embedded(batches):
+            pending = batches(list(fresh.items()), batch_size)
+            with self._bulk(len(pending) > 1):
+                for batch, vectors in self._embedded(pending):
                     self._insert(batch, vectors, known)
         return [known[h] for h in hashes]
 
     def _embed(self, texts: list[str]) -> np.ndarray:
         return np.ascontiguousarray(self.embedder.embed(texts), dtype=np.float32)
 
-    def _embedded(self, batches: list[dict[str, _Clean]]) -> Iterator[tuple[dict[str, _Clean], np.ndarray]]:
+    def _embedded(self, work: list[dict[str, CleanMemory]]) -> Iterator[tuple[dict[str, CleanMemory], np.ndarray]]:
         """Each batch with its vectors; batch i + 1 is embedded while the caller writes batch i."""
-        if len(batches) <= 1:
-            for batch in batches:
+        if len(work) <= 1:
+            for batch in work:
                 yield batch, self._embed([m.information for m in batch.values()])
             return
         with ThreadPoolExecutor(1, thread_name_prefix="evalloop-embed") as pool:
-            future = pool.submit(self._embed, [m.information for m in batches[0].values()])
-            for i, batch in enumerate(batches):
+            future = pool.submit(self._embed, [m.information for m in work[0].values()])
+            for i, batch in enumerate(work):
                 vectors = future.result()
-                if i + 1 < len(batches):
-                    future = pool.submit(self._embed, [m.information for m in batches[i + 1].values()])
+                if i + 1 < len(work):
+                    future = pool.submit(self._embed, [m.information for m in work[i + 1].values()])
                 yield batch, vectors
 
     @contextlib.contextmanager
@@ -267,13 +196,13 @@ class MemoryStore:
             self._conn.execute(f"PRAGMA wal_autocheckpoint = {int(saved)}")
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()  # never waits
 
-    def _validate(self, item: str | MemoryInput | Mapping[str, Any]) -> _Clean:
+    def _validate(self, item: str | MemoryInput | Mapping[str, Any]) -> CleanMemory:
         if isinstance(item, str):
-            return _Clean(validate_information(item), [], "{}")
+            return CleanMemory(validate_information(item), [], "{}")
         if isinstance(item, MemoryInput):
             item = item.model_dump()
         metadata = validate_metadata(item.get("metadata"))
-        return _Clean(
+        return CleanMemory(
             validate_information(item.get("information")),
             normalise_tags(item.get("tags")),
             json.dumps(metadata, allow_nan=False) if metadata else "{}",
@@ -288,7 +217,7 @@ class MemoryStore:
             found.update(self._conn.execute(sql, chunk).fetchall())
         return found
 
-    def _insert(self, fresh: dict[str, _Clean], vectors: np.ndarray, known: dict,
+    def _insert(self, fresh: dict[str, CleanMemory], vectors: np.ndarray, known: dict,
                 replace: tuple[int, str, str] | None = None) -> None:
         """Insert ``fresh`` in one transaction; ``replace`` (pk, id, created_at) swaps one memory
         for the single fresh item, keeping its id and creation time (it becomes the newest).
