@@ -132,7 +132,8 @@ class MemoryStore:
 
     @property
     def vector_backend(self) -> Backend:
-        """``numpy`` (exact search, the default) or ``sqlite-vec`` (``EVALLOOP_SQLITE_VEC=on``)."""
+        """``numpy`` (the default: exact up to 20,000 vectors, prefiltered above) or ``sqlite-vec``
+        (``EVALLOOP_SQLITE_VEC=on``)."""
         return self._index.backend
 
     # -- writing -------------------------------------------------------------------------
