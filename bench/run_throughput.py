@@ -3,8 +3,9 @@
 ``evalloop.pipeline.run_suite`` (suite loading, runner, scorers, history writes, baseline
 comparison) with ``engine="llm"`` and no cache, against a loopback Messages-API server that
 takes 200 ms per call, at concurrency 32. The ideal is cases * latency / concurrency (6.25 s);
-the target is within 1.25x of it. A bare ``AnthropicClient`` loop making the same calls at the
-same concurrency is measured beside it, so the runner's own overhead shows as the difference.
+the target is within 1.20x of it (issue #16). A bare ``AnthropicClient`` loop making the same calls at the
+same concurrency is measured before and after it (their mean is the reference), so the
+runner's own overhead shows as the ratio, and the load on a shared machine shows in both.
 The server runs in its own process, as a real API would, so it does not share the GIL.
 Run: ``.venv/bin/python bench/run_throughput.py [--cases N] [--concurrency C] [--latency S]``.
 """
@@ -33,7 +34,7 @@ from evalloop.reference.memory_ops import Decision, system_prompt  # noqa: E402
 from evalloop.untrusted import fence  # noqa: E402
 from support.messages_server import LLMServer, Reply, Seen  # noqa: E402
 
-TARGET = 1.25
+TARGET = 1.20
 
 
 def answer(seen: Seen) -> Reply:
@@ -106,17 +107,23 @@ def main(cases: int, concurrency: int, latency: float) -> int:
                               EVALLOOP_LLM_CONCURRENCY=str(concurrency))
             project = Path(tmp)
             write_suite(project, cases)
-            bare = asyncio.run(bench_client(url, cases, concurrency))
+            before = asyncio.run(bench_client(url, cases, concurrency))
             ours.send("stats")
             bare_requests, bare_peak = ours.recv()
             elapsed, info = bench_run(project, concurrency)
             ours.send("stats")
             total, run_peak = ours.recv()
+            after = asyncio.run(bench_client(url, cases, concurrency))  # the reference brackets the run
+            ours.send("stats")
+            ours.recv()
+            bare = (before + after) / 2
     finally:
         ours.send("stop")
         server.join(5)
     run_requests = total - bare_requests
+    print(f"load average (1/5/15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     print(f"{'bare AnthropicClient loop':<28} {bare:6.2f} s  ratio {bare / ideal:4.2f}  "
+          f"(before {before:.2f} s, after {after:.2f} s)  "
           f"requests {bare_requests}  peak in flight {bare_peak}")
     print(f"{'run_suite (runner+history)':<28} {elapsed:6.2f} s  ratio {elapsed / ideal:4.2f}  "
           f"requests {run_requests}  peak in flight {run_peak}  "

@@ -21,6 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from evalloop.errors import ConfigError
+from evalloop.memory import wordcache
+from evalloop.memory.wordcache import ChunkPooler
 
 MODEL_DIR = Path(__file__).resolve().parent / "model"
 DEFAULT_EMBEDDER_NAME = "model2vec:minilm-l6-v2-static-256"
@@ -82,10 +84,13 @@ class StaticEmbedder:
             name = DEFAULT_EMBEDDER_NAME if path is None else f"model2vec:{folder.name}"
         self.name = name
         self.dim = int(self._model.dim)
+        self._pooler = ChunkPooler(self._model) if wordcache.supports(self._model) else None
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._pooler is not None:  # same vectors, tokenizing each distinct word once
+            return self._pooler.embed(list(texts))
         out = self._model.encode(list(texts), use_multiprocessing=False)
         return normalise_rows(out)
 

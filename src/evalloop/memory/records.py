@@ -50,11 +50,22 @@ class FoundMemory(BaseModel):
         return self.record.information
 
 
+def _clean_tags(tags: Sequence[object]) -> bool:
+    """Whether ``tags`` is already clean: distinct stripped non-empty strings without commas
+    (the common case, checked without building anything)."""
+    for tag in tags:
+        if type(tag) is not str or not tag or "," in tag or tag != tag.strip():
+            return False
+    return len(set(tags)) == len(tags)
+
+
 def normalise_tags(tags: TagsInput) -> list[str]:
     """Tags as a clean list: a comma-separated string or a sequence; stripped, no blanks,
     first occurrence kept. Tag matching is exact (case-sensitive)."""
-    if tags is None:
+    if not tags:
         return []
+    if isinstance(tags, list | tuple) and _clean_tags(tags):
+        return list(tags)
     items = tags.split(",") if isinstance(tags, str) else list(tags)
     out: list[str] = []
     for item in items:

@@ -3,11 +3,12 @@ by reciprocal rank fusion, with exact tag filters and JSON metadata."""
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import threading
-import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,69 +33,27 @@ from evalloop.memory.records import (
     validate_information,
     validate_metadata,
 )
+from evalloop.memory.schema import (
+    BATCH_SIZE,
+    SCHEMA,
+    SCHEMA_VERSION,
+    CleanMemory,
+    batches,
+    content_hash,
+    new_ids,
+)
 from evalloop.memory.search import Fusion, HybridSearcher, tagged_sql
 from evalloop.memory.sqlite_ext import connect_sqlite
 from evalloop.memory.textsearch import TOKENIZE, TextSearcher
 from evalloop.memory.vectors import Backend, NumpyIndex, SqliteVecIndex, VectorIndex
 
 DEFAULT_PATH = Path("history") / "memory.db"
-SCHEMA_VERSION = "1"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS memory_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS memories (
-    pk INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    information TEXT NOT NULL,
-    content_hash TEXT NOT NULL UNIQUE,
-    metadata TEXT NOT NULL DEFAULT '{}',
-    created_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS memory_tags (
-    tag TEXT NOT NULL,
-    memory_pk INTEGER NOT NULL REFERENCES memories(pk) ON DELETE CASCADE,
-    position INTEGER NOT NULL,
-    PRIMARY KEY (tag, memory_pk)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS memory_tags_by_memory ON memory_tags(memory_pk);
-CREATE TABLE IF NOT EXISTS memory_tag_counts (tag TEXT PRIMARY KEY, n INTEGER NOT NULL)
-    WITHOUT ROWID;
-CREATE TRIGGER IF NOT EXISTS memory_tags_count_insert AFTER INSERT ON memory_tags BEGIN
-    INSERT INTO memory_tag_counts(tag, n) VALUES (new.tag, 1)
-    ON CONFLICT(tag) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS memory_tags_count_delete AFTER DELETE ON memory_tags BEGIN
-    UPDATE memory_tag_counts SET n = n - 1 WHERE tag = old.tag;
-END;
-CREATE TABLE IF NOT EXISTS memory_vectors (
-    rowid INTEGER PRIMARY KEY REFERENCES memories(pk) ON DELETE CASCADE,
-    embedding BLOB NOT NULL
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
-    information, content='memories', content_rowid='pk',
-    tokenize='{tokenize}'
-);
-CREATE TRIGGER IF NOT EXISTS memories_fts_insert AFTER INSERT ON memories BEGIN
-    INSERT INTO memory_fts(rowid, information) VALUES (new.pk, new.information);
-END;
-CREATE TRIGGER IF NOT EXISTS memories_fts_delete AFTER DELETE ON memories BEGIN
-    INSERT INTO memory_fts(memory_fts, rowid, information)
-    VALUES ('delete', old.pk, old.information);
-END;
-"""
-
-
 class MemoryInput(BaseModel):
     """One memory to store, as ``store_many`` takes it."""
 
     information: str
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
-
-
-def content_hash(information: str) -> str:
-    """Identity of a memory's content: exact duplicates share it."""
-    return hashlib.sha256(information.encode("utf-8")).hexdigest()
 
 
 def _marks(n: int) -> str:
@@ -117,7 +76,7 @@ class MemoryStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._conn, vec_loaded = connect_sqlite(path)
-        self._conn.executescript(_SCHEMA.replace("{tokenize}", TOKENIZE))
+        self._conn.executescript(SCHEMA.replace("{tokenize}", TOKENIZE))
         self._text = TextSearcher(self._conn)
         self._embedder, self.embedder_name, self.dim = self._check_embedder(embedder)
         self._vec_loaded = vec_loaded
@@ -173,7 +132,8 @@ class MemoryStore:
 
     @property
     def vector_backend(self) -> Backend:
-        """``numpy`` (exact search, the default) or ``sqlite-vec`` (``EVALLOOP_SQLITE_VEC=on``)."""
+        """``numpy`` (the default: exact up to 20,000 vectors, prefiltered above) or ``sqlite-vec``
+        (``EVALLOOP_SQLITE_VEC=on``)."""
         return self._index.backend
 
     # -- writing -------------------------------------------------------------------------
@@ -185,25 +145,68 @@ class MemoryStore:
         item = {"information": information, "tags": tags, "metadata": metadata}
         return self.store_many([item])[0]
 
-    def store_many(self, items: Iterable[str | MemoryInput | Mapping[str, Any]], batch_size: int = 2048) -> list[str]:
+    def store_many(self, items: Iterable[str | MemoryInput | Mapping[str, Any]],
+                   batch_size: int = BATCH_SIZE) -> list[str]:
         """Store many memories in batched transactions; ids in input order (duplicates map to
-        the id already stored)."""
+        the id already stored). The next batch is embedded on a worker thread while the
+        current one is written (the tokenizer and SQLite both release the GIL)."""
         clean = [self._validate(item) for item in items]
-        ids: list[str] = []
+        hashes = [content_hash(m.information) for m in clean]
         with self._lock:
-            for start in range(0, len(clean), batch_size):
-                ids.extend(self._store_batch(clean[start : start + batch_size]))
-        return ids
+            known = self._existing(hashes)
+            fresh: dict[str, CleanMemory] = {}
+            for h, m in zip(hashes, clean, strict=True):
+                if h not in known and h not in fresh:
+                    fresh[h] = m
+            pending = batches(list(fresh.items()), batch_size)
+            with self._bulk(len(pending) > 1):
+                for batch, vectors in self._embedded(pending):
+                    self._insert(batch, vectors, known)
+        return [known[h] for h in hashes]
 
-    def _validate(self, item: str | MemoryInput | Mapping[str, Any]) -> MemoryInput:
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return np.ascontiguousarray(self.embedder.embed(texts), dtype=np.float32)
+
+    def _embedded(self, work: list[dict[str, CleanMemory]]) -> Iterator[tuple[dict[str, CleanMemory], np.ndarray]]:
+        """Each batch with its vectors; batch i + 1 is embedded while the caller writes batch i."""
+        if len(work) <= 1:
+            for batch in work:
+                yield batch, self._embed([m.information for m in batch.values()])
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="evalloop-embed") as pool:
+            future = pool.submit(self._embed, [m.information for m in work[0].values()])
+            for i, batch in enumerate(work):
+                vectors = future.result()
+                if i + 1 < len(work):
+                    future = pool.submit(self._embed, [m.information for m in work[i + 1].values()])
+                yield batch, vectors
+
+    @contextlib.contextmanager
+    def _bulk(self, on: bool) -> Iterator[None]:
+        """While on, no automatic WAL checkpoints: each one copies the pages every batch
+        rewrites (FTS segments, index leaves) and syncs the file; one checkpoint at the end
+        copies each page once."""
+        if not on or str(self.path) == ":memory:":
+            yield
+            return
+        (saved,) = self._conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+        self._conn.execute("PRAGMA wal_autocheckpoint = 0")
+        try:
+            yield
+        finally:
+            self._conn.execute(f"PRAGMA wal_autocheckpoint = {int(saved)}")
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()  # never waits
+
+    def _validate(self, item: str | MemoryInput | Mapping[str, Any]) -> CleanMemory:
+        if isinstance(item, str):
+            return CleanMemory(validate_information(item), [], "{}")
         if isinstance(item, MemoryInput):
             item = item.model_dump()
-        if isinstance(item, str):
-            item = {"information": item}
-        return MemoryInput.model_construct(
-            information=validate_information(item.get("information")),
-            tags=normalise_tags(item.get("tags")),
-            metadata=validate_metadata(item.get("metadata")),
+        metadata = validate_metadata(item.get("metadata"))
+        return CleanMemory(
+            validate_information(item.get("information")),
+            normalise_tags(item.get("tags")),
+            json.dumps(metadata, allow_nan=False) if metadata else "{}",
         )
 
     def _existing(self, hashes: Sequence[str]) -> dict[str, str]:
@@ -215,54 +218,54 @@ class MemoryStore:
             found.update(self._conn.execute(sql, chunk).fetchall())
         return found
 
-    def _store_batch(self, batch: list[MemoryInput]) -> list[str]:
-        hashes = [content_hash(m.information) for m in batch]
-        known = self._existing(hashes)
-        fresh: dict[str, MemoryInput] = {}
-        for h, m in zip(hashes, batch, strict=True):
-            if h not in known and h not in fresh:
-                fresh[h] = m
-        if fresh:
-            vectors = self.embedder.embed([m.information for m in fresh.values()])
-            vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-            self._insert(fresh, vectors, known)
-        return [known[h] for h in hashes]
-
-    def _insert(self, fresh: dict[str, MemoryInput], vectors: np.ndarray, known: dict,
+    def _insert(self, fresh: dict[str, CleanMemory], vectors: np.ndarray, known: dict,
                 replace: tuple[int, str, str] | None = None) -> None:
         """Insert ``fresh`` in one transaction; ``replace`` (pk, id, created_at) swaps one memory
-        for the single fresh item, keeping its id and creation time (it becomes the newest)."""
+        for the single fresh item, keeping its id and creation time (it becomes the newest).
+        Primary keys are assigned here (max + 1 on, as SQLite would) so every table is
+        written with one ``executemany``."""
         now = datetime.now(UTC).isoformat()
         conn = self._conn
-        pks: list[int] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
             if replace is not None:
                 self._index.remove([replace[0]])
                 conn.execute("DELETE FROM memories WHERE pk = ?", (replace[0],))
-            for h, m in fresh.items():
-                mid = replace[1] if replace else uuid.uuid4().hex
-                cur = conn.execute(
-                    "INSERT INTO memories(id, information, content_hash, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (mid, m.information, h, json.dumps(m.metadata, allow_nan=False), replace[2] if replace else now),
-                )
-                pk = int(cur.lastrowid)
-                pks.append(pk)
-                known[h] = mid
-                conn.executemany(
-                    "INSERT INTO memory_tags(tag, memory_pk, position) VALUES (?, ?, ?)",
-                    [(tag, pk, i) for i, tag in enumerate(m.tags)],
-                )
+                mids, created = [replace[1]], replace[2]
+            else:
+                mids, created = new_ids(len(fresh)), now
+            (top,) = conn.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()
+            pks = range(top + 1, top + 1 + len(fresh))
+            items = list(fresh.items())
+            conn.executemany(
+                "INSERT INTO memories(pk, id, information, content_hash, metadata, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(pk, mid, m.information, h, m.metadata, created)
+                 for pk, mid, (h, m) in zip(pks, mids, items, strict=True)],
+            )
+            conn.executemany(
+                "INSERT INTO memory_fts(rowid, information) VALUES (?, ?)",
+                [(pk, m.information) for pk, (_, m) in zip(pks, items, strict=True)],
+            )
+            tag_rows = [(tag, pk, i) for pk, (_, m) in zip(pks, items, strict=True) for i, tag in enumerate(m.tags)]
+            conn.executemany("INSERT INTO memory_tags(tag, memory_pk, position) VALUES (?, ?, ?)", tag_rows)
+            conn.executemany(
+                "INSERT INTO memory_tag_counts(tag, n) VALUES (?, ?) ON CONFLICT(tag) DO UPDATE SET n = n + excluded.n",
+                Counter(tag for tag, _, _ in tag_rows).items(),
+            )
             conn.executemany(
                 "INSERT INTO memory_vectors(rowid, embedding) VALUES (?, ?)",
                 [(pk, v.tobytes()) for pk, v in zip(pks, vectors, strict=True)],
             )
-            self._index.add(pks, vectors)
+            self._index.add(list(pks), vectors)
             conn.execute("COMMIT")
+            self._text.invalidate()
         except BaseException:
             conn.execute("ROLLBACK")
             self._index = self._make_index()
             raise
+        for (h, _), mid in zip(items, mids, strict=True):
+            known[h] = mid
 
     def update(self, id: str, information: str, tags: TagsInput = (), metadata: MetadataInput = None) -> str:
         """Replace a memory's text, tags and metadata, keeping its id and creation time; it moves
@@ -278,7 +281,7 @@ class MemoryStore:
             if other is not None and other != id:
                 raise ConfigError(f"memory {other} already holds this text", where=str(self.path),
                                   hint="update that memory instead")
-            vectors = np.ascontiguousarray(self.embedder.embed([item.information]), dtype=np.float32)
+            vectors = self._embed([item.information])
             self._insert({h: item}, vectors, {}, replace=(row[0], id, row[1]))
         return id
 
@@ -293,6 +296,7 @@ class MemoryStore:
                 self._index.remove([row[0]])
                 self._conn.execute("DELETE FROM memories WHERE pk = ?", (row[0],))
                 self._conn.execute("COMMIT")
+                self._text.invalidate()
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 self._index = self._make_index()

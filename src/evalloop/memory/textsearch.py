@@ -13,6 +13,7 @@ MAX_TERMS = 32
 #: their document frequencies add up to this (the rarest term is always kept).
 POSTINGS_BUDGET = 6_000
 TOKENIZE = "porter unicode61 remove_diacritics 2"
+MAX_CACHED_WORDS = 50_000
 
 # Words too common to help ranking; dropping them keeps OR-queries cheap on large stores.
 _STOPWORD_TEXT = """
@@ -49,26 +50,52 @@ def match_expression(text: str) -> str | None:
 
 
 class TextSearcher:
-    """BM25 search over the ``memory_fts`` table of one connection."""
+    """BM25 search over the ``memory_fts`` table of one connection.
+
+    Document frequencies (read from ``fts5vocab``, which counts a term's whole posting list)
+    are cached per stem until the file changes: the store calls :meth:`invalidate` after its
+    writes, and ``PRAGMA data_version`` shows other connections' writes. Stems are cached per
+    word for good.
+    """
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts_vocab USING fts5vocab(memory_fts, row)")
         conn.execute(f"CREATE VIRTUAL TABLE temp.query_words USING fts5(w, tokenize='{TOKENIZE}')")
         conn.execute("CREATE VIRTUAL TABLE temp.query_stems USING fts5vocab(temp, query_words, instance)")
+        self._stems: dict[str, tuple[str, ...]] = {}
+        self._df: dict[str, int] = {}
+        self._version: int | None = None
+
+    def invalidate(self) -> None:
+        """Forget cached document frequencies (the memories changed)."""
+        self._df = {}
+
+    def _stems_of(self, words: list[str]) -> list[tuple[str, ...]]:
+        """The FTS5 terms each word becomes (the same stemming the index applies)."""
+        new = [w for w in dict.fromkeys(words) if w not in self._stems]
+        if new:
+            self.conn.execute("DELETE FROM temp.query_words")
+            self.conn.executemany("INSERT INTO temp.query_words(rowid, w) VALUES (?, ?)", list(enumerate(new)))
+            stems: dict[int, set[str]] = {}
+            for term, doc in self.conn.execute("SELECT term, doc FROM temp.query_stems"):
+                stems.setdefault(doc, set()).add(term)
+            if len(self._stems) > MAX_CACHED_WORDS:
+                self._stems = {}
+            self._stems.update((w, tuple(sorted(stems.get(i, ())))) for i, w in enumerate(new))
+        return [self._stems[w] for w in words]
 
     def _document_frequencies(self, words: list[str]) -> list[int]:
         """How many memories contain each word (after the same stemming FTS5 applies)."""
-        self.conn.execute("DELETE FROM temp.query_words")
-        self.conn.executemany("INSERT INTO temp.query_words(rowid, w) VALUES (?, ?)", list(enumerate(words)))
-        stems: dict[int, set[str]] = {}
-        for term, doc in self.conn.execute("SELECT term, doc FROM temp.query_stems"):
-            stems.setdefault(doc, set()).add(term)
-        df: dict[str, int] = {}
-        for term in set().union(*stems.values()) if stems else ():
+        stems = self._stems_of(words)
+        (version,) = self.conn.execute("PRAGMA data_version").fetchone()
+        if version != self._version or len(self._df) > MAX_CACHED_WORDS:
+            self._df, self._version = {}, version
+        df = self._df
+        for term in {t for group in stems for t in group if t not in df}:
             row = self.conn.execute("SELECT doc FROM memory_fts_vocab WHERE term = ?", (term,)).fetchone()
             df[term] = row[0] if row else 0
-        return [max((df[t] for t in stems.get(i, ())), default=0) for i in range(len(words))]
+        return [max((df[t] for t in group), default=0) for group in stems]
 
     def expression(self, text: str) -> str | None:
         """The MATCH expression for ``text``: its rarest words within the postings budget."""

@@ -1,5 +1,6 @@
 """Vector search over the stored float32 embeddings: sqlite-vec (binary-quantised KNN, then
-exact rescoring) or, without the extension, an exact NumPy matrix product.
+exact rescoring) or, by default, NumPy: an exact matrix product on small stores, and above
+``PREFILTER_FROM`` vectors a sign-bit Hamming prefilter with exact rescoring of a wide pool.
 
 Both read the same source of truth, the ``memory_vectors`` table (rowid → float32 blob), so a
 file written on one path can be searched on the other.
@@ -22,6 +23,39 @@ EXACT_FILTER_LIMIT = 4096
 OVERSAMPLE = 6
 MIN_KNN = 100
 _VEC0_MAX_K = 4096
+#: The NumPy path scans every float32 row exactly up to this many vectors; above, it ranks
+#: rows by sign-bit Hamming distance and rescores the nearest RESCORE (at least
+#: RESCORE_PER_HIT per wanted hit) exactly: a 100,000-row scan reads 3 MB instead of 100 MB.
+#: bench/memory_bench.py measures its recall@10 against exact search (1.000 on its corpus).
+PREFILTER_FROM = 20_000
+RESCORE = 2_000
+RESCORE_PER_HIT = 100
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16)
+
+
+def sign_bits(vectors: np.ndarray) -> np.ndarray:
+    """One bit per dimension (positive or not), packed: shape (n, ceil(dim / 8)), uint8."""
+    return np.packbits(vectors > 0, axis=1)
+
+
+def hamming(bits: np.ndarray, query_bits: np.ndarray) -> np.ndarray:
+    """Differing bits between each row of ``bits`` and ``query_bits`` (uint16)."""
+    if bits.shape[1] % 8 == 0 and hasattr(np, "bitwise_count"):  # NumPy >= 2: popcount on words
+        counts = np.bitwise_count(np.ascontiguousarray(bits).view(np.uint64) ^ query_bits.view(np.uint64))
+    else:
+        counts = _POPCOUNT[np.bitwise_xor(bits, query_bits)]
+    total = counts[:, 0].astype(np.uint16)
+    for column in range(1, counts.shape[1]):  # column adds: 3x faster than sum(axis=1) here
+        total += counts[:, column]
+    return total
+
+
+def nearest(distance: np.ndarray, wanted: int) -> np.ndarray:
+    """Positions of the ``wanted`` smallest distances, and any tied with the last of them
+    (a histogram of the small integer distances finds the cut; cheaper than a partition)."""
+    cumulative = np.cumsum(np.bincount(distance))
+    cut = int(np.searchsorted(cumulative, wanted))
+    return np.flatnonzero(distance <= cut)
 
 
 def _top(rowids: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
@@ -116,8 +150,9 @@ class SqliteVecIndex:
 
 
 class NumpyIndex:
-    """All vectors in one float32 matrix; exact cosine by a matrix product. Reloads when
-    another connection has changed the file (``PRAGMA data_version``)."""
+    """All vectors in one float32 matrix (and their sign bits); cosine by a matrix product,
+    exact up to ``PREFILTER_FROM`` rows. Reloads when another connection has changed the
+    file (``PRAGMA data_version``)."""
 
     backend: Backend = "numpy"
 
@@ -139,9 +174,11 @@ class NumpyIndex:
         n = len(rowids)
         self._rowids = np.zeros(max(n, 1024), dtype=np.int64)
         self._matrix = np.zeros((max(n, 1024), self.dim), dtype=np.float32)
+        self._bits = np.zeros((max(n, 1024), (self.dim + 7) // 8), dtype=np.uint8)
         self._rowids[:n] = rowids
         if n:
             self._matrix[:n] = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(n, -1)
+            self._bits[:n] = sign_bits(self._matrix[:n])
         self._n = n
         self._version = self._data_version()
 
@@ -153,8 +190,10 @@ class NumpyIndex:
             matrix = np.zeros((size, self.dim), dtype=np.float32)
             matrix[: self._n] = self._matrix[: self._n]
             self._matrix = matrix
+            self._bits = np.resize(self._bits, (size, self._bits.shape[1]))
         self._rowids[self._n : need] = rowids
         self._matrix[self._n : need] = vectors
+        self._bits[self._n : need] = sign_bits(np.asarray(vectors, dtype=np.float32))
         self._n = need
 
     def remove(self, rowids: Sequence[int]) -> None:
@@ -162,6 +201,7 @@ class NumpyIndex:
         n = int(keep.sum())
         self._rowids[:n] = self._rowids[: self._n][keep]
         self._matrix[:n] = self._matrix[: self._n][keep]
+        self._bits[:n] = self._bits[: self._n][keep]
         self._n = n
 
     def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | None) -> list[Hit]:
@@ -171,7 +211,19 @@ class NumpyIndex:
         if allowed is not None and len(allowed) <= EXACT_FILTER_LIMIT:
             positions = np.flatnonzero(np.isin(rowids, np.asarray(allowed, dtype=np.int64)))
             return _top(rowids[positions], self._matrix[positions] @ query, k)
-        scores = self._matrix[: self._n] @ query
-        if allowed is not None:
-            scores[~np.isin(rowids, np.asarray(allowed, dtype=np.int64))] = -np.inf
-        return _top(rowids, scores, k)
+        mask = None if allowed is None else np.isin(rowids, np.asarray(allowed, dtype=np.int64))
+        if self._n <= PREFILTER_FROM:
+            scores = self._matrix[: self._n] @ query
+            if mask is not None:
+                scores[~mask] = -np.inf
+            return _top(rowids, scores, k)
+        # Large: rank all rows by Hamming distance of sign bits (32 bytes a row instead of 1 KB),
+        # then score the nearest RESCORE candidates exactly.
+        distance = hamming(self._bits[: self._n], sign_bits(query[None, :])[0])
+        if mask is not None:
+            distance[~mask] = np.iinfo(distance.dtype).max
+        wanted = min(self._n, max(RESCORE, RESCORE_PER_HIT * k))
+        candidates = nearest(distance, wanted) if wanted < self._n else np.arange(self._n)
+        if mask is not None:
+            candidates = candidates[mask[candidates]]
+        return _top(rowids[candidates], self._matrix[candidates] @ query, k)

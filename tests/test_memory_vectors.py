@@ -1,0 +1,68 @@
+"""The NumPy vector path on large stores: sign-bit prefilter, then exact rescoring."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evalloop.memory import MemoryStore, vectors
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> MemoryStore:
+    monkeypatch.setenv("EVALLOOP_SQLITE_VEC", "off")
+    monkeypatch.setattr(vectors, "PREFILTER_FROM", 100)  # prefilter from 100 rows on
+    monkeypatch.setattr(vectors, "RESCORE", 60)
+    monkeypatch.setattr(vectors, "RESCORE_PER_HIT", 6)
+    monkeypatch.setattr(vectors, "EXACT_FILTER_LIMIT", 50)
+    s = MemoryStore(tmp_path / "m.db")  # the shipped static model: dense vectors, as in use
+    words = ["cache", "token", "retry", "judge", "prompt", "scorer", "index", "webhook", "queue", "ranking"]
+    rng = np.random.default_rng(5)
+    s.store_many([{"information": " ".join(rng.choice(words, 5)) + f" ticket {i}", "tags": [f"t{i % 4}"]}
+                  for i in range(600)])
+    yield s
+    s.close()
+
+
+def _kth_exact(store: MemoryStore, query: np.ndarray, k: int, allowed: set[int] | None = None) -> float:
+    """The k-th best exact similarity (ties make "the" top k ambiguous; scores are not)."""
+    rows = store._conn.execute("SELECT rowid, embedding FROM memory_vectors").fetchall()
+    scores = [float(np.frombuffer(blob, dtype=np.float32) @ query) for pk, blob in rows
+              if allowed is None or pk in allowed]
+    return sorted(scores, reverse=True)[k - 1]
+
+
+def _recall(hits: list[tuple[int, float]], kth: float, k: int) -> float:
+    return sum(score >= kth - 1e-6 for _, score in hits) / k
+
+
+def test_prefiltered_search_finds_the_exact_top_hits(store: MemoryStore) -> None:
+    index = store._index
+    assert index.backend == "numpy" and index._n > vectors.PREFILTER_FROM
+    pairs = [("cache", "budget"), ("judge", "schema"), ("index", "token"), ("queue", "prompt"), ("scorer", "ranking")]
+    queries = store.embedder.embed([f"{a} {b} retry" for a, b in pairs])
+    recall = [_recall(index.search(q, 10, None), _kth_exact(store, q, 10), 10) for q in queries]
+    assert np.mean(recall) >= 0.95, recall
+    hits = index.search(queries[0], 10, None)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)  # exact scores, ranked
+
+
+def test_prefiltered_search_with_a_broad_filter_keeps_to_it(store: MemoryStore) -> None:
+    allowed = [pk for (pk,) in store._conn.execute("SELECT memory_pk FROM memory_tags WHERE tag = 't1'")]
+    assert len(allowed) > vectors.EXACT_FILTER_LIMIT
+    q = store.embedder.embed(["judge prompt webhook"])[0]
+    hits = store._index.search(q, 10, allowed)
+    assert len(hits) == 10 and {pk for pk, _ in hits} <= set(allowed)
+    assert _recall(hits, _kth_exact(store, q, 10, set(allowed)), 10) >= 0.8
+
+
+def test_sign_bits_follow_deletes_and_updates(store: MemoryStore) -> None:
+    victims = [r.id for r in store.list(limit=50)]
+    for mid in victims[:25]:
+        store.delete(mid)
+    store.update(victims[30], "an entirely rewritten memory about lunch")
+    index = store._index
+    assert np.array_equal(index._bits[: index._n], vectors.sign_bits(index._matrix[: index._n]))
+    assert store.find("rewritten memory about lunch", limit=1)[0].record.id == victims[30]
