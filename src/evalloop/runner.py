@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import json
 import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalloop.calling import is_awaitable
 from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError, FixtureError
 from evalloop.failures import Failure, TargetTimeout, classify
@@ -29,6 +29,8 @@ from evalloop.grades import ScorerResult, _Grades
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
+from evalloop.llm.cache import current_epoch as _EPOCH
+from evalloop.llm.usage import close_scope, open_scope, usage_scope
 from evalloop.redact import redact_text
 from evalloop.score import Score, ScorerKind, coerce_score, scorer_failure
 from evalloop.scorevec import ids_digest
@@ -59,22 +61,52 @@ class BoundScorer:
     def kind(self) -> ScorerKind:
         return self.spec.kind
 
-    async def score(self, case: Case, output: Any, ctx: CaseContext) -> Score:
-        kwargs = dict(self.params)
-        if self.spec.wants_ctx:
-            kwargs["ctx"] = ctx
+    async def score(self, case: Case, output: Any, ctx: CaseContext | None) -> Score:
+        """This scorer's grade of one output (an errored score when the scorer failed)."""
+        graded = self.grade(case, output, ctx)
+        return graded if isinstance(graded, Score) else await graded
+
+    def grade(self, case: Case, output: Any, ctx: CaseContext | None) -> Score | Coroutine[Any, Any, Score]:
+        """The grade of a sync scorer, computed in place; a coroutine giving it when the scorer is
+        async or returned an awaitable. ``ctx`` may be None for a scorer that does not take one."""
+        if self.spec.is_async:
+            return self._graded_async(case, output, ctx)
         try:
-            raw = self.spec.fn(case.input, output, case.expected, **kwargs)
-            if self.spec.is_async or asyncio.iscoroutine(raw):
-                raw = await raw
+            raw = self._call(case, output, ctx)
+            if type(raw) is Score:
+                return raw
+            if asyncio.iscoroutine(raw):
+                return self._awaited(raw, case)
             return coerce_score(raw)
-        except EvalloopError as exc:
+        except Exception as exc:
+            return self._failed(exc, case)
+
+    def _call(self, case: Case, output: Any, ctx: CaseContext | None) -> Any:
+        if self.spec.wants_ctx:
+            return self.spec.fn(case.input, output, case.expected, **{**self.params, "ctx": ctx})
+        return self.spec.fn(case.input, output, case.expected, **self.params)
+
+    async def _graded_async(self, case: Case, output: Any, ctx: CaseContext | None) -> Score:
+        try:
+            return coerce_score(await self._call(case, output, ctx))
+        except Exception as exc:
+            return self._failed(exc, case)
+
+    async def _awaited(self, pending: Awaitable[Any], case: Case) -> Score:
+        try:
+            return coerce_score(await pending)
+        except Exception as exc:
+            return self._failed(exc, case)
+
+    def _failed(self, exc: Exception, case: Case) -> Score:
+        """A scorer that raised: an errored score; an evalloop error that is not one case's stops the run."""
+        if isinstance(exc, EvalloopError):
             if _is_case_level(exc):
                 return Score.error(f"scorer {self.name}: {exc.one_line()}")
             exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
-            raise
-        except Exception as exc:  # the grader failed: errored, never a real score
-            return Score.error(redact_text(scorer_failure(self.name, exc)))
+            raise exc
+        # the grader failed: errored, never a real score
+        return Score.error(redact_text(scorer_failure(self.name, exc)))
 
 
 @dataclass
@@ -206,18 +238,9 @@ def _cases_hash(suite: Suite) -> str:
     return digest.hexdigest()[:16]
 
 
-@functools.cache
-def _usage_scope_factory() -> Callable[[], contextlib.AbstractContextManager[Any]]:
-    """The LLM layer's per-case usage scope, looked up once (a no-op without the LLM layer)."""
-    try:
-        from evalloop.llm.usage import usage_scope
-    except ImportError:
-        return lambda: contextlib.nullcontext(None)
-    return usage_scope
-
-
 def _usage_scope() -> contextlib.AbstractContextManager[Any]:
-    return _usage_scope_factory()()
+    """A usage scope (kept for callers that open one by hand; the runner opens its own)."""
+    return usage_scope()
 
 
 def _is_case_level(exc: EvalloopError) -> bool:
@@ -227,10 +250,6 @@ def _is_case_level(exc: EvalloopError) -> bool:
     return is_case_level(exc)
 
 
-try:
-    from evalloop.llm.cache import current_epoch as _EPOCH
-except ImportError:  # pragma: no cover - the LLM layer is part of the package
-    _EPOCH = None
 
 
 async def execute(
@@ -316,6 +335,11 @@ class _RunState:
         self.tagged = False
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
                        "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0}
+        # looked up once, not per case
+        self.grade_list = [grades[b.name] for b in prepared.scorers]
+        self.timeout = prepared.suite.timeout
+        self.inline = prepared.target.inline(self.timeout)
+        self.wants_ctx = prepared.target.wants_ctx or any(b.spec.wants_ctx for b in prepared.scorers)
 
     async def worker(self, work: Iterator[tuple[int, Case, int]]) -> None:
         for i, (row, case, epoch) in enumerate(work, start=1):
@@ -324,20 +348,32 @@ class _RunState:
                 await asyncio.sleep(0)
 
     async def one(self, case: Case, epoch: int, row: int) -> None:
-        prepared, run_id = self.prepared, self.run_id
-        self.ids[row] = case.id
-        ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services)
+        """Run one case in one epoch: call the target, grade its output, queue the rows.
+
+        The common case — a sync target, sync scorers, nothing that asks for a context — runs in
+        place without a coroutine, a context object or a thread: the per-case cost is the run's
+        floor when the target is trivial."""
+        prepared, run_id, target = self.prepared, self.run_id, self.prepared.target
+        case_id = case.id
+        self.ids[row] = case_id
+        ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services) if self.wants_ctx else None
         error: str | None = None
         failure: Failure | None = None
         output: Any = None
-        epoch_token = _EPOCH.set(epoch) if _EPOCH is not None else None
-        with _usage_scope() as usage:
+        epoch_token = _EPOCH.set(epoch)
+        usage, usage_token = open_scope()
+        try:
             started = time.perf_counter()
             try:
-                output = await prepared.target(case.input, ctx, timeout=prepared.suite.timeout)
+                if self.inline:
+                    output = target.start(case.input, ctx)
+                    if is_awaitable(output):
+                        output = await output
+                else:
+                    output = await target(case.input, ctx, timeout=self.timeout)
             except EvalloopError as exc:
                 if not _is_case_level(exc):
-                    exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
+                    exc.where = f"{exc.where}, case '{case_id}'" if exc.where else f"case '{case_id}'"
                     raise
                 error, failure = f"{type(exc).__name__}: {exc.what}", classify(exc)
             except TargetTimeout as exc:
@@ -346,45 +382,56 @@ class _RunState:
                 # exception texts carry URLs: redacted before they reach history or a report
                 error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
             latency_ms = (time.perf_counter() - started) * 1000.0
-            scores = []
+            scores: list[tuple[str, Score]] = []
             for bound in prepared.scorers:
                 if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
                     score = Score.infrastructure(error or "")
                 elif failure is Failure.TARGET:  # the product failed its case: a real 0
                     score = Score.target_failure(error or "")
                 else:
-                    score = await bound.score(case, output, ctx)
+                    graded = bound.grade(case, output, ctx)
+                    score = graded if type(graded) is Score or isinstance(graded, Score) else await graded
                 scores.append((bound.name, score))
-        if epoch_token is not None:
+        finally:
+            close_scope(usage_token)
             _EPOCH.reset(epoch_token)
         self.calls += 1
         if error is not None:
             self.case_errors += 1
-            self.first_case_error = self.first_case_error or f"case '{case.id}': {error}"
-        elif any(score.failure is Failure.TARGET for _, score in scores):  # a scorer could not parse it
-            failure = Failure.TARGET
+            self.first_case_error = self.first_case_error or f"case '{case_id}': {error}"
+        else:
+            for _, score in scores:
+                if score.failure is Failure.TARGET:  # a scorer could not parse the output
+                    failure = Failure.TARGET
+                    break
         if failure is not None:
             self.totals[f"{failure.value}_failures"] += 1
-        result: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
-                                  "tags": ",".join(case.tags) or None,
+        tags = case.tags
+        result: dict[str, Any] = {"run_id": run_id, "case_id": case_id, "epoch": epoch,
+                                  "tags": (",".join(tags) or None) if tags else None,
                                   "output": None if error else dumps(output), "error": error,
                                   "failure": failure.value if failure else None,
                                   "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
                                   "output_tokens": 0}
-        if usage is not None:
+        if usage.used:  # calls to evalloop's LLM clients, the target's own or a judge's
             result.update(cost_usd=usage.cost_usd, input_tokens=usage.input_tokens,
                           output_tokens=usage.output_tokens)
-            for key in ("cost_usd", "input_tokens", "output_tokens"):
-                self.totals[key] += getattr(usage, key)
-            self.totals["llm_calls"] += usage.calls
-            self.totals["cache_hits"] += usage.cache_hits
-            self.totals["llm_retries"] += usage.retries
+            totals = self.totals
+            totals["cost_usd"] += usage.cost_usd
+            totals["input_tokens"] += usage.input_tokens
+            totals["output_tokens"] += usage.output_tokens
+            totals["llm_calls"] += usage.calls
+            totals["cache_hits"] += usage.cache_hits
+            totals["llm_retries"] += usage.retries
         self.case_rows.append(result)
-        self.tagged = self.tagged or bool(case.tags)
-        for name, score in scores:
-            self.grades[name].add(row, score, case.expects_fail(name))
-            self.score_rows.append({
-                "run_id": run_id, "case_id": case.id, "epoch": epoch, "scorer": name,
+        if tags:
+            self.tagged = True
+        plain = case.expect == "pass"  # no scorer treats it as a known-bad control
+        score_rows = self.score_rows
+        for (name, score), grades in zip(scores, self.grade_list, strict=True):
+            grades.add(row, score, not plain and case.expects_fail(name))
+            score_rows.append({
+                "run_id": run_id, "case_id": case_id, "epoch": epoch, "scorer": name,
                 "value": score.value, "errored": score.errored, "skipped": score.skipped,
                 "message": score.message, "meta": dumps(score.metadata) if score.metadata else None,
             })
