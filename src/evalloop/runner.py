@@ -30,7 +30,7 @@ from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
 from evalloop.llm.cache import current_epoch as _EPOCH
-from evalloop.llm.usage import close_scope, open_scope, usage_scope
+from evalloop.llm.usage import UsageTotals, close_scope, open_scope, usage_scope
 from evalloop.redact import redact_text
 from evalloop.score import Score, ScorerKind, coerce_score, scorer_failure
 from evalloop.scorevec import ids_digest
@@ -342,17 +342,28 @@ class _RunState:
         self.wants_ctx = prepared.target.wants_ctx or any(b.spec.wants_ctx for b in prepared.scorers)
 
     async def worker(self, work: Iterator[tuple[int, Case, int]]) -> None:
-        for i, (row, case, epoch) in enumerate(work, start=1):
-            await self.one(case, epoch, row)
-            if i % 8 == 0:  # let signals, cancellation and other workers in, even for sync targets
-                await asyncio.sleep(0)
+        """Run cases one after another. The usage scope and the epoch variable are set once per
+        worker, not per case: a worker's cases never overlap, so what a case's LLM calls record is
+        read and cleared when the case ends (:meth:`one`)."""
+        usage, usage_token = open_scope()
+        epoch_token = _EPOCH.set(current := 0)
+        try:
+            for i, (row, case, epoch) in enumerate(work, start=1):
+                if epoch != current:
+                    _EPOCH.set(current := epoch)
+                await self.one(case, epoch, row, usage)
+                if i % 8 == 0:  # let signals, cancellation and other workers in, even for sync targets
+                    await asyncio.sleep(0)
+        finally:
+            close_scope(usage_token)
+            _EPOCH.reset(epoch_token)
 
-    async def one(self, case: Case, epoch: int, row: int) -> None:
+    async def one(self, case: Case, epoch: int, row: int, usage: UsageTotals) -> None:
         """Run one case in one epoch: call the target, grade its output, queue the rows.
 
         The common case — a sync target, sync scorers, nothing that asks for a context — runs in
         place without a coroutine, a context object or a thread: the per-case cost is the run's
-        floor when the target is trivial."""
+        floor when the target is trivial. ``usage`` is the worker's open usage scope."""
         prepared, run_id, target = self.prepared, self.run_id, self.prepared.target
         case_id = case.id
         self.ids[row] = case_id
@@ -360,41 +371,35 @@ class _RunState:
         error: str | None = None
         failure: Failure | None = None
         output: Any = None
-        epoch_token = _EPOCH.set(epoch)
-        usage, usage_token = open_scope()
+        started = time.perf_counter()
         try:
-            started = time.perf_counter()
-            try:
-                if self.inline:
-                    output = target.start(case.input, ctx)
-                    if is_awaitable(output):
-                        output = await output
-                else:
-                    output = await target(case.input, ctx, timeout=self.timeout)
-            except EvalloopError as exc:
-                if not _is_case_level(exc):
-                    exc.where = f"{exc.where}, case '{case_id}'" if exc.where else f"case '{case_id}'"
-                    raise
-                error, failure = f"{type(exc).__name__}: {exc.what}", classify(exc)
-            except TargetTimeout as exc:
-                error, failure = str(exc), Failure.TARGET
-            except Exception as exc:
-                # exception texts carry URLs: redacted before they reach history or a report
-                error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
-            latency_ms = (time.perf_counter() - started) * 1000.0
-            scores: list[tuple[str, Score]] = []
-            for bound in prepared.scorers:
-                if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
-                    score = Score.infrastructure(error or "")
-                elif failure is Failure.TARGET:  # the product failed its case: a real 0
-                    score = Score.target_failure(error or "")
-                else:
-                    graded = bound.grade(case, output, ctx)
-                    score = graded if type(graded) is Score or isinstance(graded, Score) else await graded
-                scores.append((bound.name, score))
-        finally:
-            close_scope(usage_token)
-            _EPOCH.reset(epoch_token)
+            if self.inline:
+                output = target.start(case.input, ctx)
+                if is_awaitable(output):
+                    output = await output
+            else:
+                output = await target(case.input, ctx, timeout=self.timeout)
+        except EvalloopError as exc:
+            if not _is_case_level(exc):
+                exc.where = f"{exc.where}, case '{case_id}'" if exc.where else f"case '{case_id}'"
+                raise
+            error, failure = f"{type(exc).__name__}: {exc.what}", classify(exc)
+        except TargetTimeout as exc:
+            error, failure = str(exc), Failure.TARGET
+        except Exception as exc:
+            # exception texts carry URLs: redacted before they reach history or a report
+            error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        scores: list[tuple[str, Score]] = []
+        for bound in prepared.scorers:
+            if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
+                score = Score.infrastructure(error or "")
+            elif failure is Failure.TARGET:  # the product failed its case: a real 0
+                score = Score.target_failure(error or "")
+            else:
+                graded = bound.grade(case, output, ctx)
+                score = graded if type(graded) is Score or isinstance(graded, Score) else await graded
+            scores.append((bound.name, score))
         self.calls += 1
         if error is not None:
             self.case_errors += 1
@@ -413,7 +418,7 @@ class _RunState:
                                   "failure": failure.value if failure else None,
                                   "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
                                   "output_tokens": 0}
-        if usage.used:  # calls to evalloop's LLM clients, the target's own or a judge's
+        if usage.calls or usage.cache_hits or usage.retries:  # evalloop's LLM clients were called
             result.update(cost_usd=usage.cost_usd, input_tokens=usage.input_tokens,
                           output_tokens=usage.output_tokens)
             totals = self.totals
@@ -423,6 +428,7 @@ class _RunState:
             totals["llm_calls"] += usage.calls
             totals["cache_hits"] += usage.cache_hits
             totals["llm_retries"] += usage.retries
+            usage.clear()
         self.case_rows.append(result)
         if tags:
             self.tagged = True

@@ -44,10 +44,10 @@ class UsageTotals:
         self.output_tokens += response.usage.output_tokens
         self.cost_usd += response.cost_usd
 
-    @property
-    def used(self) -> bool:
-        """Whether anything was recorded in this scope."""
-        return bool(self.calls or self.cache_hits or self.retries)
+    def clear(self) -> None:
+        """Start counting again from zero (the runner reads a worker's scope case by case)."""
+        self.calls = self.cache_hits = self.input_tokens = self.output_tokens = self.retries = 0
+        self.cost_usd = 0.0
 
 
 def open_scope() -> tuple[UsageTotals, Token[tuple[UsageTotals, ...]]]:
