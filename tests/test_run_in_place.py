@@ -48,6 +48,10 @@ def returns_coroutine(input, output, expected):
 def returns_junk(input, output, expected):
     return object()
 
+@scorer("quotes-a-url")
+def quotes_a_url(input, output, expected):
+    return Score(value=1.0, message="fetched https://bob:hunter2@example.test/x?token=T0K&page=2")
+
 @scorer("not-finite")
 def not_finite(input, output, expected):
     return float("nan")
@@ -99,3 +103,12 @@ def test_a_scorer_that_returns_junk_or_a_non_finite_value_is_errored_in_one_line
     assert results["not-finite"].first_error == ("scorer not-finite built an invalid Score: value: Value error, "
                                                  "score value must be a finite number, got nan")
     assert results["equals"].mean == 1.0
+
+
+def test_a_scorer_message_quoting_a_credential_is_stored_redacted(tmp_path):
+    report, store = _run(tmp_path, "sut:echo", ["quotes-a-url", "equals"],
+                         [{"id": f"c{i}", "input": i, "expected": i} for i in range(3)])
+    with store.engine.connect() as conn:
+        messages = [r[0] for r in conn.exec_driver_sql("SELECT message FROM case_scores WHERE scorer = 'quotes-a-url'")]
+    assert len(messages) == 3
+    assert all("hunter2" not in m and "T0K" not in m and "example.test/x" in m for m in messages), messages

@@ -295,7 +295,7 @@ async def execute(
     work: Iterator[tuple[int, Case, int]] = (
         (row, case, epoch) for epoch in range(epochs)
         for row, case in enumerate(itertools.islice(
-            (c for c in suite.iter_cases() if select is None or select(c)), n_cases))
+            suite.iter_cases() if select is None else filter(select, suite.iter_cases()), n_cases))
     )
     try:
         workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
@@ -327,8 +327,8 @@ class _RunState:
         self.run_id: str = run.id  # a plain str: the ORM attribute costs a descriptor call per case
         self.grades, self.batch_size, self.progress = grades, batch_size, progress
         self.ids: list[str] = [""] * n_cases  # case ids by position: one list every scorer's vector shares
-        self.case_rows: list[dict[str, Any]] = []
-        self.score_rows: list[dict[str, Any]] = []
+        self.case_rows: list[tuple[Any, ...]] = []
+        self.score_rows: list[tuple[Any, ...]] = []
         self.case_errors = 0
         self.calls = 0
         self.first_case_error = ""
@@ -412,35 +412,29 @@ class _RunState:
         if failure is not None:
             self.totals[f"{failure.value}_failures"] += 1
         tags = case.tags
-        result: dict[str, Any] = {"run_id": run_id, "case_id": case_id, "epoch": epoch,
-                                  "tags": (",".join(tags) or None) if tags else None,
-                                  "output": None if error else dumps(output), "error": error,
-                                  "failure": failure.value if failure else None,
-                                  "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
-                                  "output_tokens": 0}
+        cost, input_tokens, output_tokens = 0.0, 0, 0
         if usage.calls or usage.cache_hits or usage.retries:  # evalloop's LLM clients were called
-            result.update(cost_usd=usage.cost_usd, input_tokens=usage.input_tokens,
-                          output_tokens=usage.output_tokens)
+            cost, input_tokens, output_tokens = usage.cost_usd, usage.input_tokens, usage.output_tokens
             totals = self.totals
-            totals["cost_usd"] += usage.cost_usd
-            totals["input_tokens"] += usage.input_tokens
-            totals["output_tokens"] += usage.output_tokens
+            totals["cost_usd"] += cost
+            totals["input_tokens"] += input_tokens
+            totals["output_tokens"] += output_tokens
             totals["llm_calls"] += usage.calls
             totals["cache_hits"] += usage.cache_hits
             totals["llm_retries"] += usage.retries
             usage.clear()
-        self.case_rows.append(result)
+        # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
+        self.case_rows.append((run_id, case_id, epoch, (",".join(tags) or None) if tags else None,
+                               None if error else dumps(output), error, failure.value if failure else None,
+                               latency_ms, cost, input_tokens, output_tokens))
         if tags:
             self.tagged = True
         plain = case.expect == "pass"  # no scorer treats it as a known-bad control
         score_rows = self.score_rows
         for (name, score), grades in zip(scores, self.grade_list, strict=True):
             grades.add(row, score, not plain and case.expects_fail(name))
-            score_rows.append({
-                "run_id": run_id, "case_id": case_id, "epoch": epoch, "scorer": name,
-                "value": score.value, "errored": score.errored, "skipped": score.skipped,
-                "message": score.message, "meta": dumps(score.metadata) if score.metadata else None,
-            })
+            score_rows.append((run_id, case_id, epoch, name, score.value, score.errored, score.skipped,
+                               score.message, dumps(score.metadata) if score.metadata else None))
         if len(self.case_rows) >= self.batch_size:
             self.flush()
         if self.progress is not None:

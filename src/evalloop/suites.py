@@ -9,6 +9,7 @@ and what is wrong — before anything is run or written.
 from __future__ import annotations
 
 import json
+import operator
 from array import array
 from collections.abc import Callable, Iterator
 from functools import cached_property
@@ -170,8 +171,7 @@ class Suite(BaseModel):
         if self.cases_file is None:
             yield from self.cases  # type: ignore[misc]
             return
-        for _line, case in _iter_jsonl_cases(self.cases_file):
-            yield case
+        yield from map(operator.itemgetter(1), _iter_jsonl_cases(self.cases_file))
 
     def _stamp(self) -> Any:
         """What says the cases are unchanged since they were checked: the JSONL file's size and time."""
