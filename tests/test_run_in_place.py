@@ -112,3 +112,13 @@ def test_a_scorer_message_quoting_a_credential_is_stored_redacted(tmp_path):
         messages = [r[0] for r in conn.exec_driver_sql("SELECT message FROM case_scores WHERE scorer = 'quotes-a-url'")]
     assert len(messages) == 3
     assert all("hunter2" not in m and "T0K" not in m and "example.test/x" in m for m in messages), messages
+
+
+def test_outputs_are_stored_as_compact_json_whatever_their_type(tmp_path):
+    import json
+
+    inputs = ["plain", "é \"quoted\" \\ \n\t\u2028 \x00", "", 3, 2.5, None, True, [1, "x"], {"k": ["é"]}]
+    report, store = _run(tmp_path, "sut:echo", ["equals"],
+                         [{"id": f"c{i}", "input": v, "expected": v} for i, v in enumerate(inputs)])
+    stored = {r.case_id: r.output for r in store.case_results(report.outcome.run.id)}
+    assert stored == {f"c{i}": json.dumps(v, ensure_ascii=False, separators=(",", ":")) for i, v in enumerate(inputs)}

@@ -19,6 +19,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
 from evalloop.calling import is_awaitable
@@ -243,6 +244,12 @@ def _usage_scope() -> contextlib.AbstractContextManager[Any]:
     return usage_scope()
 
 
+def _json_text(output: Any) -> str:
+    """An output as stored: compact JSON (:func:`evalloop.history.store.dumps`); text, what a
+    trivial target mostly returns, straight through the encoder's own string function."""
+    return encode_basestring(output) if type(output) is str else dumps(output)
+
+
 def _is_case_level(exc: EvalloopError) -> bool:
     """An LLM reply that could not be used fails grading of one case; anything else stops the run."""
     from evalloop.llm.errors import is_case_level
@@ -425,7 +432,7 @@ class _RunState:
             usage.clear()
         # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
         self.case_rows.append((run_id, case_id, epoch, (",".join(tags) or None) if tags else None,
-                               None if error else dumps(output), error, failure.value if failure else None,
+                               None if error else _json_text(output), error, failure.value if failure else None,
                                latency_ms, cost, input_tokens, output_tokens))
         if tags:
             self.tagged = True
