@@ -17,7 +17,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any
@@ -31,83 +31,17 @@ from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
 from evalloop.llm.cache import current_epoch as _EPOCH
-from evalloop.llm.usage import UsageTotals, close_scope, open_scope, usage_scope
+from evalloop.llm.usage import UsageTotals, close_scope, open_scope
 from evalloop.redact import redact_text
-from evalloop.score import Score, ScorerKind, coerce_score, scorer_failure
+from evalloop.score import Score, ScorerKind
 from evalloop.scorevec import ids_digest
-from evalloop.scoring.registry import Registry, ScorerSpec
+from evalloop.scoring.bound import BoundScorer
+from evalloop.scoring.bound import is_case_level as _is_case_level
+from evalloop.scoring.registry import Registry
 from evalloop.suites import Case, Suite
 from evalloop.targets import Target, resolve_target, stable_hash
 
 ProgressFn = Callable[[int], None]
-
-
-@dataclass(frozen=True)
-class BoundScorer:
-    """A registered scorer with the parameters and threshold one suite gives it."""
-
-    spec: ScorerSpec
-    params: dict[str, Any]
-    threshold: float
-    pass_mark: float
-    policy: dict[str, Any] = field(default_factory=dict)
-    label: str | None = None
-
-    @property
-    def name(self) -> str:
-        """The name results are stored under: the suite's label for this use, else the scorer's."""
-        return self.label or self.spec.name
-
-    @property
-    def kind(self) -> ScorerKind:
-        return self.spec.kind
-
-    async def score(self, case: Case, output: Any, ctx: CaseContext | None) -> Score:
-        """This scorer's grade of one output (an errored score when the scorer failed)."""
-        graded = self.grade(case, output, ctx)
-        return graded if isinstance(graded, Score) else await graded
-
-    def grade(self, case: Case, output: Any, ctx: CaseContext | None) -> Score | Coroutine[Any, Any, Score]:
-        """The grade of a sync scorer, computed in place; a coroutine giving it when the scorer is
-        async or returned an awaitable. ``ctx`` may be None for a scorer that does not take one."""
-        if self.spec.is_async:
-            return self._graded_async(case, output, ctx)
-        try:
-            raw = self._call(case, output, ctx)
-            if type(raw) is Score:
-                return raw
-            if asyncio.iscoroutine(raw):
-                return self._awaited(raw, case)
-            return coerce_score(raw)
-        except Exception as exc:
-            return self._failed(exc, case)
-
-    def _call(self, case: Case, output: Any, ctx: CaseContext | None) -> Any:
-        if self.spec.wants_ctx:
-            return self.spec.fn(case.input, output, case.expected, **{**self.params, "ctx": ctx})
-        return self.spec.fn(case.input, output, case.expected, **self.params)
-
-    async def _graded_async(self, case: Case, output: Any, ctx: CaseContext | None) -> Score:
-        try:
-            return coerce_score(await self._call(case, output, ctx))
-        except Exception as exc:
-            return self._failed(exc, case)
-
-    async def _awaited(self, pending: Awaitable[Any], case: Case) -> Score:
-        try:
-            return coerce_score(await pending)
-        except Exception as exc:
-            return self._failed(exc, case)
-
-    def _failed(self, exc: Exception, case: Case) -> Score:
-        """A scorer that raised: an errored score; an evalloop error that is not one case's stops the run."""
-        if isinstance(exc, EvalloopError):
-            if _is_case_level(exc):
-                return Score.error(f"scorer {self.name}: {exc.one_line()}")
-            exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
-            raise exc
-        # the grader failed: errored, never a real score
-        return Score.error(redact_text(scorer_failure(self.name, exc)))
 
 
 @dataclass
@@ -239,24 +173,10 @@ def _cases_hash(suite: Suite) -> str:
     return digest.hexdigest()[:16]
 
 
-def _usage_scope() -> contextlib.AbstractContextManager[Any]:
-    """A usage scope (kept for callers that open one by hand; the runner opens its own)."""
-    return usage_scope()
-
-
 def _json_text(output: Any) -> str:
     """An output as stored: compact JSON (:func:`evalloop.history.store.dumps`); text, what a
     trivial target mostly returns, straight through the encoder's own string function."""
     return encode_basestring(output) if type(output) is str else dumps(output)
-
-
-def _is_case_level(exc: EvalloopError) -> bool:
-    """An LLM reply that could not be used fails grading of one case; anything else stops the run."""
-    from evalloop.llm.errors import is_case_level
-
-    return is_case_level(exc)
-
-
 
 
 async def execute(
@@ -373,9 +293,10 @@ class _RunState:
     async def one(self, case: Case, epoch: int, row: int, usage: UsageTotals) -> None:
         """Run one case in one epoch: call the target, grade its output, queue the rows.
 
-        The common case — a sync target, sync scorers, nothing that asks for a context — runs in
-        place without a coroutine, a context object or a thread: the per-case cost is the run's
-        floor when the target is trivial. ``usage`` is the worker's open usage scope."""
+        The common case — a sync target, sync scorers, no deadline, nothing that asks for a
+        context — calls the target and the scorers in place, with no coroutine of their own, no
+        context object and no thread: the per-case cost is the run's floor when the target is
+        trivial. ``usage`` is the worker's open usage scope."""
         prepared, run_id, target = self.prepared, self.run_id, self.prepared.target
         case_id = case.id
         self.ids[row] = case_id
