@@ -8,12 +8,13 @@ wall time and in the process's CPU time: on a shared machine the CPU figure is t
     python bench/core_overhead.py            # 2,500 / 10,000 / 40,000 cases
     python bench/core_overhead.py 10000      # one size
 
-Measured on the 2-core development machine (shared, loaded), warm runs: 29–31k case-scores/s
-at 10k and ~33k/s at 100k (the previous runner, timed alternately in the same session: 14–17k/s
-at 10k, ~12k/s at 100k). Per case, about a third of the time is SQLite writing the two history
-rows (case_results, case_scores); the rest is reading and checking the case twice (once to
-validate before anything is written, once to run), the run loop, the `equals` Score, and the
-comparison with the baseline.
+Measured on the 2-core development machine, shared with other jobs, alternating with the
+previous runner in one session (warm runs): 10k cases 18–28k case-scores/s wall at load 2.6–6
+(29–31k at a quieter moment), 28–34k per CPU second, against 10–17k wall before; 100k cases
+20–22k wall (33k quieter), 32–35k per CPU second, against 11–12k wall before. Per case, about a
+third of the time is SQLite writing the two history rows (case_results, case_scores); the rest
+is reading and checking the case twice (once to validate before anything is written, once to
+run), the run loop, the `equals` Score, and the comparison with the baseline.
 """
 
 from __future__ import annotations
