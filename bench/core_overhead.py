@@ -9,12 +9,13 @@ wall time and in the process's CPU time: on a shared machine the CPU figure is t
     python bench/core_overhead.py 10000      # one size
 
 Measured on the 2-core development machine, shared with other jobs, alternating with the
-previous runner in one session (warm runs): 10k cases 18–28k case-scores/s wall at load 2.6–6
-(29–31k at a quieter moment), 28–34k per CPU second, against 10–17k wall before; 100k cases
-20–22k wall (33k quieter), 32–35k per CPU second, against 11–12k wall before. Per case, about a
-third of the time is SQLite writing the two history rows (case_results, case_scores); the rest
-is reading and checking the case twice (once to validate before anything is written, once to
-run), the run loop, the `equals` Score, and the comparison with the baseline.
+previous runner in one session (warm runs, 2 rounds at load ~1.5): 10k cases 33.1–33.6k
+case-scores/s wall (36.0–36.6k per CPU second) against 17.9k before; 100k cases 32.8–36.5k wall
+(35.0–38.7k per CPU second) against 18.0–18.2k before. At load 2.6–6 the wall figures fall to
+18–28k while the CPU figures stay at 28–35k. Per case, about a third of the time is SQLite
+writing the two history rows (case_results, case_scores); the rest is reading and checking the
+case twice (once to validate before anything is written, once to run), the run loop, the
+`equals` Score, and the comparison with the baseline.
 """
 
 from __future__ import annotations
