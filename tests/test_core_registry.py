@@ -102,6 +102,24 @@ def test_entry_point_scorers_are_discovered(tmp_path, monkeypatch):
     assert spec.fn(None, "short", None) == 1.0
 
 
+def test_a_package_installed_after_a_run_is_discovered_by_the_next(tmp_path, monkeypatch):
+    """The entry-point scan is kept between runs of one process, until a sys.path folder changes."""
+    import os
+
+    os.utime(tmp_path, (0, 0))  # a site folder last changed long ago
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ScorerError, match="unknown scorer|plugin-late"):
+        discover().get("plugin-late")
+    assert discover().get("equals")  # scanned again or not, the built-ins stay
+    (tmp_path / "plugin_late_scorers.py").write_text(
+        "from evalloop import scorer\n\n@scorer('plugin-late')\ndef late(input, output, expected):\n    return 1.0\n")
+    dist = tmp_path / "evalloop_plugin_late-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: evalloop-plugin-late\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[evalloop.scorers]\nlate = plugin_late_scorers\n")
+    assert discover().get("plugin-late").source.startswith("entry point late")
+
+
 def test_plain_function_and_module_registration():
     registry = Registry()
     module = types.ModuleType("m")

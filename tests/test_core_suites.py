@@ -124,3 +124,55 @@ def test_negative_control_per_scorer(tmp_path):
     text = GOOD.replace("    expected: y\n", "    expected: y\n    expect: {regex: fail}\n")
     case = list(load_suite(write(tmp_path, "n.yaml", text)).iter_cases())[1]
     assert case.expects_fail("regex") and not case.expects_fail("equals")
+
+
+TRICKY_LINES = [
+    '{"id": "a", "input": 1, "expected": [1, {"b": null}]}',  # the plain shape
+    '   {"id": "a", "input": 1}   ',  # whitespace around the value
+    '{"id": 7, "input": 1}',  # an integer id becomes text
+    '{"id": "a", "input": NaN}',
+    '{"id": "  ", "input": 1}',
+    '{"id": true, "input": 1}',
+    '{"id": "a"}',
+    '{"id": "a", "input": 1, "colour": 2}',
+    '{"id": "a", "input": 1, "tags": "x, y", "expect": "fail"}',
+    '{"id": "a", "input": 1, "expect": "maybe"}',
+    '{"id": "a", "input": 1} trailing',
+    '{"id": "a", "input": 1}\u00a0',  # JSON allows no other whitespace after a value
+    '\u00a0',
+    '\ufeff{"id": "a", "input": 1}',
+    '[{"id": "a", "input": 1}]',
+    '"a"',
+    '{"id": "a", "input": 1',
+]
+
+
+def _reference(line: str) -> tuple[str | None, str | None]:
+    """What the full path says of one line (with its newline, as read): (case id, error), from
+    json.loads and then the model."""
+    from evalloop.suites import _case
+
+    try:
+        data = json.loads(line + "\n")
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+    try:
+        return _case(data, "here").id, None
+    except FixtureError as exc:
+        return None, exc.what
+
+
+@pytest.mark.parametrize("line", TRICKY_LINES)
+def test_a_jsonl_case_is_checked_the_same_on_the_fast_path(tmp_path, line):
+    write(tmp_path, "cases.jsonl", '{"id": "first", "input": 0}\n\n  \n' + line + "\n")
+    suite = load_suite(write(tmp_path, "t.yaml", "name: t\ntarget: sut:echo\nscorers: [equals]\ncases: cases.jsonl\n"))
+    case_id, error = _reference(line)
+    for check in (suite._validate_cases, lambda: [c.id for c in suite.iter_cases()]):
+        try:
+            got = check()
+        except FixtureError as exc:
+            assert exc.where.startswith(f"{tmp_path / 'cases.jsonl'}:4"), exc.where
+            assert exc.what == error
+        else:
+            assert error is None, f"accepted: {line!r}"
+            assert got in (2, ["first", case_id])

@@ -68,13 +68,13 @@ def test_cli_run_reads_the_cases_file_twice_not_three_times(tmp_path, monkeypatc
     """Once to validate (before anything is written), once to run: never a third time."""
     root = jsonl_project(tmp_path)
     opened = []
-    real = evalloop.suites._iter_jsonl_cases
+    real = evalloop.suites._iter_jsonl
 
     def counting(path):
         opened.append(path)
         return real(path)
 
-    monkeypatch.setattr(evalloop.suites, "_iter_jsonl_cases", counting)
+    monkeypatch.setattr(evalloop.suites, "_iter_jsonl", counting)
     result = CliRunner().invoke(app, ["run", "--suite", "speedy", "--project", str(root)])
     assert result.exit_code == 0, result.output
     assert len(opened) == 2

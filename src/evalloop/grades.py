@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from evalloop.score import Score
 
 if TYPE_CHECKING:
-    from evalloop.runner import BoundScorer
+    from evalloop.scoring.bound import BoundScorer
 
 
 @dataclass

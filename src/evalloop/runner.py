@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import json
 import math
@@ -20,8 +19,10 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
+from evalloop.calling import is_awaitable
 from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError, FixtureError
 from evalloop.failures import Failure, TargetTimeout, classify
@@ -29,52 +30,18 @@ from evalloop.grades import ScorerResult, _Grades
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.store import HistoryStore, dumps, new_run_id
+from evalloop.llm.cache import current_epoch as _EPOCH
+from evalloop.llm.usage import UsageTotals, close_scope, open_scope
 from evalloop.redact import redact_text
-from evalloop.score import Score, ScorerKind, coerce_score, scorer_failure
+from evalloop.score import Score, ScorerKind
 from evalloop.scorevec import ids_digest
-from evalloop.scoring.registry import Registry, ScorerSpec
+from evalloop.scoring.bound import BoundScorer
+from evalloop.scoring.bound import is_case_level as _is_case_level
+from evalloop.scoring.registry import Registry
 from evalloop.suites import Case, Suite
 from evalloop.targets import Target, resolve_target, stable_hash
 
 ProgressFn = Callable[[int], None]
-
-
-@dataclass(frozen=True)
-class BoundScorer:
-    """A registered scorer with the parameters and threshold one suite gives it."""
-
-    spec: ScorerSpec
-    params: dict[str, Any]
-    threshold: float
-    pass_mark: float
-    policy: dict[str, Any] = field(default_factory=dict)
-    label: str | None = None
-
-    @property
-    def name(self) -> str:
-        """The name results are stored under: the suite's label for this use, else the scorer's."""
-        return self.label or self.spec.name
-
-    @property
-    def kind(self) -> ScorerKind:
-        return self.spec.kind
-
-    async def score(self, case: Case, output: Any, ctx: CaseContext) -> Score:
-        kwargs = dict(self.params)
-        if self.spec.wants_ctx:
-            kwargs["ctx"] = ctx
-        try:
-            raw = self.spec.fn(case.input, output, case.expected, **kwargs)
-            if self.spec.is_async or asyncio.iscoroutine(raw):
-                raw = await raw
-            return coerce_score(raw)
-        except EvalloopError as exc:
-            if _is_case_level(exc):
-                return Score.error(f"scorer {self.name}: {exc.one_line()}")
-            exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
-            raise
-        except Exception as exc:  # the grader failed: errored, never a real score
-            return Score.error(redact_text(scorer_failure(self.name, exc)))
 
 
 @dataclass
@@ -206,31 +173,10 @@ def _cases_hash(suite: Suite) -> str:
     return digest.hexdigest()[:16]
 
 
-@functools.cache
-def _usage_scope_factory() -> Callable[[], contextlib.AbstractContextManager[Any]]:
-    """The LLM layer's per-case usage scope, looked up once (a no-op without the LLM layer)."""
-    try:
-        from evalloop.llm.usage import usage_scope
-    except ImportError:
-        return lambda: contextlib.nullcontext(None)
-    return usage_scope
-
-
-def _usage_scope() -> contextlib.AbstractContextManager[Any]:
-    return _usage_scope_factory()()
-
-
-def _is_case_level(exc: EvalloopError) -> bool:
-    """An LLM reply that could not be used fails grading of one case; anything else stops the run."""
-    from evalloop.llm.errors import is_case_level
-
-    return is_case_level(exc)
-
-
-try:
-    from evalloop.llm.cache import current_epoch as _EPOCH
-except ImportError:  # pragma: no cover - the LLM layer is part of the package
-    _EPOCH = None
+def _json_text(output: Any) -> str:
+    """An output as stored: compact JSON (:func:`evalloop.history.store.dumps`); text, what a
+    trivial target mostly returns, straight through the encoder's own string function."""
+    return encode_basestring(output) if type(output) is str else dumps(output)
 
 
 async def execute(
@@ -276,7 +222,7 @@ async def execute(
     work: Iterator[tuple[int, Case, int]] = (
         (row, case, epoch) for epoch in range(epochs)
         for row, case in enumerate(itertools.islice(
-            (c for c in suite.iter_cases() if select is None or select(c)), n_cases))
+            suite.iter_cases() if select is None else filter(select, suite.iter_cases()), n_cases))
     )
     try:
         workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
@@ -308,86 +254,120 @@ class _RunState:
         self.run_id: str = run.id  # a plain str: the ORM attribute costs a descriptor call per case
         self.grades, self.batch_size, self.progress = grades, batch_size, progress
         self.ids: list[str] = [""] * n_cases  # case ids by position: one list every scorer's vector shares
-        self.case_rows: list[dict[str, Any]] = []
-        self.score_rows: list[dict[str, Any]] = []
+        self.case_rows: list[tuple[Any, ...]] = []
+        self.score_rows: list[tuple[Any, ...]] = []
         self.case_errors = 0
         self.calls = 0
         self.first_case_error = ""
         self.tagged = False
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
                        "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0}
+        # looked up once, not per case
+        self.grade_list = [grades[b.name] for b in prepared.scorers]
+        self.named_scorers = [(b, b.name) for b in prepared.scorers]
+        self.timeout = prepared.suite.timeout
+        self.inline = prepared.target.inline(self.timeout)
+        self.wants_ctx = prepared.target.wants_ctx or any(b.spec.wants_ctx for b in prepared.scorers)
 
     async def worker(self, work: Iterator[tuple[int, Case, int]]) -> None:
-        for i, (row, case, epoch) in enumerate(work, start=1):
-            await self.one(case, epoch, row)
-            if i % 8 == 0:  # let signals, cancellation and other workers in, even for sync targets
-                await asyncio.sleep(0)
+        """Run cases one after another. The usage scope and the epoch variable are set once per
+        worker, not per case: a worker's cases never overlap, so what a case's LLM calls record is
+        read and cleared when the case ends (:meth:`one`)."""
+        usage, usage_token = open_scope()
+        epoch_token = _EPOCH.set(current := 0)
+        yielded = time.perf_counter()
+        try:
+            for i, (row, case, epoch) in enumerate(work, start=1):
+                if epoch != current:
+                    _EPOCH.set(current := epoch)
+                await self.one(case, epoch, row, usage)
+                # let signals, cancellation and other workers in, even for sync targets: every 8
+                # cases, but no more than once in 2 ms (a trip through the loop costs microseconds)
+                if i % 8 == 0 and (now := time.perf_counter()) - yielded > 0.002:
+                    await asyncio.sleep(0)
+                    yielded = now
+        finally:
+            close_scope(usage_token)
+            _EPOCH.reset(epoch_token)
 
-    async def one(self, case: Case, epoch: int, row: int) -> None:
-        prepared, run_id = self.prepared, self.run_id
-        self.ids[row] = case.id
-        ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services)
+    async def one(self, case: Case, epoch: int, row: int, usage: UsageTotals) -> None:
+        """Run one case in one epoch: call the target, grade its output, queue the rows.
+
+        The common case — a sync target, sync scorers, no deadline, nothing that asks for a
+        context — calls the target and the scorers in place, with no coroutine of their own, no
+        context object and no thread: the per-case cost is the run's floor when the target is
+        trivial. ``usage`` is the worker's open usage scope."""
+        prepared, run_id, target = self.prepared, self.run_id, self.prepared.target
+        case_id = case.id
+        self.ids[row] = case_id
+        ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services) if self.wants_ctx else None
         error: str | None = None
         failure: Failure | None = None
         output: Any = None
-        epoch_token = _EPOCH.set(epoch) if _EPOCH is not None else None
-        with _usage_scope() as usage:
-            started = time.perf_counter()
-            try:
-                output = await prepared.target(case.input, ctx, timeout=prepared.suite.timeout)
-            except EvalloopError as exc:
-                if not _is_case_level(exc):
-                    exc.where = f"{exc.where}, case '{case.id}'" if exc.where else f"case '{case.id}'"
-                    raise
-                error, failure = f"{type(exc).__name__}: {exc.what}", classify(exc)
-            except TargetTimeout as exc:
-                error, failure = str(exc), Failure.TARGET
-            except Exception as exc:
-                # exception texts carry URLs: redacted before they reach history or a report
-                error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
-            latency_ms = (time.perf_counter() - started) * 1000.0
-            scores = []
-            for bound in prepared.scorers:
-                if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
-                    score = Score.infrastructure(error or "")
-                elif failure is Failure.TARGET:  # the product failed its case: a real 0
-                    score = Score.target_failure(error or "")
-                else:
-                    score = await bound.score(case, output, ctx)
-                scores.append((bound.name, score))
-        if epoch_token is not None:
-            _EPOCH.reset(epoch_token)
+        started = time.perf_counter()
+        try:
+            if self.inline:
+                output = target.start(case.input, ctx)
+                if is_awaitable(output):
+                    output = await output
+            else:
+                output = await target(case.input, ctx, timeout=self.timeout)
+        except EvalloopError as exc:
+            if not _is_case_level(exc):
+                exc.where = f"{exc.where}, case '{case_id}'" if exc.where else f"case '{case_id}'"
+                raise
+            error, failure = f"{type(exc).__name__}: {exc.what}", classify(exc)
+        except TargetTimeout as exc:
+            error, failure = str(exc), Failure.TARGET
+        except Exception as exc:
+            # exception texts carry URLs: redacted before they reach history or a report
+            error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        scores: list[tuple[str, Score]] = []
+        for bound, name in self.named_scorers:
+            if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
+                score = Score.infrastructure(error or "")
+            elif failure is Failure.TARGET:  # the product failed its case: a real 0
+                score = Score.target_failure(error or "")
+            else:
+                graded = bound.grade(case, output, ctx)
+                score = graded if type(graded) is Score or isinstance(graded, Score) else await graded
+            scores.append((name, score))
         self.calls += 1
         if error is not None:
             self.case_errors += 1
-            self.first_case_error = self.first_case_error or f"case '{case.id}': {error}"
-        elif any(score.failure is Failure.TARGET for _, score in scores):  # a scorer could not parse it
-            failure = Failure.TARGET
+            self.first_case_error = self.first_case_error or f"case '{case_id}': {error}"
+        else:
+            for _, score in scores:
+                if score.failure is Failure.TARGET:  # a scorer could not parse the output
+                    failure = Failure.TARGET
+                    break
         if failure is not None:
             self.totals[f"{failure.value}_failures"] += 1
-        result: dict[str, Any] = {"run_id": run_id, "case_id": case.id, "epoch": epoch,
-                                  "tags": ",".join(case.tags) or None,
-                                  "output": None if error else dumps(output), "error": error,
-                                  "failure": failure.value if failure else None,
-                                  "latency_ms": latency_ms, "cost_usd": 0.0, "input_tokens": 0,
-                                  "output_tokens": 0}
-        if usage is not None:
-            result.update(cost_usd=usage.cost_usd, input_tokens=usage.input_tokens,
-                          output_tokens=usage.output_tokens)
-            for key in ("cost_usd", "input_tokens", "output_tokens"):
-                self.totals[key] += getattr(usage, key)
-            self.totals["llm_calls"] += usage.calls
-            self.totals["cache_hits"] += usage.cache_hits
-            self.totals["llm_retries"] += usage.retries
-        self.case_rows.append(result)
-        self.tagged = self.tagged or bool(case.tags)
-        for name, score in scores:
-            self.grades[name].add(row, score, case.expects_fail(name))
-            self.score_rows.append({
-                "run_id": run_id, "case_id": case.id, "epoch": epoch, "scorer": name,
-                "value": score.value, "errored": score.errored, "skipped": score.skipped,
-                "message": score.message, "meta": dumps(score.metadata) if score.metadata else None,
-            })
+        tags = case.tags
+        cost, input_tokens, output_tokens = 0.0, 0, 0
+        if usage.calls or usage.cache_hits or usage.retries:  # evalloop's LLM clients were called
+            cost, input_tokens, output_tokens = usage.cost_usd, usage.input_tokens, usage.output_tokens
+            totals = self.totals
+            totals["cost_usd"] += cost
+            totals["input_tokens"] += input_tokens
+            totals["output_tokens"] += output_tokens
+            totals["llm_calls"] += usage.calls
+            totals["cache_hits"] += usage.cache_hits
+            totals["llm_retries"] += usage.retries
+            usage.clear()
+        # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
+        self.case_rows.append((run_id, case_id, epoch, (",".join(tags) or None) if tags else None,
+                               None if error else _json_text(output), error, failure.value if failure else None,
+                               latency_ms, cost, input_tokens, output_tokens))
+        if tags:
+            self.tagged = True
+        plain = case.expect == "pass"  # no scorer treats it as a known-bad control
+        score_rows = self.score_rows
+        for (name, score), grades in zip(scores, self.grade_list, strict=True):
+            grades.add(row, score, not plain and case.expects_fail(name))
+            score_rows.append((run_id, case_id, epoch, name, score.value, score.errored, score.skipped,
+                               score.message, dumps(score.metadata) if score.metadata else None))
         if len(self.case_rows) >= self.batch_size:
             self.flush()
         if self.progress is not None:

@@ -6,7 +6,7 @@ import math
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from evalloop.failures import Failure
 
@@ -40,21 +40,13 @@ class Score(BaseModel):
     (errored: the API or the network failed).
     """
 
-    value: float = Field(ge=0.0, le=1.0)
+    #: checked by pydantic's own constraints (no Python validator: a Score is built per case)
+    value: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
     message: str = ""
     errored: bool = False
     skipped: bool = False
     failure: Failure | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("value", mode="before")
-    @classmethod
-    def _finite(cls, v: Any) -> Any:
-        if isinstance(v, bool):
-            return float(v)
-        if isinstance(v, int | float) and not math.isfinite(v):
-            raise ValueError(f"score value must be a finite number, got {v}")
-        return v
 
     @classmethod
     def error(cls, message: str, **metadata: Any) -> Score:
@@ -109,6 +101,9 @@ def scorer_failure(name: str, exc: BaseException) -> str:
         err = exc.errors()[0]
         if tuple(err["loc"]) == ("value",) and err["type"] in ("less_than_equal", "greater_than_equal"):
             exc = ScoreOutOfRange(f"returned {err['input']!r}, outside [0, 1]")
+        elif tuple(err["loc"]) == ("value",) and err["type"] == "finite_number":
+            return (f"scorer {name} built an invalid Score: value: Value error, score value must be a "
+                    f"finite number, got {err['input']}")
         else:
             loc = ".".join(str(p) for p in err["loc"])
             return f"scorer {name} built an invalid Score: {loc}: {err['msg']}"

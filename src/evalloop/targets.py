@@ -48,6 +48,17 @@ class Target:
         return await call_target(self.fn, (input,), kwargs, in_thread=self.threads and not self.is_async,
                                  timeout=timeout)
 
+    def inline(self, timeout: float | None = None) -> bool:
+        """Whether a call may run in place (:meth:`start`): no thread, no deadline to keep."""
+        return timeout is None and not (self.threads and not self.is_async)
+
+    def start(self, input: Any, ctx: Any = None) -> Any:
+        """Call the target in place, on the loop's thread: its output, or an awaitable giving it
+        (see :func:`evalloop.calling.is_awaitable`). Only when :meth:`inline` says so."""
+        if self.wants_ctx:
+            return self.fn(input, **{**self.params, "ctx": ctx})
+        return self.fn(input, **self.params) if self.params else self.fn(input)
+
 
 #: top-level packages never dropped and re-imported from a project directory: evalloop itself
 #: (its tables, registries and settings live in module state; a second copy of them breaks a

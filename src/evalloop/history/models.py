@@ -88,7 +88,7 @@ class CaseResult(SQLModel, table=True):
     __table_args__ = (Index("ix_case_results_run_case", "run_id", "case_id", "epoch"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    run_id: str = Field(foreign_key="runs.id", index=True)
+    run_id: str = Field(foreign_key="runs.id")  # indexed first by ix_case_results_run_case
     case_id: str
     epoch: int = 0
     tags: str | None = None
@@ -108,7 +108,7 @@ class CaseScore(SQLModel, table=True):
     __table_args__ = (Index("ix_case_scores_run_scorer", "run_id", "scorer", "case_id"),)
 
     id: int | None = Field(default=None, primary_key=True)
-    run_id: str = Field(foreign_key="runs.id", index=True)
+    run_id: str = Field(foreign_key="runs.id")  # indexed first by ix_case_scores_run_scorer
     case_id: str
     epoch: int = 0
     scorer: str

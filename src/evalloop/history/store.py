@@ -259,30 +259,40 @@ class HistoryStore(metaclass=_MappedErrors):
             with contextlib.suppress(Exception):
                 lease.release()
 
-    def add_results(self, cases: Sequence[Mapping[str, Any]], scores: Sequence[Mapping[str, Any]]) -> None:
-        """Append a batch of case results and scores in one transaction."""
+    def add_results(self, cases: Sequence[Mapping[str, Any] | tuple[Any, ...]],
+                    scores: Sequence[Mapping[str, Any] | tuple[Any, ...]]) -> None:
+        """Append a batch of case results and scores in one transaction.
+
+        A row is a mapping of column names, or — as the runner writes them, one tuple per row
+        and no dict — a tuple of every column in :data:`CASE_RESULT_COLUMNS` /
+        :data:`CASE_SCORE_COLUMNS` order; the rows of one list are all of one kind."""
         if not cases and not scores:
             return
-        cases, scores = _redacted(cases, "error"), _redacted(scores, "message")
+        cases, scores = _redacted(cases, "error", CASE_RESULT_COLUMNS), _redacted(scores, "message", CASE_SCORE_COLUMNS)
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
                 # The DB-API executemany is several times faster than Core's parameter handling
                 # for these flat rows; other databases take the portable path.
                 cursor = conn.connection.driver_connection.cursor()
-                for table, rows in ((CaseResult, cases), (CaseScore, scores)):
-                    if rows:
+                for table, rows, columns in ((CaseResult, cases, CASE_RESULT_COLUMNS),
+                                             (CaseScore, scores, CASE_SCORE_COLUMNS)):
+                    if not rows:
+                        continue
+                    if type(rows[0]) is tuple:
+                        names, values = list(columns), rows
+                    else:
                         names = [c for c in rows[0] if c != "id"]
-                        sql = (f"INSERT INTO {table.__tablename__} ({', '.join(names)}) "
-                               f"VALUES ({', '.join('?' * len(names))})")
                         row_of = operator.itemgetter(*names)  # one C call per row
-                        cursor.executemany(sql, map(row_of, rows) if len(names) > 1 else
-                                           ((row_of(r),) for r in rows))
+                        values = map(row_of, rows) if len(names) > 1 else ((row_of(r),) for r in rows)
+                    sql = (f"INSERT INTO {table.__tablename__} ({', '.join(names)}) "
+                           f"VALUES ({', '.join('?' * len(names))})")
+                    cursor.executemany(sql, values)
                 cursor.close()
                 return
             if cases:
-                conn.execute(insert(CaseResult), list(cases))
+                conn.execute(insert(CaseResult), _as_dicts(cases, CASE_RESULT_COLUMNS))
             if scores:
-                conn.execute(insert(CaseScore), list(scores))
+                conn.execute(insert(CaseScore), _as_dicts(scores, CASE_SCORE_COLUMNS))
 
     def finish_run(self, run_id: str, summaries: Iterable[ScorerSummary],
                    vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
@@ -499,12 +509,34 @@ class HistoryStore(metaclass=_MappedErrors):
             return int(session.exec(select(func.count()).select_from(table)).one())
 
 
-def _redacted(rows: Sequence[Mapping[str, Any]], key: str) -> Sequence[Mapping[str, Any]]:
+#: the columns of a case result and of a case score, in the order a tuple row gives them
+CASE_RESULT_COLUMNS = ("run_id", "case_id", "epoch", "tags", "output", "error", "failure", "latency_ms",
+                       "cost_usd", "input_tokens", "output_tokens")
+CASE_SCORE_COLUMNS = ("run_id", "case_id", "epoch", "scorer", "value", "errored", "skipped", "message", "meta")
+
+
+def _as_dicts(rows: Sequence[Mapping[str, Any] | tuple[Any, ...]], columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [dict(zip(columns, r, strict=True)) if type(r) is tuple else dict(r) for r in rows]
+
+
+def _redacted(rows: Sequence[Any], key: str, columns: tuple[str, ...]) -> Sequence[Any]:
     """The rows with credentials in URLs of their ``key`` text masked (a last barrier: the
     runner redacts what it builds, but a scorer's own message may quote a URL)."""
-    if not any(isinstance(r.get(key), str) and "://" in r[key] for r in rows):
+    if not rows:
         return rows
-    return [{**r, key: redact_text(r[key])} if isinstance(r.get(key), str) else r for r in rows]
+    index = columns.index(key)
+    texts = list(map(operator.itemgetter(index), rows)) if type(rows[0]) is tuple else [r.get(key) for r in rows]
+    if not any("://" in t for t in texts if type(t) is str):
+        return rows
+    out = []
+    for r, text in zip(rows, texts, strict=True):
+        if not isinstance(text, str):
+            out.append(r)
+        elif type(r) is tuple:
+            out.append((*r[:index], redact_text(text), *r[index + 1:]))
+        else:
+            out.append({**r, key: redact_text(text)})
+    return out
 
 
 def pid_alive(pid: int) -> bool:

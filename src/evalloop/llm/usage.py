@@ -1,19 +1,25 @@
-"""Token and cost accounting per scope (a run, a case) through a ContextVar."""
+"""Token and cost accounting per scope (a run, a case) through a ContextVar.
+
+A scope is a plain slots dataclass pushed onto a ContextVar: the runner opens one per case, so
+opening and closing one must cost next to nothing (:func:`open_scope` / :func:`close_scope`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
-
-from evalloop.llm.types import LLMResponse
+if TYPE_CHECKING:
+    from evalloop.llm.types import LLMResponse
 
 _SCOPES: ContextVar[tuple[UsageTotals, ...]] = ContextVar("evalloop_llm_usage", default=())
 
 
-class UsageTotals(BaseModel):
+@dataclass(slots=True)
+class UsageTotals:
     """What the calls made inside one scope used.
 
     ``calls`` counts calls answered by an API (cache hits are counted in ``cache_hits`` only and
@@ -38,6 +44,22 @@ class UsageTotals(BaseModel):
         self.output_tokens += response.usage.output_tokens
         self.cost_usd += response.cost_usd
 
+    def clear(self) -> None:
+        """Start counting again from zero (the runner reads a worker's scope case by case)."""
+        self.calls = self.cache_hits = self.input_tokens = self.output_tokens = self.retries = 0
+        self.cost_usd = 0.0
+
+
+def open_scope() -> tuple[UsageTotals, Token[tuple[UsageTotals, ...]]]:
+    """Open a scope without a ``with`` block: its totals, and the token :func:`close_scope` takes."""
+    totals = UsageTotals()
+    return totals, _SCOPES.set((*_SCOPES.get(), totals))
+
+
+def close_scope(token: Token[tuple[UsageTotals, ...]]) -> None:
+    """Close the scope :func:`open_scope` opened (in the same context)."""
+    _SCOPES.reset(token)
+
 
 @contextmanager
 def usage_scope() -> Iterator[UsageTotals]:
@@ -45,8 +67,7 @@ def usage_scope() -> Iterator[UsageTotals]:
 
     Scopes nest: a call adds to every enclosing scope.
     """
-    totals = UsageTotals()
-    token = _SCOPES.set((*_SCOPES.get(), totals))
+    totals, token = open_scope()
     try:
         yield totals
     finally:

@@ -246,9 +246,31 @@ def load_project_scorers(registry: Registry, scorers_dir: Path) -> None:
         registry.add_module(module, source=str(path))
 
 
+#: (what the scan depended on, its entry points): the last scan of the ``evalloop.scorers`` group
+_SCANNED: tuple[tuple[tuple[str, int], ...], tuple[Any, ...]] | None = None
+
+
+def _scorer_entry_points() -> tuple[Any, ...]:
+    """The group's entry points. Scanning every installed distribution costs milliseconds per run,
+    so the scan is kept until ``sys.path`` or one of its directories changes (installing or
+    removing a package adds or removes a ``.dist-info`` folder there)."""
+    global _SCANNED
+    key = tuple((entry, _mtime_ns(entry)) for entry in sys.path)
+    if _SCANNED is None or _SCANNED[0] != key:
+        _SCANNED = key, tuple(entry_points(group=ENTRY_POINT_GROUP))
+    return _SCANNED[1]
+
+
+def _mtime_ns(entry: str) -> int:
+    try:
+        return Path(entry or ".").stat().st_mtime_ns
+    except OSError:
+        return -1
+
+
 def load_entry_point_scorers(registry: Registry) -> None:
     """Register scorers that installed packages expose in the ``evalloop.scorers`` group."""
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _scorer_entry_points():
         try:
             obj = ep.load()
         except Exception as exc:
