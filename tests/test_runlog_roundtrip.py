@@ -104,13 +104,13 @@ def test_a_merge_conflict_in_the_log_is_one_clear_error(logged, tmp_path):
 def test_lines_are_found_by_their_heads_across_chunk_boundaries(logged, tmp_path, monkeypatch):
     """The importer reads only each line's first bytes to learn its run id, in chunks; lines that
     straddle chunks, blank lines of spaces and a whole last line without its newline still count."""
-    from evalloop.history import runlog
+    from evalloop.history import linefile, runlog
 
     settings, ids = logged
     path = log_path(settings.history_dir, "controlled")
     lines = path.read_text().splitlines()
     path.write_text(lines[0] + "\n" + " " * 5000 + "\n\n" + lines[1] + "\n" + lines[2])
-    monkeypatch.setattr(runlog, "_CHUNK", 97)  # every line crosses several chunk ends
+    monkeypatch.setattr(linefile, "CHUNK", 97)  # every line crosses several chunk ends
     assert [run_id for _, run_id, _, _ in runlog._heads(path)] == ids
     assert [e.id for e in read_log(path)] == ids
     fresh = HistoryStore(f"sqlite:///{tmp_path / 'fresh.db'}")

@@ -8,12 +8,9 @@ importing twice changes nothing, and ``merge=union`` in ``.gitattributes`` merge
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import itertools
 import json
 import logging
-import os
 import re
 import secrets
 from collections import defaultdict
@@ -28,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from evalloop.errors import EvalloopError
+from evalloop.history import linefile
 from evalloop.history.models import CaseScore, Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps, mapped
 from evalloop.redact import redact_text
@@ -225,87 +223,20 @@ class RunLogWriteError(RunLogError, OSError):
 
 
 def _append(path: Path, parts: Iterable[bytes], notices: list[str] | None = None) -> None:
-    """Append whole lines (given as byte pieces), all or nothing: write, check every byte went
-    out, fsync; on any failure truncate back to the previous length and raise
-    :class:`RunLogWriteError`.
-
-    Appenders on one host queue on an exclusive ``flock``. A partial last line left by an
-    earlier crash is cut off first (with a notice), never buried mid-file; a complete last
-    line that only lacks its newline gets one.
-    """
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    """Append run-log lines all or nothing (see :func:`linefile.append`); a failure is a
+    :class:`RunLogWriteError` naming the file and how to recover."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        size, prefix = _mend_tail(fd, path, size, b"", notices)
-        written = 0
-        try:
-            for piece in itertools.chain([prefix], parts):
-                view = memoryview(piece)
-                while view:
-                    n = os.write(fd, view)
-                    if n <= 0:
-                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                    written += n
-                    view = view[n:]
-            if os.fstat(fd).st_size != size + written:  # verified: what went out is what is there
-                raise OSError(errno.EIO, f"the file is {os.fstat(fd).st_size} bytes, expected {size + written}")
-            os.fsync(fd)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, size)
-                os.fsync(fd)
-            raise RunLogWriteError(
-                f"the run's line was not appended ({exc.strerror or exc}; {written} bytes went out "
-                "and were rolled back)", where=str(path),
-                hint="the run is in the database: free space, then `evalloop history export` adds it") from None
-    finally:
-        os.close(fd)
-
-
-def _mend_tail(fd: int, path: Path, size: int, data: bytes, notices: list[str] | None) -> tuple[int, bytes]:
-    """Cut a partial last line off (or give a whole one its newline); the new size and data back."""
-    if not size or os.pread(fd, 1, size - 1) == b"\n":
-        return size, data
-    start = size
-    while start > 0:  # find where the last line begins
-        chunk_start = max(0, start - 65536)
-        chunk = os.pread(fd, start - chunk_start, chunk_start)
-        cut = chunk.rfind(b"\n")
-        if cut >= 0:
-            start = chunk_start + cut + 1
-            break
-        start = chunk_start
-    tail = os.pread(fd, size - start, start)
-    if _is_entry(tail):
-        return size, b"\n" + data
-    os.ftruncate(fd, start)
-    message = (f"{path}: removed a partial last line ({size - start} bytes, left by an interrupted write) "
-               "before appending")
-    log.warning("%s", message)
-    if notices is not None:
-        notices.append(message)
-    return start, data
+        linefile.append(path, parts, _is_entry, notices)
+    except linefile.AppendFailed as exc:
+        raise RunLogWriteError(
+            f"the run's line was not appended ({exc.strerror}; {exc.written} bytes went out "
+            "and were rolled back)", where=str(path),
+            hint="the run is in the database: free space, then `evalloop history export` adds it") from None
 
 
 def mend_log(path: Path) -> str | None:
     """Cut a partial last line off a run log (``evalloop doctor --repair``); what was done, or None."""
-    import fcntl
-
-    notices: list[str] = []
-    fd = os.open(path, os.O_RDWR | os.O_APPEND)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        _, data = _mend_tail(fd, path, os.fstat(fd).st_size, b"", notices)
-        if data:  # a whole last line that only lacked its newline
-            os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return notices[0] if notices else None
+    return linefile.mend(path, _is_entry)
 
 
 def _is_entry(raw: bytes) -> bool:
@@ -333,48 +264,13 @@ def append_run(store: HistoryStore, history_dir: Path, run_id: str,
 
 
 # -- reading ------------------------------------------------------------------------------
-_CHUNK = 1 << 16  # bytes read at a time when only the lines' run ids are wanted
-_HEAD = 200  # a line's run id is found within its first bytes
-_TEXT = re.compile(rb"\S")
-
-
-def _spans(path: Path) -> Iterator[tuple[int, int, int, bool, bytes]]:
-    """(line number, start, end, has newline, first bytes) of every non-blank line, read in
-    64 KiB chunks: a 2 MB line (a 100,000-case run) is never held whole just to learn its run id."""
-    with open(path, "rb") as f:
-        number, start, base, head, filled = 1, 0, 0, b"", False
-        while chunk := f.read(_CHUNK):
-            at = 0
-            while True:
-                cut = chunk.find(b"\n", at)
-                stop = cut if cut >= 0 else len(chunk)
-                if not filled and _TEXT.search(chunk, at, stop):  # a blank line is never an entry
-                    filled = True
-                if len(head) < _HEAD:
-                    head += chunk[at:min(stop, at + _HEAD - len(head))]
-                if cut < 0:
-                    break
-                if filled:
-                    yield number, start, base + cut, True, head
-                number, start, head, filled, at = number + 1, base + cut + 1, b"", False, cut + 1
-            base += len(chunk)
-        if filled:
-            yield number, start, base, False, head
-
-
-def _read_span(path: Path, start: int, end: int) -> str:
-    with open(path, "rb") as f:
-        f.seek(start)
-        return f.read(end - start).decode("utf-8", errors="replace")
-
-
 def _heads(path: Path) -> Iterator[tuple[int, str, int, int]]:
     """(line number, run id, start, end) of every non-blank line; a line without an id is an error.
 
     A last line without its newline is kept only when it is a whole entry (an interrupted append
     leaves a partial one, which the next append removes)."""
-    for number, start, end, complete, head in _spans(path):
-        if not complete and not _is_entry(_read_span(path, start, end).encode()):
+    for number, start, end, complete, head in linefile.spans(path):
+        if not complete and not _is_entry(linefile.read_span(path, start, end).encode()):
             log.warning("%s:%d: skipped a partial last line (the next append removes it)", path, number)
             continue
         found = _ID.search(head.decode("utf-8", errors="replace"))
@@ -386,7 +282,7 @@ def _heads(path: Path) -> Iterator[tuple[int, str, int, int]]:
 def _lines(path: Path) -> Iterator[tuple[int, str, str]]:
     """(line number, run id, line) for every entry line (see :func:`_heads`)."""
     for number, run_id, start, end in _heads(path):
-        yield number, run_id, _read_span(path, start, end)
+        yield number, run_id, linefile.read_span(path, start, end)
 
 
 def _bad_line(path: Path, number: int, why: str) -> RunLogError:
@@ -431,7 +327,7 @@ def sync_suite(store: HistoryStore, history_dir: Path, suite: str) -> int:
     missing = [(n, start, end) for n, run_id, start, end in _heads(path) if run_id not in known]
     count = 0
     for number, start, end in missing:  # only the lines the database lacks are read whole
-        entry = _parse(path, number, _read_span(path, start, end))
+        entry = _parse(path, number, linefile.read_span(path, start, end))
         if entry.id in known:
             continue
         count += _insert(store, entry)
