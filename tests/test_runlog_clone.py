@@ -87,7 +87,7 @@ def test_history_import_and_export_commands(tmp_path, monkeypatch):
     (root / "history" / "evalloop.db").unlink()
     for extra in root.glob("history/evalloop.db-*"):
         extra.unlink()
-    from evalloop.history import store as store_module
+    from evalloop.history import engine as store_module
 
     store_module._ENGINES.pop(load_settings(root).database_url, None)  # the file is gone
     imported = runner.invoke(app, ["history", "import", "-C", str(root)])

@@ -157,7 +157,7 @@ def test_an_older_history_database_is_still_migrated_and_a_current_one_is_not_ch
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
-    from evalloop.history import store
+    from evalloop.history import engine as store
 
     root = make_project(tmp_path / "p", {"tiny": SUITE}, scorers=None)
     first = cli(root, "run", "--suite", "tiny")

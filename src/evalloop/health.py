@@ -65,7 +65,7 @@ def check_history(settings: Settings) -> Check:
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
-    from evalloop.history.store import available_driver, recovery_hint, store_where
+    from evalloop.history.engine import available_driver, recovery_hint, store_where
 
     url = settings.database_url
     where = store_where(url)

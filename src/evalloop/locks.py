@@ -30,8 +30,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from evalloop.errors import EvalloopError
+from evalloop.history.engine import get_engine
 from evalloop.history.schema import ensure_tables
-from evalloop.history.store import get_engine, pid_alive
+from evalloop.history.store import pid_alive
 
 log = logging.getLogger("evalloop.locks")
 

@@ -33,8 +33,9 @@ from sqlalchemy.engine import make_url
 
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
+from evalloop.history.engine import get_engine
 from evalloop.history.schema import ensure_job_store
-from evalloop.history.store import HistoryStore, get_engine
+from evalloop.history.store import HistoryStore
 from evalloop.locks import DatabaseLock, claim_fire, process_owner
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger

@@ -10,7 +10,7 @@ from pathlib import Path
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import create_engine
 
-from evalloop.history.store import _ENGINES, get_engine
+from evalloop.history.engine import _ENGINES, get_engine
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -21,17 +21,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import event, insert
-from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy import insert
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session, SQLModel, col, create_engine, select
+from sqlmodel import Session, SQLModel, col, select
 
-from evalloop.errors import ConfigError, EvalloopError, StoreError, is_db_error, store_error
+from evalloop.errors import EvalloopError, is_db_error, store_error
+from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.models import CaseResult, CaseScore, Run, RunStatus, ScorerSummary, ScoreVector, utcnow
-from evalloop.history.schema import ensure_tables
-from evalloop.redact import redact_text, redact_url
+from evalloop.redact import redact_text
 
-_ENGINES: dict[str, Engine] = {}
 #: how long a run's lease lasts without a heartbeat (its holder refreshes it every 10 s)
 RUN_LEASE_SECONDS = 60.0
 _LEASES: dict[tuple[str, str], Any] = {}
@@ -42,129 +40,6 @@ def new_run_id(at: datetime | None = None) -> str:
     """A sortable run id: UTC time to the millisecond plus 6 random hex digits."""
     at = at or utcnow()
     return at.strftime("%Y%m%dT%H%M%S") + f"{at.microsecond // 1000:03d}-" + secrets.token_hex(3)
-
-
-def available_driver(parsed: URL) -> URL:
-    """``postgresql://`` means SQLAlchemy's default driver (psycopg2); use psycopg 3 if only it is here."""
-    import importlib.util
-
-    if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None \
-            and importlib.util.find_spec("psycopg") is not None:
-        return parsed.set(drivername="postgresql+psycopg")
-    return parsed
-
-
-def get_engine(url: str) -> Engine:
-    """One engine per URL; SQLite files get WAL and their folder created."""
-    engine = _ENGINES.get(url)
-    if engine is not None:
-        return engine
-    try:
-        parsed = make_url(url)
-    except Exception:
-        raise ConfigError(f"'{redact_url(url)}' is not a database URL",
-                          hint="use e.g. sqlite:///history/evalloop.db or postgresql://…") from None
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    parsed = available_driver(parsed)
-    try:
-        engine = create_engine(parsed, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"
-                               else {})
-    except ModuleNotFoundError as exc:
-        raise ConfigError(f"the database driver '{exc.name}' for this URL is not installed", where=redact_url(url),
-                          hint=f"pip install {exc.name}") from None
-    if parsed.get_backend_name() == "sqlite":
-        @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.close()
-    where = store_where(url)
-    try:
-        if not _schema_is_current(engine):
-            ensure_tables(engine, SQLModel.metadata, migrate=_migrate, where=where)
-    except StoreError as exc:
-        engine.dispose()
-        if "is damaged" in exc.what:
-            exc.hint = recovery_hint(url)
-        raise
-    _ENGINES[url] = engine
-    return engine
-
-
-def store_where(url: str) -> str:
-    """How a message names a history database: its file for SQLite, else its URL (redacted)."""
-    try:
-        parsed = make_url(url)
-    except Exception:  # noqa: BLE001 - not a URL: say it as given, redacted
-        return redact_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        return str(parsed.database)
-    return redact_url(url)
-
-
-def recovery_hint(url: str) -> str:
-    """How to recover a damaged history database: move it aside and rebuild from the run logs."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        return ("run `evalloop doctor --repair`: it moves the file aside (with its -wal/-shm files) and "
-                "rebuilds it from the run logs (`evalloop history import`)")
-    return "restore it from a backup, or run `evalloop doctor`"
-
-
-def schema_stamp() -> int:
-    """A number that changes whenever the history tables do (names, columns, types, indexes):
-    SQLite keeps it in ``PRAGMA user_version`` once the tables are created and migrated."""
-    import zlib
-
-    shape = [(t.name, [(c.name, str(c.type)) for c in t.columns], sorted(i.name or "" for i in t.indexes))
-             for t in SQLModel.metadata.sorted_tables]
-    return zlib.crc32(repr(shape).encode()) & 0x7FFFFFFF or 1
-
-
-def _schema_is_current(engine: Engine) -> bool:
-    """Whether a SQLite history database was made (or last migrated) by this schema: then
-    opening it needs no table checks. Anything unexpected says no, and the full check runs."""
-    if engine.dialect.name != "sqlite":
-        return False
-    try:
-        with engine.connect() as conn:
-            return conn.exec_driver_sql("PRAGMA user_version").scalar() == schema_stamp()
-    except Exception:  # noqa: BLE001 - a damaged or locked file: the full check says what is wrong
-        return False
-
-
-def _migrate(conn: Connection) -> None:
-    _add_missing_columns(conn)
-    if conn.dialect.name == "sqlite":  # in the same transaction as the tables it vouches for
-        conn.exec_driver_sql(f"PRAGMA user_version = {schema_stamp()}")
-
-
-def _add_missing_columns(conn: Connection) -> None:
-    """Bring a database made by an older evalloop up to date: add new (nullable) columns and indexes.
-
-    Columns are only ever added, never dropped or changed, so older histories stay readable.
-    """
-    from sqlalchemy import inspect as sa_inspect
-    from sqlalchemy.schema import CreateColumn
-
-    inspector = sa_inspect(conn)
-    for table in SQLModel.metadata.sorted_tables:
-        if not inspector.has_table(table.name):
-            continue
-        present = {c["name"] for c in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name in present:
-                continue
-            ddl = CreateColumn(column).compile(dialect=conn.dialect)
-            ddl_text = str(ddl).replace(" NOT NULL", "")
-            conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl_text}")
-        indexes = {i["name"] for i in inspector.get_indexes(table.name)}
-        for index in table.indexes:
-            if index.name not in indexes:
-                index.create(conn)
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -10,8 +10,8 @@ from pydantic import BaseModel
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, select, update
 from sqlalchemy.engine import Engine
 
+from evalloop.history.engine import get_engine
 from evalloop.history.schema import ensure_tables
-from evalloop.history.store import get_engine
 
 _META = MetaData()
 ENTRIES = Table(

@@ -1,0 +1,143 @@
+"""Opening a history database: one engine per URL, the driver for it, SQLite's pragmas, the
+schema check (a SQLite file stamped with this schema opens without table checks; an older one
+is migrated and stamped), and how messages name the database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlmodel import SQLModel, create_engine
+
+from evalloop.errors import ConfigError, StoreError
+from evalloop.history import models as _models  # noqa: F401 - the tables SQLModel.metadata holds
+from evalloop.history.schema import ensure_tables
+from evalloop.redact import redact_url
+
+_ENGINES: dict[str, Engine] = {}
+
+
+def available_driver(parsed: URL) -> URL:
+    """``postgresql://`` means SQLAlchemy's default driver (psycopg2); use psycopg 3 if only it is here."""
+    import importlib.util
+
+    if parsed.drivername == "postgresql" and importlib.util.find_spec("psycopg2") is None \
+            and importlib.util.find_spec("psycopg") is not None:
+        return parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def get_engine(url: str) -> Engine:
+    """One engine per URL; SQLite files get WAL and their folder created."""
+    engine = _ENGINES.get(url)
+    if engine is not None:
+        return engine
+    try:
+        parsed = make_url(url)
+    except Exception:
+        raise ConfigError(f"'{redact_url(url)}' is not a database URL",
+                          hint="use e.g. sqlite:///history/evalloop.db or postgresql://…") from None
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    parsed = available_driver(parsed)
+    try:
+        engine = create_engine(parsed, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"
+                               else {})
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"the database driver '{exc.name}' for this URL is not installed", where=redact_url(url),
+                          hint=f"pip install {exc.name}") from None
+    if parsed.get_backend_name() == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+    where = store_where(url)
+    try:
+        if not _schema_is_current(engine):
+            ensure_tables(engine, SQLModel.metadata, migrate=_migrate, where=where)
+    except StoreError as exc:
+        engine.dispose()
+        if "is damaged" in exc.what:
+            exc.hint = recovery_hint(url)
+        raise
+    _ENGINES[url] = engine
+    return engine
+
+
+def store_where(url: str) -> str:
+    """How a message names a history database: its file for SQLite, else its URL (redacted)."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 - not a URL: say it as given, redacted
+        return redact_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return str(parsed.database)
+    return redact_url(url)
+
+
+def recovery_hint(url: str) -> str:
+    """How to recover a damaged history database: move it aside and rebuild from the run logs."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        return ("run `evalloop doctor --repair`: it moves the file aside (with its -wal/-shm files) and "
+                "rebuilds it from the run logs (`evalloop history import`)")
+    return "restore it from a backup, or run `evalloop doctor`"
+
+
+def schema_stamp() -> int:
+    """A number that changes whenever the history tables do (names, columns, types, indexes):
+    SQLite keeps it in ``PRAGMA user_version`` once the tables are created and migrated."""
+    import zlib
+
+    shape = [(t.name, [(c.name, str(c.type)) for c in t.columns], sorted(i.name or "" for i in t.indexes))
+             for t in SQLModel.metadata.sorted_tables]
+    return zlib.crc32(repr(shape).encode()) & 0x7FFFFFFF or 1
+
+
+def _schema_is_current(engine: Engine) -> bool:
+    """Whether a SQLite history database was made (or last migrated) by this schema: then
+    opening it needs no table checks. Anything unexpected says no, and the full check runs."""
+    if engine.dialect.name != "sqlite":
+        return False
+    try:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql("PRAGMA user_version").scalar() == schema_stamp()
+    except Exception:  # noqa: BLE001 - a damaged or locked file: the full check says what is wrong
+        return False
+
+
+def _migrate(conn: Connection) -> None:
+    _add_missing_columns(conn)
+    if conn.dialect.name == "sqlite":  # in the same transaction as the tables it vouches for
+        conn.exec_driver_sql(f"PRAGMA user_version = {schema_stamp()}")
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    """Bring a database made by an older evalloop up to date: add new (nullable) columns and indexes.
+
+    Columns are only ever added, never dropped or changed, so older histories stay readable.
+    """
+    from sqlalchemy import inspect as sa_inspect
+    from sqlalchemy.schema import CreateColumn
+
+    inspector = sa_inspect(conn)
+    for table in SQLModel.metadata.sorted_tables:
+        if not inspector.has_table(table.name):
+            continue
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in present:
+                continue
+            ddl = CreateColumn(column).compile(dialect=conn.dialect)
+            ddl_text = str(ddl).replace(" NOT NULL", "")
+            conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl_text}")
+        indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name not in indexes:
+                index.create(conn)
