@@ -6,8 +6,7 @@ load the Anthropic SDK.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from evalloop.lazy import lazy_exports
 
 # Light modules, imported now (``structured`` is also a submodule's name: bind the function).
 from evalloop.llm.structured import parse_json_reply as parse_json_reply
@@ -54,9 +53,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'evalloop.llm' has no attribute '{name}'")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

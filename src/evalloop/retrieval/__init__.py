@@ -6,8 +6,9 @@ below are imported on first use: a scorer that needs one metric loads one module
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from evalloop.lazy import lazy_exports
 
 _EXPORTS = {
     "ChatTarget": "evalloop.retrieval.scenarios",
@@ -109,18 +110,7 @@ __all__ = [
     "write_journals",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'evalloop.retrieval' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs
