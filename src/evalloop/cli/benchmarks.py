@@ -14,6 +14,11 @@ from evalloop.errors import FixtureError
 if TYPE_CHECKING:
     from evalloop.retrieval.loaders import ImportReport
 
+# the options `bench generate` and `bench import` share: the suite they write
+RetrieverOpt = Annotated[str, typer.Option(help="Suite target: bm25, hybrid, memory, or module:Class.")]
+SuiteNameOpt = Annotated[str | None, typer.Option(help="Suite name (default: the folder name).")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite existing files.")]
+
 bench_app = typer.Typer(help="Generate or import memory-system benchmark datasets and suites.",
                         no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -83,10 +88,9 @@ def generate(
         help="One doc per fact, or one per markdown journal file.")] = "facts",
     kind: Annotated[Literal["qrels", "substring"], typer.Option(
         help="Graded qrels (IR metrics) or substring relevance (seed 000 query sets).")] = "qrels",
-    retriever: Annotated[str, typer.Option(help="Suite target: bm25, hybrid, memory, "
-                                           "or module:Class.")] = "bm25",
-    name: Annotated[str | None, typer.Option(help="Suite name (default: the folder name).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    retriever: RetrieverOpt = "bm25",
+    name: SuiteNameOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Write a synthetic memory benchmark (corpus, queries, judgments) and a suite that runs it.
 
@@ -140,10 +144,9 @@ def import_cmd(
                        "fixtures/<format>); the suite goes beside it as <folder>.yaml.")] = None,
     granularity: Annotated[Literal["session", "turn"], typer.Option(
         help="LongMemEval: one document per session or per turn.")] = "session",
-    retriever: Annotated[str, typer.Option(help="Suite target: bm25, hybrid, memory, "
-                                           "or module:Class.")] = "bm25",
-    name: Annotated[str | None, typer.Option(help="Suite name (default: the folder name).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    retriever: RetrieverOpt = "bm25",
+    name: SuiteNameOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Turn a published memory benchmark (LoCoMo, LongMemEval) into a scoped suite.
 
