@@ -331,7 +331,7 @@ class _RunState:
                 score = Score.target_failure(error or "")
             else:
                 graded = bound.grade(case, output, ctx)
-                score = graded if type(graded) is Score or isinstance(graded, Score) else await graded
+                score = graded if isinstance(graded, Score) else await graded
             scores.append((name, score))
         self.calls += 1
         if error is not None:

@@ -42,22 +42,24 @@ class Target:
     async def __call__(self, input: Any, ctx: Any = None, *, timeout: float | None = None) -> Any:
         """The target's output for ``input``; :class:`TargetTimeout` past ``timeout`` seconds
         from the call's start. A sync target runs on a daemon thread when ``threads`` is set."""
-        kwargs = dict(self.params)
-        if self.wants_ctx:
-            kwargs["ctx"] = ctx
-        return await call_target(self.fn, (input,), kwargs, in_thread=self.threads and not self.is_async,
+        return await call_target(self.fn, (input,), self._kwargs(ctx), in_thread=self._in_thread,
                                  timeout=timeout)
 
     def inline(self, timeout: float | None = None) -> bool:
         """Whether a call may run in place (:meth:`start`): no thread, no deadline to keep."""
-        return timeout is None and not (self.threads and not self.is_async)
+        return timeout is None and not self._in_thread
 
     def start(self, input: Any, ctx: Any = None) -> Any:
         """Call the target in place, on the loop's thread: its output, or an awaitable giving it
         (see :func:`evalloop.calling.is_awaitable`). Only when :meth:`inline` says so."""
-        if self.wants_ctx:
-            return self.fn(input, **{**self.params, "ctx": ctx})
-        return self.fn(input, **self.params) if self.params else self.fn(input)
+        return self.fn(input, **self._kwargs(ctx))
+
+    @property
+    def _in_thread(self) -> bool:
+        return self.threads and not self.is_async
+
+    def _kwargs(self, ctx: Any) -> dict[str, Any]:
+        return {**self.params, "ctx": ctx} if self.wants_ctx else self.params
 
 
 #: top-level packages never dropped and re-imported from a project directory: evalloop itself

@@ -50,13 +50,11 @@ class BoundScorer:
     def grade(self, case: Case, output: Any, ctx: CaseContext | None) -> Score | Coroutine[Any, Any, Score]:
         """The grade of a sync scorer, computed in place; a coroutine giving it when the scorer is
         async or returned an awaitable. ``ctx`` may be None for a scorer that does not take one."""
-        if self.spec.is_async:
-            return self._graded_async(case, output, ctx)
         try:
             raw = self._call(case, output, ctx)
             if type(raw) is Score:
                 return raw
-            if asyncio.iscoroutine(raw):
+            if self.spec.is_async or asyncio.iscoroutine(raw):
                 return self._awaited(raw, case)
             return coerce_score(raw)
         except Exception as exc:
@@ -66,12 +64,6 @@ class BoundScorer:
         if self.spec.wants_ctx:
             return self.spec.fn(case.input, output, case.expected, **{**self.params, "ctx": ctx})
         return self.spec.fn(case.input, output, case.expected, **self.params)
-
-    async def _graded_async(self, case: Case, output: Any, ctx: CaseContext | None) -> Score:
-        try:
-            return coerce_score(await self._call(case, output, ctx))
-        except Exception as exc:
-            return self._failed(exc, case)
 
     async def _awaited(self, pending: Awaitable[Any], case: Case) -> Score:
         try:
@@ -88,7 +80,6 @@ class BoundScorer:
             raise exc
         # the grader failed: errored, never a real score
         return Score.error(redact_text(scorer_failure(self.name, exc)))
-
 
 
 def is_case_level(exc: EvalloopError) -> bool:
