@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalloop.errors import FixtureError
+from evalloop.jsonlines import iter_jsonl
 from evalloop.retrieval.types import Doc, Qrels, Query
 
 CORPUS_FILE = "corpus.jsonl"
@@ -98,25 +99,14 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             where=str(path),
             hint=f"a retrieval dataset needs {CORPUS_FILE}, {QUERIES_FILE} and {QRELS_FILE}",
         )
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FixtureError(
-                    f"invalid JSON ({exc.msg})",
-                    where=f"{path}:{lineno}",
-                    hint="each line must be one JSON object",
-                ) from None
-            if not isinstance(obj, dict):
-                raise FixtureError(
-                    "expected a JSON object",
-                    where=f"{path}:{lineno}",
-                    hint="each line must be one JSON object",
-                )
-            yield lineno, obj
+    for lineno, obj in iter_jsonl(path):
+        if not isinstance(obj, dict):
+            raise FixtureError(
+                "expected a JSON object",
+                where=f"{path}:{lineno}",
+                hint="each line must be one JSON object",
+            )
+        yield lineno, obj
 
 
 def _parse(model: type[BaseModel], obj: dict[str, Any], where: str) -> Any:
