@@ -69,7 +69,7 @@ def _command_of(args: list[str]) -> str | None:
             skip = False
         elif arg in ("-C", "--project"):
             skip = True
-        elif arg.startswith(("--project=", "-C")) and arg not in ("-C",):
+        elif arg.startswith(("--project=", "-C")):  # the directory in the same argument
             continue
         elif arg.startswith("-"):
             return None  # --help, or a usage error the whole app reports
