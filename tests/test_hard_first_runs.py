@@ -71,8 +71,8 @@ def test_a_schema_lock_held_too_long_is_named_as_such(tmp_path):
     from sqlalchemy import create_engine
 
     from evalloop.errors import StoreError
+    from evalloop.history.models import metadata
     from evalloop.history.schema import ensure_tables
-    from evalloop.history.store import SQLModel
 
     db = tmp_path / "held.db"
     holder = sqlite3.connect(db, isolation_level=None)
@@ -81,7 +81,7 @@ def test_a_schema_lock_held_too_long_is_named_as_such(tmp_path):
         engine = create_engine(f"sqlite:///{db}", connect_args={"timeout": 0.05})
         started = time.monotonic()
         with pytest.raises(StoreError) as info:
-            ensure_tables(engine, SQLModel.metadata, where=str(db), timeout=1.0)
+            ensure_tables(engine, metadata, where=str(db), timeout=1.0)
         assert 1.0 <= time.monotonic() - started < 10
     finally:
         holder.rollback()
@@ -89,7 +89,7 @@ def test_a_schema_lock_held_too_long_is_named_as_such(tmp_path):
     line = info.value.one_line()
     assert line.startswith(f"{db}: the history database stayed locked by another process (database is locked)"), line
     assert "permission" not in line
-    ensure_tables(engine, SQLModel.metadata, where=str(db), timeout=1.0)  # free again: created
+    ensure_tables(engine, metadata, where=str(db), timeout=1.0)  # free again: created
 
 
 def test_an_unreachable_server_is_named_as_such_without_its_password():
@@ -111,11 +111,11 @@ def test_eight_processes_migrate_an_older_database_at_once(tmp_path, history_url
     each adds what is missing or finds it added; none fails."""
     from sqlalchemy import create_engine, text
 
-    from evalloop.history.store import SQLModel
+    from evalloop.history.models import metadata
 
     (tmp_path / "shared").mkdir(exist_ok=True)
     old = create_engine(history_url)
-    SQLModel.metadata.create_all(old)
+    metadata.create_all(old)
     dropped = [("runs", "target_failures"), ("runs", "infra_failures"), ("scorer_summaries", "mdd")]
     with old.begin() as conn:
         for table, column in dropped:

@@ -11,7 +11,7 @@ import time
 
 from sqlalchemy import insert, update
 
-from evalloop.history.models import Run, RunStatus
+from evalloop.history.models import Run, RunStatus, utcnow
 from evalloop.history.store import HistoryStore
 from evalloop.locks import LOCKS, DatabaseLock, current_holder, engine_for
 from evalloop.scheduling import ledger
@@ -67,7 +67,7 @@ def test_a_run_of_another_container_is_reaped_only_when_its_lease_lapses(history
     owner = other_container(pid)
     with engine_for(history_url).begin() as conn:  # a run begun by the other container
         conn.execute(insert(Run.__table__).values(
-            id="r-other", suite="s", status=RunStatus.RUNNING, started_at=Run().started_at, valid=True,
+            id="r-other", suite="s", status=RunStatus.RUNNING, started_at=utcnow(), valid=True,
             notes=json.dumps({"host": HOST, "pid": pid, "lease": owner})))
     hold(history_url, "run:r-other", owner, expires_in=60.0)
     assert store.reap_dead_runs() == []

@@ -17,7 +17,8 @@ SUITE = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
          "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
 
 #: never needed by a run of a heuristic scorer over an in-process target, printed to a pipe
-UNUSED = ("anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec", "sqlite_vec",
+UNUSED = ("sqlmodel", "sqlalchemy.orm", "anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec",
+          "sqlite_vec",
           "rich.progress", "rich.markdown", "rich.syntax",
           "evalloop.learning", "evalloop.feedback", "evalloop.memory", "evalloop.scheduler",
           "evalloop.report.cases", "evalloop.report.html", "evalloop.report.markdown",

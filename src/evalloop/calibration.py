@@ -148,16 +148,14 @@ async def acalibrate(
 
 def store_calibrations(store: HistoryStore, suite: str, results: list[ScorerCalibration]) -> None:
     """Keep each measured calibration beside the history."""
-    from sqlmodel import Session
+    from sqlalchemy import insert
 
-    with Session(store.engine) as session:
-        for r in results:
-            c = r.calibration
-            if c is None:
-                continue
-            session.add(CalibrationRecord(
-                suite=suite, scorer=r.scorer, kind=r.kind, repeats=c.repeats, n_cases=c.n_cases,
-                mean=c.mean, noise_sd=c.noise_sd, false_alarm_rate=c.false_alarm_rate,
-                suggested_threshold=c.suggested_threshold, minimal_detectable_drop=c.minimal_detectable_drop,
-                per_case_variance=dumps(c.per_case_variance)))
-        session.commit()
+    rows = [CalibrationRecord(
+        suite=suite, scorer=r.scorer, kind=r.kind, repeats=c.repeats, n_cases=c.n_cases,
+        mean=c.mean, noise_sd=c.noise_sd, false_alarm_rate=c.false_alarm_rate,
+        suggested_threshold=c.suggested_threshold, minimal_detectable_drop=c.minimal_detectable_drop,
+        per_case_variance=dumps(c.per_case_variance)).row(with_key=False)
+        for r in results if (c := r.calibration) is not None]
+    if rows:
+        with store.engine.begin() as conn:
+            conn.execute(insert(CalibrationRecord.__table__), rows)

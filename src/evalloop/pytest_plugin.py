@@ -132,7 +132,7 @@ class SuiteRun:
             raise SuiteFailed(f"suite '{self.suite.name}' did not run: {_one_line(self.error)}")
 
     def _run(self) -> None:
-        from sqlmodel import Session, select
+        from sqlalchemy import select
 
         from evalloop.history.models import CaseResult, CaseScore
         from evalloop.pipeline import run_suite
@@ -141,10 +141,12 @@ class SuiteRun:
         self.report = run_suite(self.suite, settings=self.settings, registry=self.registry,
                                 store=self.store)
         run_id = self.report.outcome.run.id
-        with Session(self.store.engine) as session:
-            scores = session.exec(select(CaseScore).where(CaseScore.run_id == run_id)).all()
-            errors = session.exec(select(CaseResult.case_id, CaseResult.error).where(
-                CaseResult.run_id == run_id, CaseResult.error.is_not(None))).all()  # type: ignore[union-attr]
+        scores_t, results_t = CaseScore.__table__, CaseResult.__table__
+        with self.store.engine.connect() as conn:
+            scores = [CaseScore.from_row(r) for r in conn.execute(
+                select(scores_t).where(scores_t.c.run_id == run_id).order_by(scores_t.c.id))]
+            errors = conn.execute(select(results_t.c.case_id, results_t.c.error).where(
+                results_t.c.run_id == run_id, results_t.c.error.is_not(None))).all()
         for row in scores:
             out = self.outcomes.setdefault((row.case_id, row.scorer), CaseOutcome())
             if row.skipped:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine, make_url
-from sqlmodel import create_engine
 
 from evalloop.history.engine import _ENGINES, get_engine
 

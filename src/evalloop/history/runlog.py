@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, select
 
 from evalloop.errors import EvalloopError
 from evalloop.history import linefile
-from evalloop.history.models import CaseScore, Run, RunStatus, ScorerSummary
-from evalloop.history.store import HistoryStore, dumps, mapped
+from evalloop.history.models import Run, RunStatus, ScorerSummary
+from evalloop.history.store import RUNS, SCORES, HistoryStore, dumps, mapped
 from evalloop.redact import redact_text
 
 FORMAT_VERSION = 1
@@ -115,13 +114,13 @@ def _first_messages(store: HistoryStore, run_id: str, scorer: str, case_ids: lis
     """The first non-empty message of each case (skipped grades left out), in chunks."""
     found: dict[str, str] = {}
     for start in range(0, len(case_ids), 500):
-        with Session(store.engine) as session:
-            rows = session.exec(
-                select(CaseScore.case_id, CaseScore.message)
-                .where(CaseScore.run_id == run_id, CaseScore.scorer == scorer,
-                       col(CaseScore.skipped).is_(False), CaseScore.message != "",
-                       col(CaseScore.case_id).in_(case_ids[start:start + 500]))
-                .order_by(col(CaseScore.id))).all()
+        with store.engine.connect() as conn:
+            rows = conn.execute(
+                select(SCORES.c.case_id, SCORES.c.message)
+                .where(SCORES.c.run_id == run_id, SCORES.c.scorer == scorer,
+                       SCORES.c.skipped.is_(False), SCORES.c.message != "",
+                       SCORES.c.case_id.in_(case_ids[start:start + 500]))
+                .order_by(SCORES.c.id)).all()
         for case_id, message in rows:
             if message:
                 found.setdefault(case_id, message)
@@ -134,11 +133,11 @@ def entry_for(store: HistoryStore, run: Run, results: Mapping[str, Any] | None =
     summaries = store.summaries(run.id)
     if results is not None and set(summaries) <= set(results):
         return _entry(run, _from_results(store, run, summaries, results))
-    with Session(store.engine) as session:
-        rows = session.exec(
-            select(CaseScore.case_id, CaseScore.scorer, CaseScore.value, CaseScore.errored,
-                   CaseScore.skipped, CaseScore.message)
-            .where(CaseScore.run_id == run.id).order_by(col(CaseScore.id))).all()
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(SCORES.c.case_id, SCORES.c.scorer, SCORES.c.value, SCORES.c.errored,
+                   SCORES.c.skipped, SCORES.c.message)
+            .where(SCORES.c.run_id == run.id).order_by(SCORES.c.id)).all()
     graded: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     errored: dict[str, set[str]] = defaultdict(set)
     first_message: dict[tuple[str, str], str] = {}
@@ -310,11 +309,11 @@ def logged_ids(path: Path) -> set[str]:
 
 @mapped(lambda store, *a, **k: store.url)
 def _known_ids(store: HistoryStore, suite: str | None = None) -> set[str]:
-    with Session(store.engine) as session:
-        query = select(Run.id)
-        if suite is not None:
-            query = query.where(Run.suite == suite)
-        return set(session.exec(query).all())
+    query = select(RUNS.c.id)
+    if suite is not None:
+        query = query.where(RUNS.c.suite == suite)
+    with store.engine.connect() as conn:
+        return set(conn.execute(query).scalars())
 
 
 @mapped(lambda store, *a, **k: store.url)
@@ -361,14 +360,12 @@ def _insert(store: HistoryStore, entry: LoggedRun) -> int:
             scores.append({"run_id": entry.id, "case_id": case_id, "epoch": 0, "scorer": name,
                            "value": 0.0, "errored": True, "skipped": False, "message": "errored"})
     try:
-        with Session(store.engine) as session:
-            session.add(run)
-            session.flush()
-            for summary in summaries:
-                session.add(summary)
+        with store.engine.begin() as conn:
+            conn.execute(insert(RUNS), run.row())
+            if summaries:
+                conn.execute(insert(ScorerSummary.__table__), [s.row(with_key=False) for s in summaries])
             if scores:
-                session.connection().execute(insert(CaseScore), scores)
-            session.commit()
+                conn.execute(insert(SCORES), scores)
     except IntegrityError:  # another process imported it first
         return 0
     return 1

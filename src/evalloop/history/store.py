@@ -21,13 +21,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import insert
+from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import Session, SQLModel, col, select
 
 from evalloop.errors import EvalloopError, is_db_error, store_error
 from evalloop.history.engine import get_engine, recovery_hint, store_where
-from evalloop.history.models import CaseResult, CaseScore, Run, RunStatus, ScorerSummary, ScoreVector, utcnow
+from evalloop.history.models import CaseResult, CaseScore, Record, Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.redact import redact_text
 
 #: how long a run's lease lasts without a heartbeat (its holder refreshes it every 10 s)
@@ -110,9 +109,8 @@ class HistoryStore(metaclass=_MappedErrors):
         # even when its process is killed between the two writes.
         self._take_lease(run.id, owner)
         try:
-            with Session(self.engine, expire_on_commit=False) as session:
-                session.add(run)
-                session.commit()
+            with self.engine.begin() as conn:
+                conn.execute(insert(RUNS), run.row())
         except BaseException:
             self._end_lease(run.id)
             raise
@@ -159,59 +157,53 @@ class HistoryStore(metaclass=_MappedErrors):
                         names = [c for c in rows[0] if c != "id"]
                         row_of = operator.itemgetter(*names)  # one C call per row
                         values = map(row_of, rows) if len(names) > 1 else ((row_of(r),) for r in rows)
-                    sql = (f"INSERT INTO {table.__tablename__} ({', '.join(names)}) "
+                    sql = (f"INSERT INTO {table.__table__.name} ({', '.join(names)}) "
                            f"VALUES ({', '.join('?' * len(names))})")
                     cursor.executemany(sql, values)
                 cursor.close()
                 return
             if cases:
-                conn.execute(insert(CaseResult), _as_dicts(cases, CASE_RESULT_COLUMNS))
+                conn.execute(insert(CaseResult.__table__), _as_dicts(cases, CASE_RESULT_COLUMNS))
             if scores:
-                conn.execute(insert(CaseScore), _as_dicts(scores, CASE_SCORE_COLUMNS))
+                conn.execute(insert(SCORES), _as_dicts(scores, CASE_SCORE_COLUMNS))
 
     def finish_run(self, run_id: str, summaries: Iterable[ScorerSummary],
                    vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
         """Write the summaries, score vectors and the run's final fields in one transaction."""
-        with Session(self.engine, expire_on_commit=False) as session:
-            for vector in vectors:
-                session.add(vector)
-            run = session.get(Run, run_id)
-            assert run is not None, run_id
+        with self.engine.begin() as conn:
+            found = conn.execute(select(RUNS).where(RUNS.c.id == run_id)).first()
+            assert found is not None, run_id
+            run = Run.from_row(found)
             for key, value in fields.items():
                 setattr(run, key, redact_text(value) if isinstance(value, str) else value)
             run.ended_at = run.ended_at or utcnow()
-            for summary in summaries:
-                session.add(summary)
-            session.add(run)
-            session.commit()
+            _insert_all(conn, list(vectors))
+            _insert_all(conn, list(summaries))
+            changed = {key: getattr(run, key) for key in (*fields, "ended_at")}
+            conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(**changed))
         self._end_lease(run_id)
         return run
 
     def mark(self, run_id: str, status: RunStatus, reason: str | None = None) -> None:
         """Close a run that did not complete; it is kept for inspection, never as a baseline."""
         try:
-            with Session(self.engine) as session:
-                run = session.get(Run, run_id)
-                if run is None:
-                    return
-                run.status = status
-                run.valid = False
-                run.invalid_reason = redact_text(reason or status.value)
-                run.ended_at = utcnow()
-                session.add(run)
-                session.commit()
+            with self.engine.begin() as conn:
+                done = conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(
+                    status=status, valid=False, invalid_reason=redact_text(reason or status.value),
+                    ended_at=utcnow()))
+            if done.rowcount == 0:
+                return
         except SQLAlchemyError:  # the database went away: the lease lapses and a reaper marks it
             return
         self._end_lease(run_id)
 
     def update_summaries(self, run_id: str, updates: Mapping[str, Mapping[str, Any]]) -> None:
-        with Session(self.engine) as session:
-            rows = session.exec(select(ScorerSummary).where(ScorerSummary.run_id == run_id)).all()
-            for row in rows:
-                for key, value in updates.get(row.scorer, {}).items():
-                    setattr(row, key, value)
-                session.add(row)
-            session.commit()
+        """Set fields of this run's scorer summaries (``scorer → {field: value}``), in one transaction."""
+        with self.engine.begin() as conn:
+            for scorer, values in updates.items():
+                if values:
+                    conn.execute(update(SUMMARIES).where(SUMMARIES.c.run_id == run_id, SUMMARIES.c.scorer == scorer)
+                                 .values(**values))
 
     def reap_dead_runs(self) -> list[str]:
         """Mark ``failed`` the runs still ``running`` whose lease lapsed: its holder stopped its
@@ -221,18 +213,17 @@ class HistoryStore(metaclass=_MappedErrors):
         keep each other's live runs. Runs of older evalloops (no lease) are left alone.
         Returns the run ids.
         """
-        from sqlalchemy import delete, update
+        from sqlalchemy import delete
 
         from evalloop.locks import LOCKS, engine_for, owner_process, stale_reason
 
         engine_for(self.engine)
-        with Session(self.engine) as session:
-            ids = list(session.exec(select(Run.id).where(Run.status == RunStatus.RUNNING)).all())
-        if not ids:
-            return []
         with self.engine.connect() as conn:
+            ids = list(conn.execute(select(RUNS.c.id).where(RUNS.c.status == RunStatus.RUNNING)).scalars())
+            if not ids:
+                return []
             leases = {r.name: r for r in conn.execute(
-                select(LOCKS).where(col(LOCKS.c.name).in_([f"run:{run_id}" for run_id in ids])))}
+                select(LOCKS).where(LOCKS.c.name.in_([f"run:{run_id}" for run_id in ids])))}
         now = time.time()
         reaped: list[str] = []
         for run_id in ids:
@@ -247,7 +238,7 @@ class HistoryStore(metaclass=_MappedErrors):
                       else f"its lease expired ({why}; holder {host} pid {pid})")
             with self.engine.begin() as conn:  # only if it is still running (no race with its end)
                 done = conn.execute(
-                    update(Run).where(col(Run.id) == run_id, col(Run.status) == RunStatus.RUNNING)
+                    update(RUNS).where(RUNS.c.id == run_id, RUNS.c.status == RunStatus.RUNNING)
                     .values(status=RunStatus.FAILED, valid=False, ended_at=utcnow(), invalid_reason=reason))
                 conn.execute(delete(LOCKS).where(LOCKS.c.name == lease.name, LOCKS.c.owner == lease.owner))
             if done.rowcount == 1:
@@ -257,54 +248,48 @@ class HistoryStore(metaclass=_MappedErrors):
     # -- reading -----------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run | None:
         """A run by id or unique id prefix."""
-        with Session(self.engine, expire_on_commit=False) as session:
-            run = session.get(Run, run_id)
-            if run is not None:
-                return run
-            matches = session.exec(select(Run).where(col(Run.id).startswith(run_id)).limit(2)).all()
-            return matches[0] if len(matches) == 1 else None
+        matches = self.find_runs(run_id, limit=2)
+        return matches[0] if len(matches) == 1 else None
 
     def find_runs(self, ref: str, limit: int = 4) -> list[Run]:
         """The run with this exact id, else up to ``limit`` runs whose id starts with ``ref``."""
-        with Session(self.engine, expire_on_commit=False) as session:
-            run = session.get(Run, ref)
-            if run is not None:
-                return [run]
-            query = select(Run).where(col(Run.id).startswith(ref)).order_by(col(Run.id)).limit(limit)
-            return list(session.exec(query).all())
+        with self.engine.connect() as conn:
+            found = conn.execute(select(RUNS).where(RUNS.c.id == ref)).first()
+            if found is not None:
+                return [Run.from_row(found)]
+            query = select(RUNS).where(RUNS.c.id.startswith(ref, autoescape=True)).order_by(RUNS.c.id).limit(limit)
+            return [Run.from_row(row) for row in conn.execute(query)]
 
     def runs(self, suite: str | None = None, limit: int | None = 20,
              statuses: Sequence[str] | None = None) -> list[Run]:
         """Newest first."""
-        with Session(self.engine, expire_on_commit=False) as session:
-            query = select(Run)
-            if suite:
-                query = query.where(Run.suite == suite)
-            if statuses:
-                query = query.where(col(Run.status).in_(list(statuses)))
-            query = query.order_by(col(Run.started_at).desc(), col(Run.id).desc())
-            if limit:
-                query = query.limit(limit)
-            return list(session.exec(query).all())
+        query = select(RUNS)
+        if suite:
+            query = query.where(RUNS.c.suite == suite)
+        if statuses:
+            query = query.where(RUNS.c.status.in_(list(statuses)))
+        query = query.order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc())
+        if limit:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return [Run.from_row(row) for row in conn.execute(query)]
 
     def count_runs(self, suite: str | None = None) -> int:
         """How many runs are stored (of one suite)."""
-        from sqlalchemy import func
-
-        with Session(self.engine) as session:
-            query = select(func.count()).select_from(Run)
-            if suite:
-                query = query.where(Run.suite == suite)
-            return int(session.exec(query).one())
+        query = select(func.count()).select_from(RUNS)
+        if suite:
+            query = query.where(RUNS.c.suite == suite)
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
 
     def suites(self) -> list[str]:
-        with Session(self.engine) as session:
-            return sorted(set(session.exec(select(Run.suite)).all()))
+        with self.engine.connect() as conn:
+            return sorted(conn.execute(select(RUNS.c.suite).distinct()).scalars())
 
     def summaries(self, run_id: str) -> dict[str, ScorerSummary]:
-        with Session(self.engine, expire_on_commit=False) as session:
-            rows = session.exec(select(ScorerSummary).where(ScorerSummary.run_id == run_id)).all()
-            return {row.scorer: row for row in rows}
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(SUMMARIES).where(SUMMARIES.c.run_id == run_id).order_by(SUMMARIES.c.id))
+            return {row.scorer: ScorerSummary.from_row(row) for row in rows}
 
     def baseline_runs(self, suite: str, scorer: str, before: Run, n: int,
                       base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
@@ -317,19 +302,21 @@ class HistoryStore(metaclass=_MappedErrors):
         from evalloop.history.eligibility import baseline_eligible
 
         query = (
-            select(Run, ScorerSummary)
-            .join(ScorerSummary, col(ScorerSummary.run_id) == col(Run.id))
-            .where(Run.suite == suite, ScorerSummary.scorer == scorer,
-                   Run.status == RunStatus.COMPLETED, col(Run.id) != before.id,
-                   (col(Run.started_at) < before.started_at)
-                   | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)))
-            .order_by(col(Run.started_at).desc(), col(Run.id).desc())
+            select(RUNS, SUMMARIES)
+            .join(SUMMARIES, SUMMARIES.c.run_id == RUNS.c.id)
+            .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer,
+                   RUNS.c.status == RunStatus.COMPLETED, RUNS.c.id != before.id,
+                   (RUNS.c.started_at < before.started_at)
+                   | ((RUNS.c.started_at == before.started_at) & (RUNS.c.id < before.id)))
+            .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc())
         )
         if base_fingerprint is not None:
-            query = query.where(col(Run.base_fingerprint) == base_fingerprint)
+            query = query.where(RUNS.c.base_fingerprint == base_fingerprint)
         found: list[tuple[Run, ScorerSummary]] = []
-        with Session(self.engine, expire_on_commit=False) as session:
-            for run, summary in session.exec(query.execution_options(yield_per=64)):
+        width = len(RUNS.columns)
+        with self.engine.connect() as conn:
+            for row in conn.execute(query.execution_options(yield_per=64)):
+                run, summary = Run.from_values(row[:width]), ScorerSummary.from_values(row[width:])
                 if baseline_eligible(run, summary):
                     found.append((run, summary))
                     if len(found) >= n:
@@ -338,11 +325,11 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def case_scores(self, run_id: str, scorer: str) -> dict[str, float]:
         """Per-case score of one scorer in one run: epochs averaged, errored/skipped left out."""
-        with Session(self.engine) as session:
-            rows = session.exec(
-                select(CaseScore.case_id, CaseScore.value)
-                .where(CaseScore.run_id == run_id, CaseScore.scorer == scorer,
-                       col(CaseScore.errored).is_(False), col(CaseScore.skipped).is_(False))
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(SCORES.c.case_id, SCORES.c.value)
+                .where(SCORES.c.run_id == run_id, SCORES.c.scorer == scorer,
+                       SCORES.c.errored.is_(False), SCORES.c.skipped.is_(False))
             ).all()
         sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         for case_id, value in rows:
@@ -353,8 +340,8 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def score_vector(self, run_id: str, scorer: str, digest: str) -> bytes | None:
         """A run's stored score vector of one scorer for the case list ``digest``, if it has one."""
+        table = ScoreVector.__table__
         with self.engine.connect() as conn:
-            table = ScoreVector.__table__  # type: ignore[attr-defined]
             found = conn.execute(select(table.c.data).where(
                 table.c.run_id == run_id, table.c.scorer == scorer, table.c.digest == digest).limit(1)).first()
         return None if found is None else bytes(found[0])
@@ -363,25 +350,33 @@ class HistoryStore(metaclass=_MappedErrors):
         wanted = list(case_ids)
         if not wanted:
             return {}
-        with Session(self.engine) as session:
-            rows = session.exec(
-                select(CaseScore.case_id, CaseScore.message)
-                .where(CaseScore.run_id == run_id, CaseScore.scorer == scorer,
-                       col(CaseScore.case_id).in_(wanted))
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(SCORES.c.case_id, SCORES.c.message)
+                .where(SCORES.c.run_id == run_id, SCORES.c.scorer == scorer, SCORES.c.case_id.in_(wanted))
             ).all()
         return {case_id: message for case_id, message in rows}
 
     def case_results(self, run_id: str) -> list[CaseResult]:
-        with Session(self.engine, expire_on_commit=False) as session:
-            return list(session.exec(
-                select(CaseResult).where(CaseResult.run_id == run_id).order_by(col(CaseResult.id))
-            ).all())
+        table = CaseResult.__table__
+        with self.engine.connect() as conn:
+            return [CaseResult.from_row(row) for row in
+                    conn.execute(select(table).where(table.c.run_id == run_id).order_by(table.c.id))]
 
-    def count(self, table: type[SQLModel]) -> int:
-        from sqlalchemy import func
+    def count(self, table: type[Record] | Table) -> int:
+        """How many rows a history table holds."""
+        target = table if isinstance(table, Table) else table.__table__
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(target)).scalar_one())
 
-        with Session(self.engine) as session:
-            return int(session.exec(select(func.count()).select_from(table)).one())
+
+RUNS, SUMMARIES, SCORES = Run.__table__, ScorerSummary.__table__, CaseScore.__table__
+
+
+def _insert_all(conn: Any, records: Sequence[Record]) -> None:
+    """Insert records of one kind in one statement (their keys assigned by the database)."""
+    if records:
+        conn.execute(insert(type(records[0]).__table__), [record.row(with_key=False) for record in records])
 
 
 #: the columns of a case result and of a case score, in the order a tuple row gives them

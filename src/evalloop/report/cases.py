@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
-from sqlmodel import Session, col, select
+from sqlalchemy import select
 
 from evalloop.history.models import CaseResult, CaseScore
 from evalloop.history.store import HistoryStore
@@ -85,11 +85,12 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
     adds input and expected; ``previous_run`` marks the cases that newly fail or pass."""
     which = which or CaseFilter()
     marks = _pass_marks(store, run_id)
-    with Session(store.engine) as session:
-        results = session.exec(select(CaseResult).where(CaseResult.run_id == run_id)
-                               .order_by(col(CaseResult.id))).all()
-        scores = session.exec(select(CaseScore).where(CaseScore.run_id == run_id)
-                              .order_by(col(CaseScore.id))).all()
+    results_t, scores_t = CaseResult.__table__, CaseScore.__table__
+    with store.engine.connect() as conn:
+        results = [CaseResult.from_row(r) for r in conn.execute(
+            select(results_t).where(results_t.c.run_id == run_id).order_by(results_t.c.id))]
+        scores = [CaseScore.from_row(r) for r in conn.execute(
+            select(scores_t).where(scores_t.c.run_id == run_id).order_by(scores_t.c.id))]
     by_case: dict[str, list[CaseResult]] = defaultdict(list)
     for row in results:
         if which.keeps_id(row.case_id) and which.keeps_tags((row.tags or "").split(",") if row.tags else []):
@@ -135,12 +136,13 @@ def _grade(name: str, items: Sequence[CaseScore], pass_mark: float, *, control: 
 
 def _case_passes(store: HistoryStore, run_id: str, marks: dict[str, float]) -> dict[str, bool]:
     """Whether each case of another run passed (every graded scorer at or over its pass mark)."""
-    with Session(store.engine) as session:
-        rows = session.exec(select(CaseScore.case_id, CaseScore.scorer, CaseScore.value)
-                            .where(CaseScore.run_id == run_id, col(CaseScore.errored).is_(False),
-                                   col(CaseScore.skipped).is_(False))).all()
-        errors = set(session.exec(select(CaseResult.case_id).where(
-            CaseResult.run_id == run_id, col(CaseResult.error).is_not(None))).all())
+    results_t, scores_t = CaseResult.__table__, CaseScore.__table__
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(scores_t.c.case_id, scores_t.c.scorer, scores_t.c.value)
+                            .where(scores_t.c.run_id == run_id, scores_t.c.errored.is_(False),
+                                   scores_t.c.skipped.is_(False))).all()
+        errors = set(conn.execute(select(results_t.c.case_id).where(
+            results_t.c.run_id == run_id, results_t.c.error.is_not(None))).scalars())
     acc: dict[tuple[str, str], list[float]] = defaultdict(list)
     for case_id, scorer, value in rows:
         acc[(case_id, scorer)].append(value)

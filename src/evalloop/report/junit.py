@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlmodel import Session, col, select
+from sqlalchemy import select
 
 from evalloop.history.models import CaseResult, CaseScore
 from evalloop.history.store import HistoryStore
@@ -127,11 +127,11 @@ def _grade(el: ET.Element, cell: _Cell, pass_mark: float, control: bool,
 def _load(store: HistoryStore, run_id: str) -> tuple[dict[str, dict[str, _Cell]], dict[str, float]]:
     cells: dict[str, dict[str, _Cell]] = defaultdict(lambda: defaultdict(_Cell))
     latency: dict[str, list[float]] = defaultdict(list)
-    with Session(store.engine) as session:
-        for case_id, scorer, value, errored, skipped, message in session.exec(
-            select(CaseScore.case_id, CaseScore.scorer, CaseScore.value, CaseScore.errored,
-                   CaseScore.skipped, CaseScore.message)
-            .where(CaseScore.run_id == run_id).order_by(col(CaseScore.id))
+    scores, results = CaseScore.__table__.c, CaseResult.__table__.c
+    with store.engine.connect() as conn:
+        for case_id, scorer, value, errored, skipped, message in conn.execute(
+            select(scores.case_id, scores.scorer, scores.value, scores.errored, scores.skipped, scores.message)
+            .where(scores.run_id == run_id).order_by(scores.id)
         ):
             cell = cells[scorer][case_id]
             if skipped:
@@ -143,8 +143,8 @@ def _load(store: HistoryStore, run_id: str) -> tuple[dict[str, dict[str, _Cell]]
                 if value < 0.5 and message and not cell.failing_message:
                     cell.failing_message = message
             cell.message = cell.message or message
-        for case_id, ms in session.exec(
-            select(CaseResult.case_id, CaseResult.latency_ms).where(CaseResult.run_id == run_id)
+        for case_id, ms in conn.execute(
+            select(results.case_id, results.latency_ms).where(results.run_id == run_id)
         ):
             latency[case_id].append(ms)
     return cells, {c: sum(v) / len(v) for c, v in latency.items()}

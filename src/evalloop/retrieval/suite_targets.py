@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from sqlmodel import Session
+from sqlalchemy import select, update
 
 from evalloop.errors import TargetError
 from evalloop.history.models import Run
@@ -325,12 +325,11 @@ def record_target_stats(store: HistoryStore, run_id: str, stats: Mapping[str, An
     """Merge a target's measurements into the run's notes under ``target_stats``."""
     if not stats:
         return
-    with Session(store.engine) as session:
-        run = session.get(Run, run_id)
-        if run is None:
+    runs = Run.__table__
+    with store.engine.begin() as conn:
+        notes_text = conn.execute(select(runs.c.notes).where(runs.c.id == run_id)).scalar_one_or_none()
+        if notes_text is None:
             return
-        notes = json.loads(run.notes or "{}")
+        notes = json.loads(notes_text or "{}")
         notes["target_stats"] = dict(stats)
-        run.notes = dumps(notes)
-        session.add(run)
-        session.commit()
+        conn.execute(update(runs).where(runs.c.id == run_id).values(notes=dumps(notes)))
