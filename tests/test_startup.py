@@ -203,3 +203,29 @@ def test_typer_builds_only_the_command_named_and_the_whole_app_otherwise():
     assert names(["suites", "list"]) == ["suites"]
     for whole in ([], ["--help"], ["rnu"], ["-C"], ["--bogus", "run"]):
         assert _app_for(whole) is app
+
+
+def test_the_history_schema_is_still_the_one_sqlmodel_made(tmp_path):
+    """The tables are Core tables now (no ORM at start-up), but a database made by a release that
+    used SQLModel opens as current: same schema stamp, same PostgreSQL column types, and
+    timestamps still come back aware, in UTC."""
+    from datetime import datetime, timedelta, timezone
+
+    from sqlalchemy.dialects import postgresql
+    from sqlalchemy.schema import CreateTable
+
+    from evalloop.history import engine
+    from evalloop.history.models import Run
+    from evalloop.history.store import HistoryStore
+
+    assert engine.schema_stamp() == 2127089685  # what the SQLModel tables of release d907b87 gave
+    ddl = str(CreateTable(Run.__table__).compile(dialect=postgresql.dialect()))
+    assert "started_at TIMESTAMP WITH TIME ZONE NOT NULL" in ddl and "valid BOOLEAN NOT NULL" in ddl
+    store = HistoryStore(f"sqlite:///{tmp_path / 'h.db'}")
+    at = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone(timedelta(hours=2)))
+    store.begin_run(Run(id="r1", suite="s", started_at=at))
+    done = store.finish_run("r1", [], status="completed")
+    again = store.get_run("r1")
+    assert again.started_at == at and again.started_at.utcoffset() == timedelta(0)
+    assert done.ended_at.tzinfo is not None and again.ended_at == done.ended_at and again.status == "completed"
+    assert store.find_runs("r_") == []  # a prefix is matched literally, not as a LIKE pattern
