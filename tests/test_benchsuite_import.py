@@ -199,6 +199,13 @@ def test_a_long_scope_table_shows_the_lowest_scopes_and_says_so():
     shown = [line.split()[0] for line in text.splitlines() if line.startswith("q")]
     assert len(shown) == MAX_SCOPE_ROWS and all(int(tag[1:]) % 2 == 0 for tag in shown)
     assert f"the {MAX_SCOPE_ROWS} lowest of 50 scopes by hit@5" in " ".join(text.split())
+    from evalloop.report.markdown import _strata  # the pull-request comment folds the same rows
+
+    markdown = "\n".join(_strata(report))
+    assert f"per scope — run <code>r</code>, the {MAX_SCOPE_ROWS} lowest of 50" in markdown
+    rows_md = [line for line in markdown.splitlines() if line.startswith("| `q")]
+    assert len(rows_md) == MAX_SCOPE_ROWS and all(int(r.split("`")[1][1:]) % 2 == 0 for r in rows_md)
+    assert "| macro | 50 | 0.500 |" in markdown and "per stratum" not in markdown
 
 
 def test_python_api_scores_a_scoped_dataset_as_the_suite_does(files, tmp_path):

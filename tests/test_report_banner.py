@@ -45,3 +45,23 @@ def test_the_html_report_shows_the_latest_runs_strata(tmp_path):
     assert "<td>false-friend</td>" in table and "<td>paraphrase</td>" in table
     overall = table.split("<td><b>overall</b></td>", 1)[1].split("</tr>", 1)[0]
     assert f"{means['similarity-detection']:.3f}" in overall
+
+
+def test_the_markdown_report_shows_the_latest_runs_strata(tmp_path):
+    """The pull-request comment carries the same per-stratum table as the HTML report, folded."""
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([EVALLOOP, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "NO_COLOR": "1"})
+
+    ran = cli("run", "--suite", "similarity", "--json", "--no-cases")
+    assert ran.returncode == 0, ran.stderr
+    means = {s["scorer"]: s["current"] for s in json.loads(ran.stdout)["scorers"]}
+    assert cli("report", "--suite", "similarity", "--markdown-file", "r.md").returncode == 0
+    md = (tmp_path / "r.md").read_text()
+    assert "<summary>per stratum" in md, md
+    table = md.split("<summary>per stratum", 1)[1].split("</details>", 1)[0]
+    header = next(line for line in table.splitlines() if line.startswith("| stratum"))
+    assert "`similarity-detection`" in header
+    assert "| `false-friend` |" in table and "| `paraphrase` |" in table
+    overall = next(line for line in table.splitlines() if line.startswith("| **overall** |"))
+    assert f"{means['similarity-detection']:.3f}" in overall

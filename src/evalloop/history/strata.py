@@ -28,6 +28,8 @@ _ROWS = text(
     "WHERE s.run_id = :run AND s.errored = 0 AND s.skipped = 0"
 )
 SCOPE_TAG = "scope:"
+MAX_SCOPE_ROWS = 20
+"""At most this many scopes are shown in a table (the lowest first); JSON output holds them all."""
 _LATENCY = text("SELECT latency_ms FROM case_results WHERE run_id = :run AND error IS NULL")
 
 

@@ -1,7 +1,8 @@
 """The Markdown report: a compact summary for a pull-request comment (GitHub-flavoured).
 
 Per suite a table of scorers (latest mean, baseline, drop, threshold, verdict, a sparkline of
-the last runs), then the cases that flipped in the latest run inside ``<details>``.
+the last runs), the latest run's per-stratum and per-scope means, then the cases that flipped
+in the latest run, each inside ``<details>``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 
+from evalloop.history.strata import MAX_SCOPE_ROWS, StrataReport
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
 from evalloop.verdict import VerdictStatus
 
@@ -134,6 +136,8 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
                      f"{_pct(t.threshold)} | {_pct(p.mdd if p else None)} | {_verdict(p)} | "
                      f"{sparkline([q.mean for q in t.points])} |")
     lines.append("")
+    if suite.strata is not None:
+        lines += _strata(suite.strata)
     for t in suite.scorers:
         lines += _flips(t)
     if suite.memories:
@@ -144,6 +148,31 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
             lines += [f"Run {_code(m.run_id, cell=False)}:" if m.run_id else "Memory:", "", "```text",
                       *_clip_lines(m.information.replace("```", "ʼʼʼ")), "```", ""]
         lines += ["</details>", ""]
+    return lines
+
+
+def _strata(report: StrataReport) -> list[str]:
+    """The latest run's per-stratum (tag) and per-scope means, each table folded."""
+    lines: list[str] = []
+    for label, rows, shown, macro in (("stratum", report.strata, report.strata, report.macro),
+                                      ("scope", report.scopes, report.lowest_scopes(MAX_SCOPE_ROWS),
+                                       report.scope_macro)):
+        if not rows:
+            continue
+        note = f", the {len(shown)} lowest of {len(rows)}" if len(shown) < len(rows) else ""
+        lines += [f"<details><summary>per {label} — run <code>{html.escape(report.run_id)}</code>{note}"
+                  "</summary>", "",
+                  f"| {label} | n | " + " | ".join(_code(s) for s in report.scorers) + " |",
+                  "|---|--:|" + "--:|" * len(report.scorers)]
+
+        def row(name: str, n: int, means: dict[str, float | None]) -> str:
+            return f"| {name} | {n} | " + " | ".join(_num(means.get(s)) for s in report.scorers) + " |"
+
+        lines += [row(_code(r.tag), r.n, r.means) for r in shown]
+        lines.append(row("**overall**", report.n, report.overall))
+        if len(rows) > 1:
+            lines.append(row("macro", len(rows), macro))
+        lines += ["", "</details>", ""]
     return lines
 
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from evalloop.history.strata import StrataReport, StratumRow, latency_summary, strata_means
-
-MAX_SCOPE_ROWS = 20
-"""At most this many scopes are printed (the lowest first); JSON output holds them all."""
+from evalloop.history.strata import MAX_SCOPE_ROWS, StrataReport, StratumRow, latency_summary, strata_means
 
 __all__ = ["StrataReport", "StratumRow", "latency_summary", "strata_means", "strata_table"]
 
