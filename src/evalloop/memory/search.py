@@ -123,7 +123,7 @@ class HybridSearcher:
         allowed = [r[0] for r in self.conn.execute(sql, params)]
         if not allowed:
             return []
-        text_hits = self.text.search(query, 2 * pool, f"+rowid IN ({sql})", params)
+        text_hits = self.text.search(query, 2 * pool, allowed)
         return self._rrf(text_hits, self.index.search(qvec, pool, allowed), limit)
 
     def _post_filtered(
