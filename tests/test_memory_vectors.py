@@ -64,5 +64,18 @@ def test_sign_bits_follow_deletes_and_updates(store: MemoryStore) -> None:
         store.delete(mid)
     store.update(victims[30], "an entirely rewritten memory about lunch")
     index = store._index
-    assert np.array_equal(index._bits[: index._n], vectors.sign_bits(index._matrix[: index._n]))
+    assert np.array_equal(vectors.row_bits(index._bits[:, : index._n]), vectors.sign_bits(index._matrix[: index._n]))
     assert store.find("rewritten memory about lunch", limit=1)[0].record.id == victims[30]
+
+
+@pytest.mark.parametrize("dim", [256, 40])  # 64-bit words, and bytes when they do not fit
+def test_hamming_over_bit_columns_counts_every_differing_bit(dim: int) -> None:
+    rng = np.random.default_rng(dim)
+    rows = rng.standard_normal((300, dim)).astype(np.float32)
+    query = rng.standard_normal(dim).astype(np.float32)
+    bits = vectors.sign_bits(rows)
+    columns = vectors.bit_columns(bits)
+    assert np.array_equal(vectors.row_bits(columns), bits)
+    expected = np.unpackbits(bits ^ vectors.sign_bits(query[None, :])[0], axis=1).sum(axis=1)
+    distance = vectors.hamming(columns, vectors.bit_columns(vectors.sign_bits(query[None, :]))[:, 0])
+    assert distance.tolist() == expected.tolist()
