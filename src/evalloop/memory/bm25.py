@@ -133,7 +133,10 @@ class Bm25Index:
         ties by rowid as FTS5's ``ORDER BY rank`` breaks them."""
         rowids, scores = self.scores(terms)
         if allowed is not None and rowids.size:
-            keep = np.isin(rowids, np.asarray(allowed, dtype=np.int64))
+            mask = np.zeros(int(rowids[-1]) + 1, dtype=bool)
+            wanted = np.asarray(allowed, dtype=np.int64)
+            mask[wanted[wanted <= rowids[-1]]] = True
+            keep = mask[rowids]
             rowids, scores = rowids[keep], scores[keep]
         if limit <= 0 or not rowids.size:
             return []

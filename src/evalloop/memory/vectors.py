@@ -146,6 +146,8 @@ class SqliteVecIndex:
         self.conn.executemany("DELETE FROM memory_vec_bits WHERE rowid = ?", [(int(r),) for r in rowids])
 
     def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | None) -> list[Hit]:
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=np.int64).tolist()  # Python ints, for SQLite
         if allowed is not None and len(allowed) <= EXACT_FILTER_LIMIT:
             return exact_scores(self.conn, allowed, query, k)
         wanted = k * OVERSAMPLE
@@ -195,9 +197,12 @@ class NumpyIndex:
             self._matrix[:n] = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(n, -1)
             self._bits[:, :n] = bit_columns(sign_bits(self._matrix[:n]))
         self._n = n
-        self._version = self._data_version()
+        self._version: int | None = self._data_version()
 
     def add(self, rowids: Sequence[int], vectors: np.ndarray) -> None:
+        fresh = np.asarray(rowids, dtype=np.int64)
+        if fresh.size and (np.any(np.diff(fresh) <= 0) or (self._n and fresh[0] <= self._rowids[self._n - 1])):
+            self._version = None  # not above every indexed rowid (another connection wrote): reload
         need = self._n + len(rowids)
         if need > len(self._rowids):
             size = max(need, 2 * len(self._rowids))
@@ -221,14 +226,25 @@ class NumpyIndex:
         self._bits[:, :n] = self._bits[:, : self._n][:, keep]
         self._n = n
 
+    def _positions(self, allowed: Sequence[int]) -> np.ndarray:
+        """Where the ``allowed`` rowids that are indexed sit (rowids are kept ascending: loaded
+        in order, appended above the largest, removed in place), in ascending order."""
+        rowids = self._rowids[: self._n]
+        wanted = np.unique(np.asarray(allowed, dtype=np.int64))
+        at = np.minimum(np.searchsorted(rowids, wanted), max(self._n - 1, 0))
+        return at[rowids[at] == wanted] if self._n else at[:0]
+
     def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | None) -> list[Hit]:
         if self._data_version() != self._version:
             self._load()
         rowids = self._rowids[: self._n]
         if allowed is not None and len(allowed) <= EXACT_FILTER_LIMIT:
-            positions = np.flatnonzero(np.isin(rowids, np.asarray(allowed, dtype=np.int64)))
+            positions = self._positions(allowed)
             return _top(rowids[positions], self._matrix[positions] @ query, k)
-        mask = None if allowed is None else np.isin(rowids, np.asarray(allowed, dtype=np.int64))
+        mask = None
+        if allowed is not None:
+            mask = np.zeros(self._n, dtype=bool)
+            mask[self._positions(allowed)] = True
         if self._n <= PREFILTER_FROM:
             scores = self._matrix[: self._n] @ query
             if mask is not None:
