@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,6 +37,16 @@ def read_varint(blob: bytes, pos: int = 0) -> tuple[int, int]:
 def _length(blob: bytes) -> int:
     """A one-column ``%_docsize`` entry: the row's length in tokens."""
     return blob[0] if len(blob) == 1 else read_varint(blob)[0]
+
+
+class Phrase(NamedTuple):
+    """One query phrase of a single FTS5 term: the term, the query word it came from, and
+    whether any row holds the term more than once (if not, the term's rows come from a plain
+    MATCH, which skips reading positions, and every row's frequency is 1)."""
+
+    term: str
+    word: str
+    repeats: bool = True
 
 
 class Bm25Index:
@@ -87,31 +97,34 @@ class Bm25Index:
         self._stale_from = None
 
     def _lengths_of(self, rowids: np.ndarray) -> np.ndarray:
-        if rowids[-1] >= len(self._lengths):  # another connection wrote since the refresh
+        if int(rowids.max()) >= len(self._lengths):  # another connection wrote since the refresh
             self._version = None
             self._refresh()
         return self._lengths[np.minimum(rowids, len(self._lengths) - 1)]
 
-    def _postings(self, term: str) -> np.ndarray:
-        """The rowid of each occurrence of ``term`` (a row containing it twice appears twice)."""
-        (text,) = self.conn.execute(
-            f"SELECT group_concat(doc) FROM {self._instances} WHERE term = ?", (term,)
-        ).fetchone()
-        if not text:
-            return np.zeros(0, dtype=np.int64)
-        return np.fromstring(text, dtype=np.int64, sep=",")
+    def _postings(self, phrase: Phrase) -> tuple[np.ndarray, np.ndarray]:
+        """The rows holding ``phrase``'s term, ascending, and how often each holds it."""
+        if phrase.repeats:  # one rowid per occurrence
+            sql, arg = f"SELECT group_concat(doc) FROM {self._instances} WHERE term = ?", phrase.term
+        else:
+            sql, arg = f"SELECT group_concat(rowid) FROM {self.table} WHERE {self.table} MATCH ?", f'"{phrase.word}"'
+        (text,) = self.conn.execute(sql, (arg,)).fetchone()
+        rowids = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
+        if phrase.repeats:
+            return np.unique(rowids, return_counts=True)
+        return rowids, np.ones(rowids.size, dtype=np.int64)
 
-    def scores(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(rowids, BM25 scores, higher is better) of the rows containing any of ``terms`` (FTS5
-        terms, after stemming; one query phrase each, summed in the given order as FTS5 does)."""
+    def scores(self, phrases: Sequence[Phrase]) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids, BM25 scores, higher is better) of the rows holding any of the ``phrases``,
+        summed in the given order as FTS5 does."""
         self._refresh()
         if self._rows <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         avgdl = self._tokens / self._rows
         docs_per_term: list[np.ndarray] = []
         parts: list[np.ndarray] = []
-        for term in terms:
-            docs, tf = np.unique(self._postings(term), return_counts=True)
+        for phrase in phrases:
+            docs, tf = self._postings(phrase)
             if not docs.size:
                 continue
             hits = docs.size
@@ -128,14 +141,15 @@ class Bm25Index:
         rowids, where = np.unique(np.concatenate(docs_per_term), return_inverse=True)
         return rowids, np.bincount(where, weights=np.concatenate(parts), minlength=rowids.size)
 
-    def top(self, terms: Sequence[str], limit: int, allowed: Sequence[int] | None = None) -> list[int]:
-        """The ``limit`` best rowids for ``terms`` (only ``allowed`` ones if given), best first,
-        ties by rowid as FTS5's ``ORDER BY rank`` breaks them."""
-        rowids, scores = self.scores(terms)
+    def top(self, phrases: Sequence[Phrase], limit: int, allowed: Sequence[int] | None = None) -> list[int]:
+        """The ``limit`` best rowids for ``phrases`` (only ``allowed`` ones if given), best
+        first, ties by rowid as FTS5's ``ORDER BY rank`` breaks them."""
+        rowids, scores = self.scores(phrases)
         if allowed is not None and rowids.size:
-            mask = np.zeros(int(rowids[-1]) + 1, dtype=bool)
+            largest = int(rowids.max())
+            mask = np.zeros(largest + 1, dtype=bool)
             wanted = np.asarray(allowed, dtype=np.int64)
-            mask[wanted[wanted <= rowids[-1]]] = True
+            mask[wanted[(wanted >= 0) & (wanted <= largest)]] = True
             keep = mask[rowids]
             rowids, scores = rowids[keep], scores[keep]
         if limit <= 0 or not rowids.size:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from evalloop.memory.bm25 import Bm25Index
+from evalloop.memory.bm25 import Bm25Index, Phrase
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
@@ -68,7 +68,7 @@ class TextSearcher:
         conn.execute("CREATE VIRTUAL TABLE temp.query_stems USING fts5vocab(temp, query_words, instance)")
         self.bm25 = Bm25Index(conn)
         self._stems: dict[str, tuple[str, ...]] = {}
-        self._df: dict[str, int] = {}
+        self._df: dict[str, tuple[int, int]] = {}  # term: (rows holding it, occurrences)
         self._version: int | None = None
 
     def invalidate(self, from_pk: int = 0) -> None:
@@ -99,9 +99,9 @@ class TextSearcher:
             self._df, self._version = {}, version
         df = self._df
         for term in {t for group in stems for t in group if t not in df}:
-            row = self.conn.execute("SELECT doc FROM memory_fts_vocab WHERE term = ?", (term,)).fetchone()
-            df[term] = row[0] if row else 0
-        return [max((df[t] for t in group), default=0) for group in stems]
+            row = self.conn.execute("SELECT doc, cnt FROM memory_fts_vocab WHERE term = ?", (term,)).fetchone()
+            df[term] = (row[0], row[1]) if row else (0, 0)
+        return [max((df[t][0] for t in group), default=0) for group in stems]
 
     def _kept(self, text: str) -> list[tuple[str, tuple[str, ...]]]:
         """The query's rarest words within the postings budget, with their FTS5 terms."""
@@ -120,6 +120,12 @@ class TextSearcher:
             total += freq
         return kept
 
+    def _phrases(self, kept: list[tuple[str, tuple[str, ...]]]) -> list[Phrase] | None:
+        """The kept words as single-term phrases; None if FTS5 splits one into several terms."""
+        if any(len(terms) != 1 for _, terms in kept):
+            return None
+        return [Phrase(t, w, self._df[t][1] > self._df[t][0]) for w, (t,) in kept]
+
     def expression(self, text: str) -> str | None:
         """The MATCH expression for ``text``: its rarest words within the postings budget."""
         kept = self._kept(text)
@@ -132,8 +138,9 @@ class TextSearcher:
         kept = self._kept(text)
         if not kept:
             return []
-        if all(len(terms) == 1 for _, terms in kept):
-            return self.bm25.top([terms[0] for _, terms in kept], limit, allowed)
+        phrases = self._phrases(kept)
+        if phrases is not None:
+            return self.bm25.top(phrases, limit, allowed)
         sql = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?"
         params: list[Any] = [quoted_or([w for w, _ in kept])]
         if allowed is not None:  # ``+rowid``: FTS5 does not re-run the match per row
