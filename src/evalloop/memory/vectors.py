@@ -240,7 +240,7 @@ class NumpyIndex:
         rowids = self._rowids[: self._n]
         if allowed is not None and len(allowed) <= EXACT_FILTER_LIMIT:
             positions = self._positions(allowed)
-            return _top(rowids[positions], self._matrix[positions] @ query, k)
+            return _top(rowids[positions], np.take(self._matrix, positions, axis=0) @ query, k)
         mask = None
         if allowed is not None:
             mask = np.zeros(self._n, dtype=bool)
@@ -259,4 +259,4 @@ class NumpyIndex:
         candidates = nearest(distance, wanted) if wanted < self._n else np.arange(self._n)
         if mask is not None:
             candidates = candidates[mask[candidates]]
-        return _top(rowids[candidates], self._matrix[candidates] @ query, k)
+        return _top(rowids[candidates], np.take(self._matrix, candidates, axis=0) @ query, k)
