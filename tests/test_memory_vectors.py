@@ -114,3 +114,12 @@ def test_tag_find_on_a_file_another_connection_filled(tmp_path: Path, monkeypatc
         reader.store("another caching note", ["a"])  # appended while the index is stale
         assert reader.find("queue retries backoff", 3, tags=["b"])[0].record.id == mid
         assert len(reader.find("caching", 30, tags="a")) == 21
+
+
+def test_similarities_are_the_matrix_product() -> None:
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((2500, 256)).astype(np.float32)
+    query = rng.standard_normal(256).astype(np.float32)
+    expected = rows.astype(np.float64) @ query.astype(np.float64)
+    got = vectors.similarities(np.take(rows, np.arange(0, 2500, 3), axis=0), query)
+    assert got.dtype == np.float32 and np.allclose(got, expected[::3], atol=1e-4)

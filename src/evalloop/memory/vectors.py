@@ -73,6 +73,13 @@ def nearest(distance: np.ndarray, wanted: int) -> np.ndarray:
     return np.flatnonzero(distance <= cut)
 
 
+def similarities(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``rows @ query`` in NumPy's own loop (``einsum``), never through BLAS: OpenBLAS hands a
+    product this small to its worker threads, and on a busy 2-core machine the hand-off took
+    ≈ 8 ms where the product itself takes 0.1 ms."""
+    return np.einsum("ij,j->i", rows, query)
+
+
 def _top(rowids: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
     if k <= 0 or scores.size == 0:
         return []
@@ -95,7 +102,7 @@ def exact_scores(conn: Any, rowids: Sequence[int], query: np.ndarray, k: int) ->
     if not found:
         return []
     matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(found), -1)
-    return _top(np.asarray(found), matrix @ query, k)
+    return _top(np.asarray(found), similarities(matrix, query), k)
 
 
 class VectorIndex(Protocol):
@@ -240,13 +247,13 @@ class NumpyIndex:
         rowids = self._rowids[: self._n]
         if allowed is not None and len(allowed) <= EXACT_FILTER_LIMIT:
             positions = self._positions(allowed)
-            return _top(rowids[positions], np.take(self._matrix, positions, axis=0) @ query, k)
+            return _top(rowids[positions], similarities(np.take(self._matrix, positions, axis=0), query), k)
         mask = None
         if allowed is not None:
             mask = np.zeros(self._n, dtype=bool)
             mask[self._positions(allowed)] = True
         if self._n <= PREFILTER_FROM:
-            scores = self._matrix[: self._n] @ query
+            scores = similarities(self._matrix[: self._n], query)
             if mask is not None:
                 scores[~mask] = -np.inf
             return _top(rowids, scores, k)
@@ -259,4 +266,4 @@ class NumpyIndex:
         candidates = nearest(distance, wanted) if wanted < self._n else np.arange(self._n)
         if mask is not None:
             candidates = candidates[mask[candidates]]
-        return _top(rowids[candidates], np.take(self._matrix, candidates, axis=0) @ query, k)
+        return _top(rowids[candidates], similarities(np.take(self._matrix, candidates, axis=0), query), k)
