@@ -13,7 +13,8 @@ reference measured in the same run: inserts beside model2vec's own uncached ``en
 same texts (what embedding alone cost before the store cached tokens per word; a ratio above 1
 means a whole insert now beats that), and ``find`` beside a bare exact NumPy top-10 over the
 same matrix. Inserts are also given per CPU second (both threads).
-BLAS is pinned to one thread.
+BLAS is pinned to one thread (set ``OPENBLAS_NUM_THREADS`` to override); that steadies the
+reference only, as ``find`` itself never calls BLAS.
 
 ``--load N`` times every ``find`` (and the bare exact reference) a second time while N
 busy-loop processes compete for the CPUs, and prints both figures side by side: on a 2-core
