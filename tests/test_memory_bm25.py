@@ -5,12 +5,13 @@ by this connection and others."""
 from __future__ import annotations
 
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from evalloop.memory import HashingEmbedder, MemoryStore
-from evalloop.memory.bm25 import read_varint
+from evalloop.memory.bm25 import read_varint, read_varints
 from evalloop.memory.textsearch import TextSearcher
 
 WORDS = ["cache", "judge", "merge", "scorer", "token", "budget", "queue", "index", "window", "prompt"]
@@ -115,3 +116,28 @@ def test_read_varint_decodes_sqlite_varints() -> None:
     assert read_varint(b"\x81\x00") == (128, 2)
     assert read_varint(b"\x86\x8d\x20\xd8\xff\x17", 3) == (1_458_071, 6)
     assert read_varint(b"\xff" * 8 + b"\x01") == ((2**56 - 1) << 8 | 1, 9)
+
+
+def test_read_varints_decodes_a_run_of_varints_at_once() -> None:
+    values = [0, 5, 127, 128, 300, 16_383, 16_384, 2_000_000, 3]
+    data = b""
+    for v in values:  # SQLite's encoding: 7 bits a byte, high bit set on all but the last
+        groups = [v & 0x7F]
+        while v > 0x7F:
+            v >>= 7
+            groups.append(0x80 | (v & 0x7F))
+        data += bytes(reversed(groups))
+    assert read_varints(data).tolist() == values
+    assert [read_varint(data, 0)[0]] == values[:1]
+    assert read_varints(b"").tolist() == []
+
+
+def test_a_damaged_docsize_table_fails_as_fts5_fails(store: MemoryStore) -> None:
+    store.store_many(_corpus(50))
+    store.find("cache", 3)
+    assert store._text._numpy_bm25
+    store._conn.execute("UPDATE memory_fts_docsize SET sz = x'0102' WHERE id = 1")  # two sizes, one column
+    store._text.invalidate(1)
+    with pytest.raises(sqlite3.DatabaseError, match="malformed"):  # FTS5's own words, as before
+        store._text.search("judge merge", 25)
+    assert not store._text._numpy_bm25  # handed to FTS5, which reads the layout itself

@@ -34,9 +34,22 @@ def read_varint(blob: bytes, pos: int = 0) -> tuple[int, int]:
     return (value << 8) | blob[pos + 8], pos + 9
 
 
-def _length(blob: bytes) -> int:
-    """A one-column ``%_docsize`` entry: the row's length in tokens."""
-    return blob[0] if len(blob) == 1 else read_varint(blob)[0]
+def read_varints(data: bytes) -> np.ndarray:
+    """Every SQLite varint in ``data``, back to back (int64; values below 2**56, where the
+    last byte of each is the first without its high bit), decoded without a Python loop."""
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(raw < 0x80)
+    starts = np.concatenate(([0], ends[:-1] + 1)).astype(np.int64)
+    values = np.zeros(ends.size, dtype=np.int64)
+    for k in range(int((ends - starts).max(initial=-1)) + 1):  # byte k of each varint
+        pos = starts + k
+        more = pos <= ends
+        values[more] = (values[more] << 7) | (raw[pos[more]] & 0x7F)
+    return values
+
+
+class UnreadableIndex(Exception):
+    """FTS5's shadow tables are not laid out as this module reads them."""
 
 
 class Phrase(NamedTuple):
@@ -79,15 +92,21 @@ class Bm25Index:
         if self._stale_from is None:
             return
         start = self._stale_from
-        rows = self.conn.execute(f"SELECT id, sz FROM {self.table}_docsize WHERE id >= ?", (start,)).fetchall()
-        top = max((r[0] for r in rows), default=start - 1) + 1
+        # two strings instead of a Python object per row: the ids, and the one-column
+        # %_docsize entries (one varint each) back to back in hex
+        ids_text, sizes_hex = self.conn.execute(
+            f"SELECT group_concat(id), group_concat(hex(sz), '') FROM {self.table}_docsize WHERE id >= ?", (start,)
+        ).fetchone()
+        ids = np.fromstring(ids_text, dtype=np.int64, sep=",") if ids_text else np.zeros(0, dtype=np.int64)
+        sizes = read_varints(bytes.fromhex(sizes_hex or ""))
+        if sizes.size != ids.size:  # not one varint a row: not the layout this reads
+            raise UnreadableIndex(f"{self.table}_docsize holds {sizes.size} sizes for {ids.size} rows")
+        top = int(ids.max()) + 1 if ids.size else start
         if start == 0:
             self._lengths = np.zeros(top, dtype=np.int32)
         elif top > len(self._lengths):
             self._lengths = np.concatenate([self._lengths, np.zeros(top - len(self._lengths), dtype=np.int32)])
-        if rows:
-            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            self._lengths[ids] = np.fromiter((_length(r[1]) for r in rows), dtype=np.int32, count=len(rows))
+        self._lengths[ids] = sizes
         # the averages record (id 1 of %_data): rows in the index, then tokens per column
         block = self.conn.execute(f"SELECT block FROM {self.table}_data WHERE id = 1").fetchone()
         self._rows, self._tokens = 0, 0

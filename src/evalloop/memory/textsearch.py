@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from evalloop.memory.bm25 import Bm25Index, Phrase
+from evalloop.memory.bm25 import Bm25Index, Phrase, UnreadableIndex
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
@@ -67,6 +67,7 @@ class TextSearcher:
         conn.execute(f"CREATE VIRTUAL TABLE temp.query_words USING fts5(w, tokenize='{TOKENIZE}')")
         conn.execute("CREATE VIRTUAL TABLE temp.query_stems USING fts5vocab(temp, query_words, instance)")
         self.bm25 = Bm25Index(conn)
+        self._numpy_bm25 = True
         self._stems: dict[str, tuple[str, ...]] = {}
         self._df: dict[str, tuple[int, int]] = {}  # term: (rows holding it, occurrences)
         self._version: int | None = None
@@ -138,9 +139,12 @@ class TextSearcher:
         kept = self._kept(text)
         if not kept:
             return []
-        phrases = self._phrases(kept)
+        phrases = self._phrases(kept) if self._numpy_bm25 else None
         if phrases is not None:
-            return self.bm25.top(phrases, limit, allowed)
+            try:
+                return self.bm25.top(phrases, limit, allowed)
+            except UnreadableIndex:  # not the layout read here: FTS5 ranks (or says what is damaged)
+                self._numpy_bm25 = False
         sql = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?"
         params: list[Any] = [quoted_or([w for w, _ in kept])]
         if allowed is not None:  # ``+rowid``: FTS5 does not re-run the match per row
