@@ -120,10 +120,11 @@ class HybridSearcher:
             if fused is not None:
                 return fused
         sql, params = tagged_sql(tags)
-        allowed = [r[0] for r in self.conn.execute(sql, params)]
-        if not allowed:
+        (pks,) = self.conn.execute(f"SELECT group_concat(memory_pk) FROM ({sql})", params).fetchone()
+        if not pks:
             return []
-        text_hits = self.text.search(query, 2 * pool, f"+rowid IN ({sql})", params)
+        allowed = np.fromstring(pks, dtype=np.int64, sep=",")  # one string: no Python object a row
+        text_hits = self.text.search(query, 2 * pool, allowed)
         return self._rrf(text_hits, self.index.search(qvec, pool, allowed), limit)
 
     def _post_filtered(

@@ -1,16 +1,19 @@
-"""Full-text side of ``find``: safe FTS5 MATCH expressions from arbitrary user text, pruned to
-the query's rarest terms so BM25 ranking stays fast on large stores."""
+"""Full-text side of ``find``: the query's words (stop words out, FTS5 syntax made plain), pruned
+to the rarest within a postings budget, ranked by BM25 (in NumPy over FTS5's postings)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from evalloop.memory.bm25 import Bm25Index, Phrase, UnreadableIndex
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
-#: BM25 costs about a microsecond per matching row; OR-ed terms are kept, rarest first, until
-#: their document frequencies add up to this (the rarest term is always kept).
+#: Terms are kept, rarest first, until their document frequencies add up to this (the rarest
+#: term is always kept): ranking reads every posting of every kept term.
 POSTINGS_BUDGET = 6_000
 TOKENIZE = "porter unicode61 remove_diacritics 2"
 MAX_CACHED_WORDS = 50_000
@@ -63,13 +66,17 @@ class TextSearcher:
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts_vocab USING fts5vocab(memory_fts, row)")
         conn.execute(f"CREATE VIRTUAL TABLE temp.query_words USING fts5(w, tokenize='{TOKENIZE}')")
         conn.execute("CREATE VIRTUAL TABLE temp.query_stems USING fts5vocab(temp, query_words, instance)")
+        self.bm25 = Bm25Index(conn)
+        self._numpy_bm25 = True
         self._stems: dict[str, tuple[str, ...]] = {}
-        self._df: dict[str, int] = {}
+        self._df: dict[str, tuple[int, int]] = {}  # term: (rows holding it, occurrences)
         self._version: int | None = None
 
-    def invalidate(self) -> None:
-        """Forget cached document frequencies (the memories changed)."""
+    def invalidate(self, from_pk: int = 0) -> None:
+        """Forget cached document frequencies and the lengths of rows from ``from_pk`` on
+        (this connection wrote or deleted them)."""
         self._df = {}
+        self.bm25.changed(from_pk)
 
     def _stems_of(self, words: list[str]) -> list[tuple[str, ...]]:
         """The FTS5 terms each word becomes (the same stemming the index applies)."""
@@ -93,34 +100,55 @@ class TextSearcher:
             self._df, self._version = {}, version
         df = self._df
         for term in {t for group in stems for t in group if t not in df}:
-            row = self.conn.execute("SELECT doc FROM memory_fts_vocab WHERE term = ?", (term,)).fetchone()
-            df[term] = row[0] if row else 0
-        return [max((df[t] for t in group), default=0) for group in stems]
+            row = self.conn.execute("SELECT doc, cnt FROM memory_fts_vocab WHERE term = ?", (term,)).fetchone()
+            df[term] = (row[0], row[1]) if row else (0, 0)
+        return [max((df[t][0] for t in group), default=0) for group in stems]
+
+    def _kept(self, text: str) -> list[tuple[str, tuple[str, ...]]]:
+        """The query's rarest words within the postings budget, with their FTS5 terms."""
+        words = query_words(text)
+        if not words:
+            return []
+        stems = self._stems_of(words)
+        freqs = self._document_frequencies(words)
+        ranked = sorted((f, i, w) for i, (w, f) in enumerate(zip(words, freqs, strict=True)) if f)
+        kept: list[tuple[str, tuple[str, ...]]] = []
+        total = 0
+        for freq, i, word in ranked:
+            if kept and total + freq > POSTINGS_BUDGET:
+                break
+            kept.append((word, stems[i]))
+            total += freq
+        return kept
+
+    def _phrases(self, kept: list[tuple[str, tuple[str, ...]]]) -> list[Phrase] | None:
+        """The kept words as single-term phrases; None if FTS5 splits one into several terms."""
+        if any(len(terms) != 1 for _, terms in kept):
+            return None
+        return [Phrase(t, w, self._df[t][1] > self._df[t][0]) for w, (t,) in kept]
 
     def expression(self, text: str) -> str | None:
         """The MATCH expression for ``text``: its rarest words within the postings budget."""
-        words = query_words(text)
-        if not words:
-            return None
-        freqs = self._document_frequencies(words)
-        ranked = sorted((f, i, w) for i, (w, f) in enumerate(zip(words, freqs, strict=True)) if f)
-        kept: list[str] = []
-        total = 0
-        for freq, _, word in ranked:
-            if kept and total + freq > POSTINGS_BUDGET:
-                break
-            kept.append(word)
-            total += freq
-        return quoted_or(kept) if kept else None
+        kept = self._kept(text)
+        return quoted_or([w for w, _ in kept]) if kept else None
 
-    def search(self, text: str, limit: int, where: str = "", params: Sequence[Any] = ()) -> list[int]:
-        """Memory pks best first. ``where`` is extra SQL on ``rowid`` (written ``+rowid`` so
-        FTS5 does not re-run the match per row)."""
-        expr = self.expression(text)
-        if expr is None:
+    def search(self, text: str, limit: int, allowed: Sequence[int] | None = None) -> list[int]:
+        """Memory pks best first by BM25 (only ``allowed`` ones if given). Scored in NumPy
+        (:class:`Bm25Index`) when every kept word is one FTS5 term; a word FTS5 splits into
+        a phrase (``foo_bar``) goes through FTS5's own ``ORDER BY rank``."""
+        kept = self._kept(text)
+        if not kept:
             return []
+        phrases = self._phrases(kept) if self._numpy_bm25 else None
+        if phrases is not None:
+            try:
+                return self.bm25.top(phrases, limit, allowed)
+            except UnreadableIndex:  # not the layout read here: FTS5 ranks (or says what is damaged)
+                self._numpy_bm25 = False
         sql = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?"
-        if where:
-            sql += f" AND {where}"
-        rows = self.conn.execute(sql + " ORDER BY rank LIMIT ?", [expr, *params, limit])
+        params: list[Any] = [quoted_or([w for w, _ in kept])]
+        if allowed is not None:  # ``+rowid``: FTS5 does not re-run the match per row
+            sql += " AND +rowid IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps([int(pk) for pk in allowed]))
+        rows = self.conn.execute(sql + " ORDER BY rank LIMIT ?", [*params, limit])
         return [r[0] for r in rows]
