@@ -190,7 +190,7 @@ class OpenClawHybridRetriever:
         vec_scores: dict[int, float] = {}
         if self._vectors.shape[0]:
             q = np.asarray(self.embedder.embed([query]), dtype=np.float32)[0]
-            sims = self._vectors @ q
+            sims = np.einsum("ij,j->i", self._vectors, q)  # not BLAS: see memory.vectors.similarities
             n = min(candidates, sims.size)
             top = np.argpartition(-sims, n - 1)[:n]
             vec_scores = {int(i): float(sims[i]) for i in top}
