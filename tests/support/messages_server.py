@@ -31,6 +31,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    peer: tuple[str, int] | None = None  # the client's address: one per connection
 
     @property
     def forced_tool(self) -> str | None:
@@ -222,7 +223,7 @@ class LLMServer:
                 except ValueError:
                     body = {}
                 path = self.path.split("?")[0]
-                seen = Seen(path, {k.lower(): v for k, v in self.headers.items()}, body)
+                seen = Seen(path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address[:2])
                 if path not in ("/v1/messages", "/v1/chat/completions"):
                     self._send(404, {"error": {"type": "not_found_error", "message": path}}, {})
                     return
