@@ -49,7 +49,7 @@ def serve(latency: float, conn) -> None:
     with LLMServer(answer, latency=latency) as server:
         conn.send(server.url)
         while conn.recv() == "stats":
-            conn.send((server.count, server.max_active))
+            conn.send((server.count, server.max_active, time.process_time()))
             server.max_active = 0
 
 
@@ -121,12 +121,15 @@ def main(cases: int, concurrency: int, latency: float, load: int) -> int:
                               EVALLOOP_LLM_CONCURRENCY=str(concurrency))
             project = Path(tmp)
             write_suite(project, cases)
+            ours.send("stats")
+            *_, server_cpu = ours.recv()
             before, before_cpu = asyncio.run(bench_client(url, cases, concurrency))
             ours.send("stats")
-            bare_requests, bare_peak = ours.recv()
+            bare_requests, bare_peak, server_after = ours.recv()
+            server_cpu = server_after - server_cpu
             elapsed, run_cpu, info = bench_run(project, concurrency)
             ours.send("stats")
-            total, run_peak = ours.recv()
+            total, run_peak, _ = ours.recv()
             after, after_cpu = asyncio.run(bench_client(url, cases, concurrency))  # the reference brackets the run
             ours.send("stats")
             ours.recv()
@@ -146,7 +149,8 @@ def main(cases: int, concurrency: int, latency: float, load: int) -> int:
     print(f"{'run_suite (runner+history)':<28} {elapsed:6.2f} s  ratio {elapsed / ideal:4.2f}  "
           f"CPU {run_cpu / cases * 1e6:5.0f} us/call  requests {run_requests}  peak in flight {run_peak}  "
           f"status {info['status']}  mean {info['mean']:.2f}  cost ${info['cost']:.4f}")
-    print(f"runner overhead over the bare loop: {elapsed / bare:4.2f}x")
+    print(f"runner overhead over the bare loop: {elapsed / bare:4.2f}x; "
+          f"the loopback server's CPU (its own process): {server_cpu / cases * 1e6:.0f} us/call")
     ok = elapsed / ideal <= TARGET and run_requests == cases and info["status"] == "completed"
     print("PASS" if ok else "FAIL", f"run_suite ratio {elapsed / ideal:.2f} (target <= {TARGET})")
     return 0 if ok else 1
