@@ -7,7 +7,10 @@ the target is within 1.20x of it (issue #16). A bare ``AnthropicClient`` loop ma
 same concurrency is measured before and after it (their mean is the reference), so the
 runner's own overhead shows as the ratio, and the load on a shared machine shows in both.
 The server runs in its own process, as a real API would, so it does not share the GIL.
-Run: ``.venv/bin/python bench/run_throughput.py [--cases N] [--concurrency C] [--latency S]``.
+``--load N`` keeps N busy-loop processes spinning during the timings, so the figure under load
+on a shared machine is reproducible; CPU per call (this process's CPU time over the calls; the
+server's is not counted) is printed beside each time, as it sets the ratio once cores are busy.
+Run: ``.venv/bin/python bench/run_throughput.py [--cases N] [--concurrency C] [--latency S] [--load N]``.
 """
 
 from __future__ import annotations
@@ -46,8 +49,14 @@ def serve(latency: float, conn) -> None:
     with LLMServer(answer, latency=latency) as server:
         conn.send(server.url)
         while conn.recv() == "stats":
-            conn.send((server.count, server.max_active))
+            conn.send((server.count, server.max_active, time.process_time()))
             server.max_active = 0
+
+
+def spin(stop) -> None:
+    """A busy loop (one core's worth of load) until ``stop`` is set."""
+    while not stop.is_set():
+        sum(range(10_000))
 
 
 def write_suite(project: Path, cases: int) -> None:
@@ -65,17 +74,17 @@ def write_suite(project: Path, cases: int) -> None:
         "scorers: [similarity-detection]\ncases: decide-bench.jsonl\n", encoding="utf-8")
 
 
-def bench_run(project: Path, concurrency: int) -> tuple[float, dict]:
+def bench_run(project: Path, concurrency: int) -> tuple[float, float, dict]:
     settings = load_settings(project)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     report = run_suite("decide-bench", settings=settings, engine="llm", cache="off", concurrency=concurrency)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     run = report.outcome.run
-    return elapsed, {"status": run.status, "calls": run.llm_calls, "mean":
-                     report.outcome.summaries["similarity-detection"].mean, "cost": run.cost_usd}
+    return elapsed, cpu, {"status": run.status, "calls": run.llm_calls, "mean":
+                          report.outcome.summaries["similarity-detection"].mean, "cost": run.cost_usd}
 
 
-async def bench_client(url: str, cases: int, concurrency: int) -> float:
+async def bench_client(url: str, cases: int, concurrency: int) -> tuple[float, float]:
     client = AnthropicClient(api_key="bench", base_url=url, concurrency=concurrency, timeout=30.0)
     system = system_prompt("decide")
 
@@ -84,16 +93,17 @@ async def bench_client(url: str, cases: int, concurrency: int) -> float:
                   f"{fence('INCOMING MEMORY', f'Service {i} pool max is now {30 + i % 50} connections')}")
         return await structured(client, Decision, prompt=prompt, system=system, max_tokens=256)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(one(i) for i in range(cases)))
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     await client.aclose()
-    return elapsed
+    return elapsed, cpu
 
 
-def main(cases: int, concurrency: int, latency: float) -> int:
+def main(cases: int, concurrency: int, latency: float, load: int) -> int:
     ideal = max(cases * latency / concurrency, 1e-9)
-    print(f"{cases} decide cases, concurrency {concurrency}, {latency * 1000:.0f} ms per call, no cache")
+    print(f"{cases} decide cases, concurrency {concurrency}, {latency * 1000:.0f} ms per call, no cache, "
+          f"{load} busy-loop process{'es' if load != 1 else ''}")
     print(f"ideal {ideal:.2f} s, target <= {TARGET:.2f}x = {ideal * TARGET:.2f} s")
     for name in [n for n in os.environ if n.startswith(("ANTHROPIC_", "EVALLOOP_"))]:
         del os.environ[name]
@@ -101,34 +111,46 @@ def main(cases: int, concurrency: int, latency: float) -> int:
     server = multiprocessing.get_context("spawn").Process(target=serve, args=(latency, theirs), daemon=True)
     server.start()
     url = ours.recv()
+    stop = multiprocessing.Event()
+    spinners = [multiprocessing.Process(target=spin, args=(stop,), daemon=True) for _ in range(load)]
+    for spinner in spinners:
+        spinner.start()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ.update(ANTHROPIC_API_KEY="bench", ANTHROPIC_BASE_URL=url,
                               EVALLOOP_LLM_CONCURRENCY=str(concurrency))
             project = Path(tmp)
             write_suite(project, cases)
-            before = asyncio.run(bench_client(url, cases, concurrency))
             ours.send("stats")
-            bare_requests, bare_peak = ours.recv()
-            elapsed, info = bench_run(project, concurrency)
+            *_, server_cpu = ours.recv()
+            before, before_cpu = asyncio.run(bench_client(url, cases, concurrency))
             ours.send("stats")
-            total, run_peak = ours.recv()
-            after = asyncio.run(bench_client(url, cases, concurrency))  # the reference brackets the run
+            bare_requests, bare_peak, server_after = ours.recv()
+            server_cpu = server_after - server_cpu
+            elapsed, run_cpu, info = bench_run(project, concurrency)
+            ours.send("stats")
+            total, run_peak, _ = ours.recv()
+            after, after_cpu = asyncio.run(bench_client(url, cases, concurrency))  # the reference brackets the run
             ours.send("stats")
             ours.recv()
-            bare = (before + after) / 2
+            bare, bare_cpu = (before + after) / 2, (before_cpu + after_cpu) / 2
+            loadavg = os.getloadavg()
     finally:
+        stop.set()
+        for spinner in spinners:
+            spinner.join(5)
         ours.send("stop")
         server.join(5)
     run_requests = total - bare_requests
-    print(f"load average (1/5/15 min): {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    print(f"load average (1/5/15 min): {', '.join(f'{x:.1f}' for x in loadavg)} on {os.cpu_count()} CPUs")
     print(f"{'bare AnthropicClient loop':<28} {bare:6.2f} s  ratio {bare / ideal:4.2f}  "
-          f"(before {before:.2f} s, after {after:.2f} s)  "
+          f"CPU {bare_cpu / cases * 1e6:5.0f} us/call  (before {before:.2f} s, after {after:.2f} s)  "
           f"requests {bare_requests}  peak in flight {bare_peak}")
     print(f"{'run_suite (runner+history)':<28} {elapsed:6.2f} s  ratio {elapsed / ideal:4.2f}  "
-          f"requests {run_requests}  peak in flight {run_peak}  "
+          f"CPU {run_cpu / cases * 1e6:5.0f} us/call  requests {run_requests}  peak in flight {run_peak}  "
           f"status {info['status']}  mean {info['mean']:.2f}  cost ${info['cost']:.4f}")
-    print(f"runner overhead over the bare loop: {elapsed / bare:4.2f}x")
+    print(f"runner overhead over the bare loop: {elapsed / bare:4.2f}x; "
+          f"the loopback server's CPU (its own process): {server_cpu / cases * 1e6:.0f} us/call")
     ok = elapsed / ideal <= TARGET and run_requests == cases and info["status"] == "completed"
     print("PASS" if ok else "FAIL", f"run_suite ratio {elapsed / ideal:.2f} (target <= {TARGET})")
     return 0 if ok else 1
@@ -139,5 +161,6 @@ if __name__ == "__main__":
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--load", type=int, default=0, help="busy-loop processes to run during the timings")
     args = parser.parse_args()
-    sys.exit(main(args.cases, args.concurrency, args.latency))
+    sys.exit(main(args.cases, args.concurrency, args.latency, args.load))

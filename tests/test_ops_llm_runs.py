@@ -236,7 +236,7 @@ def test_env_knobs_reach_the_client(monkeypatch):
             EVALLOOP_LLM_CONCURRENCY="32")
     client = client_from_env()
     assert client.policy.max_retries == 2 and client.policy.backoff_base == 0.25
-    assert client._semaphore._value == 32
+    assert client.concurrency == 32
     monkeypatch.setenv("EVALLOOP_LLM_MAX_RETRIES", "lots")
     with pytest.raises(ConfigError, match="EVALLOOP_LLM_MAX_RETRIES"):
         client_from_env()

@@ -31,6 +31,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    peer: tuple[str, int] | None = None  # the client's address: one per connection
 
     @property
     def forced_tool(self) -> str | None:
@@ -222,7 +223,7 @@ class LLMServer:
                 except ValueError:
                     body = {}
                 path = self.path.split("?")[0]
-                seen = Seen(path, {k.lower(): v for k, v in self.headers.items()}, body)
+                seen = Seen(path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address[:2])
                 if path not in ("/v1/messages", "/v1/chat/completions"):
                     self._send(404, {"error": {"type": "not_found_error", "message": path}}, {})
                     return
@@ -273,12 +274,13 @@ def _error_body(reply: Reply, openai: bool) -> dict[str, Any]:
 
 
 def _usage(seen: Seen, reply: Reply) -> tuple[int, int]:
-    prompt = json.dumps(seen.body.get("messages", [])) + str(seen.body.get("system") or "")
-    out = (reply.text or "") + (json.dumps(reply.tool_input) if reply.tool_input else "")
-    return (
-        reply.input_tokens if reply.input_tokens is not None else _tokens(prompt),
-        reply.output_tokens if reply.output_tokens is not None else _tokens(out),
-    )
+    """The reply's token counts, or estimates from the text when it gives none."""
+    input_tokens, output_tokens = reply.input_tokens, reply.output_tokens
+    if input_tokens is None:
+        input_tokens = _tokens(json.dumps(seen.body.get("messages", [])) + str(seen.body.get("system") or ""))
+    if output_tokens is None:
+        output_tokens = _tokens((reply.text or "") + (json.dumps(reply.tool_input) if reply.tool_input else ""))
+    return input_tokens, output_tokens
 
 
 def _tool_name(seen: Seen) -> str:
