@@ -120,3 +120,18 @@ async def test_sdk_spans_only_when_they_can_go_somewhere(llm_server, monkeypatch
     assert (await traced.complete(ask())).text == "ok"
     await quiet.aclose()
     await traced.aclose()
+
+
+def test_async_with_closes_the_clients_connections(llm_server, tmp_path):  # noqa: F811
+    """``async with`` closes what ``aclose`` closes, for the Anthropic client and the cache over it."""
+    from evalloop.llm.cache import CachedClient
+
+    async def use() -> tuple[str, object, object]:
+        inner = AnthropicClient(**KW, base_url=llm_server.url, max_retries=0)
+        async with CachedClient(inner, tmp_path / "cache.db", mode="use") as client:
+            text = (await client.complete(ask("hi"))).text
+            sdk = inner._bound.sdk
+        return text, sdk, inner._bound
+
+    text, sdk, bound = asyncio.run(use())
+    assert text and bound is None and sdk.is_closed()

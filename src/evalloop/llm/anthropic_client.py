@@ -29,7 +29,7 @@ from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, price_table
 from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, send
 from evalloop.llm.retry import parse_retry_after as _retry_after
-from evalloop.llm.types import DEFAULT_MODEL, LLMRequest, LLMResponse
+from evalloop.llm.types import DEFAULT_MODEL, ClosingClient, LLMRequest, LLMResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class _Bound:
     semaphore: asyncio.Semaphore
 
 
-class AnthropicClient:
+class AnthropicClient(ClosingClient):
     """An :class:`~evalloop.llm.types.LLMClient` for the Anthropic Messages API.
 
     ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``.

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from evalloop.errors import CACHE_RECOVER, ReplayMiss, store_error
-from evalloop.llm.types import LLMClient, LLMRequest, LLMResponse
+from evalloop.llm.types import ClosingClient, LLMClient, LLMRequest, LLMResponse
 from evalloop.llm.usage import record_usage
 
 CacheMode = Literal["use", "off", "only"]
@@ -110,7 +110,7 @@ current_epoch: ContextVar[int] = ContextVar("evalloop_epoch", default=0)
 """The epoch of the case being run (the runner sets it), added to the cache key."""
 
 
-class CachedClient:
+class CachedClient(ClosingClient):
     """An :class:`LLMClient` that serves repeated requests from a :class:`ResponseCache`.
 
     ``mode``: ``use`` reads and writes the cache; ``off`` neither reads nor writes

@@ -23,7 +23,7 @@ from evalloop.llm.retry import (
     parse_retry_after,
     send,
 )
-from evalloop.llm.types import LLMRequest, LLMResponse, TokenUsage
+from evalloop.llm.types import ClosingClient, LLMRequest, LLMResponse, TokenUsage
 
 _MALFORMED_HINT = "check EVALLOOP_LLM_BASE_URL points at the API root with /v1 (not a web page)"
 FINISH_REASONS = {
@@ -35,7 +35,7 @@ FINISH_REASONS = {
 }
 
 
-class OpenAICompatClient:
+class OpenAICompatClient(ClosingClient):
     """An :class:`~evalloop.llm.types.LLMClient` for an OpenAI-compatible chat endpoint.
 
     ``base_url`` is the API root including ``/v1`` (e.g. ``http://localhost:11434/v1`` for

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, Self, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -71,6 +71,21 @@ class LLMClient(Protocol):
     model: str
 
     async def complete(self, request: LLMRequest) -> LLMResponse: ...
+
+
+class ClosingClient:
+    """A client used as ``async with client:`` closes its connections when the block ends (what
+    ``await client.aclose()`` does; an HTTP session left open is reported by aiohttp at exit)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the client's connections (nothing to close here)."""
+
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 """The model evalloop asks when none is named (fast, cheap, good enough for grading)."""
