@@ -32,7 +32,6 @@ from sqlalchemy.exc import IntegrityError
 from evalloop.errors import EvalloopError
 from evalloop.history.engine import get_engine
 from evalloop.history.schema import ensure_tables
-from evalloop.history.store import pid_alive
 
 log = logging.getLogger("evalloop.locks")
 
@@ -308,3 +307,22 @@ def claim_fire(db: str | Engine, job_id: str, fire_time: datetime, owner: str) -
         conn.execute(delete(FIRE_CLAIMS).where(FIRE_CLAIMS.c.job_id == job_id,
                                                FIRE_CLAIMS.c.claimed_at < now - CLAIM_RETENTION_SECONDS))
     return True
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this host (one owned by another user counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    try:  # Linux: a zombie (exited, not yet reaped by its parent) is dead too
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:
+        return True

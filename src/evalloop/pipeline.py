@@ -17,7 +17,8 @@ from evalloop.baseline import Comparison, compare_run
 from evalloop.config import Settings, load_settings
 from evalloop.context import Services
 from evalloop.history import runlog
-from evalloop.history.store import HistoryStore, code_version
+from evalloop.history.provenance import code_version
+from evalloop.history.store import HistoryStore
 from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.scorevec import Vector
 from evalloop.scoring.registry import Registry, discover

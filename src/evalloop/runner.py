@@ -29,7 +29,8 @@ from evalloop.failures import Failure, TargetTimeout, classify
 from evalloop.grades import ScorerResult, _Grades
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
-from evalloop.history.store import HistoryStore, dumps, new_run_id
+from evalloop.history.provenance import new_run_id
+from evalloop.history.store import HistoryStore, dumps
 from evalloop.llm.cache import current_epoch as _EPOCH
 from evalloop.llm.usage import UsageTotals, close_scope, open_scope
 from evalloop.redact import redact_text

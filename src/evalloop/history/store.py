@@ -12,13 +12,9 @@ import functools
 import json
 import logging
 import operator
-import os
-import secrets
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Table, func, insert, select, update
@@ -33,12 +29,6 @@ from evalloop.redact import redact_text
 RUN_LEASE_SECONDS = 60.0
 _LEASES: dict[tuple[str, str], Any] = {}
 log = logging.getLogger("evalloop.history")
-
-
-def new_run_id(at: datetime | None = None) -> str:
-    """A sortable run id: UTC time to the millisecond plus 6 random hex digits."""
-    at = at or utcnow()
-    return at.strftime("%Y%m%dT%H%M%S") + f"{at.microsecond // 1000:03d}-" + secrets.token_hex(3)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -407,43 +397,6 @@ def _redacted(rows: Sequence[Any], key: str, columns: tuple[str, ...]) -> Sequen
         else:
             out.append({**r, key: redact_text(text)})
     return out
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this host (one owned by another user counts)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    try:  # Linux: a zombie (exited, not yet reaped by its parent) is dead too
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rpartition(")")[2].split()[:1] != ["Z"]
-    except OSError:
-        return True
-
-
-def code_version(project_dir: Path) -> str | None:
-    """The project's git commit (with ``-dirty`` when the tree has changes), if any."""
-    import subprocess
-
-    if os.environ.get("EVALLOOP_CODE_VERSION"):
-        return os.environ["EVALLOOP_CODE_VERSION"]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=project_dir,
-                             capture_output=True, text=True, timeout=5)
-        if sha.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=project_dir, capture_output=True, text=True, timeout=5)
-        return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"))
