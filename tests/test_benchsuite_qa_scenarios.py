@@ -12,7 +12,8 @@ from evalloop.retrieval import run_qa, run_substring_queries, text_search
 from evalloop.retrieval.suite import load_corpus, load_substring_queries, qa_dataset
 from evalloop.retrieval.suite_targets import TextMemory, retriever_factory
 from evalloop.scoring.retrieval import ndcg, scenario_accuracy
-from evalloop.suites import PACKAGE_FIXTURES, find_suite
+from evalloop.suite_lookup import find_suite
+from evalloop.suites import PACKAGE_FIXTURES
 
 DATA = PACKAGE_FIXTURES / "data"
 

@@ -21,7 +21,8 @@ from evalloop.retrieval.suite_targets import (
 )
 from evalloop.retrieval.types import Doc
 from evalloop.scoring.registry import discover
-from evalloop.suites import PACKAGE_FIXTURES, find_suite
+from evalloop.suite_lookup import find_suite
+from evalloop.suites import PACKAGE_FIXTURES
 
 BENCH = PACKAGE_FIXTURES / "data" / "memory-bench"
 

@@ -11,7 +11,7 @@ from evalloop.errors import ScorerError, TargetError
 from evalloop.history import CaseResult, CaseScore, HistoryStore, Run, RunStatus
 from evalloop.runner import execute, prepare
 from evalloop.scoring.registry import discover
-from evalloop.suites import find_suite
+from evalloop.suite_lookup import find_suite
 from support.project import controlled_suite, make_project, write_answers
 
 

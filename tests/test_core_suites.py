@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from evalloop.errors import FixtureError
-from evalloop.suites import discover_suites, find_suite, load_suite
+from evalloop.suite_lookup import discover_suites, find_suite
+from evalloop.suites import load_suite
 
 GOOD = """\
 name: demo

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from evalloop.errors import is_db_error, store_error
-from evalloop.suites import PACKAGE_FIXTURES, discover_suites, suites_for_all
+from evalloop.suite_lookup import discover_suites, suites_for_all
+from evalloop.suites import PACKAGE_FIXTURES
 from evalloop.targets import resolve_target
 from support.cli import cli
 

@@ -11,6 +11,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+import evalloop.suite_lookup
 import evalloop.suites
 from evalloop import load_settings, run_suite
 from evalloop.cli import app
@@ -82,7 +83,7 @@ def test_cli_run_reads_the_cases_file_twice_not_three_times(tmp_path, monkeypatc
 
 def test_a_changed_cases_file_is_validated_again(tmp_path):
     root = jsonl_project(tmp_path, n=4)
-    suite = evalloop.suites.find_suite("speedy", root)
+    suite = evalloop.suite_lookup.find_suite("speedy", root)
     assert suite.validate_cases() == 4
     with suite.cases_file.open("a") as f:
         f.write(json.dumps({"id": "case-0", "input": "dup"}) + "\n")

@@ -14,7 +14,7 @@ from evalloop.lazy import lazy_exports
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Case": "evalloop.suites", "Suite": "evalloop.suites", "find_suite": "evalloop.suites",
+    "Case": "evalloop.suites", "Suite": "evalloop.suites", "find_suite": "evalloop.suite_lookup",
     "load_suite": "evalloop.suites",
     "Comparison": "evalloop.baseline", "ScorerComparison": "evalloop.baseline",
     "compare_run": "evalloop.baseline",
@@ -57,5 +57,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from evalloop.score import Score, ScorerKind  # noqa: F401
     from evalloop.scoring.registry import Registry, discover, scorer  # noqa: F401
     from evalloop.sinks import Sink, register_sink  # noqa: F401
-    from evalloop.suites import Case, Suite, find_suite, load_suite  # noqa: F401
+    from evalloop.suite_lookup import find_suite  # noqa: F401
+    from evalloop.suites import Case, Suite, load_suite  # noqa: F401
     from evalloop.verdict import Verdict, VerdictPolicy, decide  # noqa: F401

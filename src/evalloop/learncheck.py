@@ -28,7 +28,8 @@ from evalloop.errors import ConfigError
 from evalloop.history.store import HistoryStore
 from evalloop.pipeline import arun_suite
 from evalloop.scoring.registry import Registry, discover
-from evalloop.suites import Suite, TargetRef, find_suite
+from evalloop.suite_lookup import find_suite
+from evalloop.suites import Suite, TargetRef
 
 DEFAULT_VARIANTS = ("none:inject=off", "ids:inject=ids", "full:inject=full")
 ALPHA = 0.05

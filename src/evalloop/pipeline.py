@@ -23,7 +23,8 @@ from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.scorevec import Vector
 from evalloop.scoring.registry import Registry, discover
 from evalloop.services import NO_LLM_NOTICE, build_services, close_services
-from evalloop.suites import Case, Suite, find_suite
+from evalloop.suite_lookup import find_suite
+from evalloop.suites import Case, Suite
 
 
 @dataclass

@@ -207,7 +207,7 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
                  every: str | None = None, tz: str | None = None, job_id: str | None = None,
                  grace_seconds: int | None = None, first_run: datetime | None = None) -> ScheduleInfo:
     """Persist a schedule for the given suites; ``first_run`` overrides the first fire time."""
-    from evalloop.suites import find_suite
+    from evalloop.suite_lookup import find_suite
 
     if not suites:
         raise ScheduleError("no suite given", hint="use --suite NAME (repeat for several)")

@@ -38,7 +38,7 @@ def calibrate(
     from evalloop.runner import prepare
     from evalloop.scoring.registry import discover
     from evalloop.services import build_services, close_services
-    from evalloop.suites import find_suite
+    from evalloop.suite_lookup import find_suite
 
     settings = settings_for(project)
     registry = discover(settings.project_dir)

@@ -16,7 +16,8 @@ def suites_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
     """List the suites of the project (fixtures/) and the ones that ship with evalloop."""
     from rich.table import Table
 
-    from evalloop.suites import PACKAGE_FIXTURES, discover_suites, load_suite
+    from evalloop.suite_lookup import discover_suites
+    from evalloop.suites import PACKAGE_FIXTURES, load_suite
 
     settings = settings_for(project)
     found = discover_suites(settings.project_dir)
@@ -58,7 +59,7 @@ def suites_validate(
     """
     from evalloop.runner import prepare
     from evalloop.scoring.registry import discover
-    from evalloop.suites import discover_suites, find_suite
+    from evalloop.suite_lookup import discover_suites, find_suite
 
     settings = settings_for(project)
     registry = discover(settings.project_dir)

@@ -142,7 +142,7 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
     from evalloop.report.filters import CaseFilter
     from evalloop.runner import prepare
     from evalloop.scoring.registry import discover
-    from evalloop.suites import find_suite, suites_for_all
+    from evalloop.suite_lookup import find_suite, suites_for_all
 
     which = CaseFilter(patterns=case or [], tags=tag or [])
     settings = settings_for(project)

@@ -25,7 +25,8 @@ from evalloop.report.strata import StrataReport, latency_summary, strata_means
 from evalloop.retrieval.retrievers import parse_spec, retriever_factory
 from evalloop.retrieval.suite_targets import record_target_stats, target_stats
 from evalloop.scoring.registry import Registry, discover
-from evalloop.suites import Suite, TargetRef, find_suite
+from evalloop.suite_lookup import find_suite
+from evalloop.suites import Suite, TargetRef
 
 SUITE_TARGETS = "evalloop.retrieval.suite:"
 
