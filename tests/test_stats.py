@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from evalloop import stats
+from evalloop import power, stats
 
 
 def _mean_diff(a, b, axis=-1):
@@ -137,40 +137,40 @@ def test_suggest_threshold_keeps_false_alarms_at_the_rate():
     rng = np.random.default_rng(8)
     n, sd, window, reps = 50, 0.2, 5, 20_000
     q = rng.uniform(0.4, 0.8, size=n)  # far from 0 and 1: no clipping
-    thr = stats.suggest_threshold(n, sd, float(q.mean()), false_alarm_rate=0.05, window=window)
+    thr = power.suggest_threshold(n, sd, float(q.mean()), false_alarm_rate=0.05, window=window)
     runs = q + rng.normal(0, sd, size=(reps, window + 1, n))
     means = runs.mean(axis=2)
     baseline = means[:, :window].mean(axis=1)
     drop = (baseline - means[:, window]) / baseline
     assert 0.04 <= float(np.mean(drop >= thr)) <= 0.06
-    assert stats.suggest_threshold(50, 0.2, 0.0) is None
+    assert power.suggest_threshold(50, 0.2, 0.0) is None
 
 
 def test_minimal_detectable_drop_shrinks_with_size_and_has_exact_floor():
-    m20, m50, m200 = (stats.minimal_detectable_drop(n, 0.8) for n in (20, 50, 200))
+    m20, m50, m200 = (power.minimal_detectable_drop(n, 0.8) for n in (20, 50, 200))
     assert m20 > m50 > m200 > 0
     # a perfectly stable pass/fail suite: at least 6 of 10 cases must flip (two-sided 0.05),
     # and since each case flips at random more are needed for 90 % power
-    assert 0.6 <= stats.minimal_detectable_drop(10, 1.0) < 1.0
-    assert stats.minimal_detectable_drop(10, 1.0, power=0.01) == pytest.approx(0.6)
-    assert stats.minimal_detectable_drop(50, 0.0) is None
-    assert stats.minimal_detectable_drop(2, 0.5) is None  # hopeless: even a total drop hides
-    assert stats.minimal_detectable_drop(50, 0.7, case_sd=0.2, min_effect=0.3) > 0.3
+    assert 0.6 <= power.minimal_detectable_drop(10, 1.0) < 1.0
+    assert power.minimal_detectable_drop(10, 1.0, power=0.01) == pytest.approx(0.6)
+    assert power.minimal_detectable_drop(50, 0.0) is None
+    assert power.minimal_detectable_drop(2, 0.5) is None  # hopeless: even a total drop hides
+    assert power.minimal_detectable_drop(50, 0.7, case_sd=0.2, min_effect=0.3) > 0.3
 
 
 def test_calibrate_estimates_noise_and_threshold():
     rng = np.random.default_rng(4)
     q = rng.uniform(0.4, 0.8, size=(40, 1))
     scores = q + rng.normal(0, 0.1, size=(40, 5))
-    cal = stats.calibrate(scores, false_alarm_rate=0.05)
+    cal = power.calibrate(scores, false_alarm_rate=0.05)
     assert cal.n_cases == 40 and cal.repeats == 5 and not cal.binary
     assert len(cal.per_case_variance) == 40
     assert cal.noise_sd == pytest.approx(0.1, rel=0.2)
     assert cal.suggested_threshold == pytest.approx(
-        stats.suggest_threshold(40, cal.noise_sd, cal.mean), rel=1e-12
+        power.suggest_threshold(40, cal.noise_sd, cal.mean), rel=1e-12
     )
     assert cal.minimal_detectable_drop is not None and cal.minimal_detectable_drop > 0
-    binary = stats.calibrate((rng.random((30, 4)) < 0.9).astype(float))
+    binary = power.calibrate((rng.random((30, 4)) < 0.9).astype(float))
     assert binary.binary and binary.minimal_detectable_drop >= 6 / (30 * binary.mean) - 1e-12
     with pytest.raises(ValueError, match="repeats"):
-        stats.calibrate([[0.5], [0.6]])
+        power.calibrate([[0.5], [0.6]])

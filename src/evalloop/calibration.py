@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from evalloop import stats
+from evalloop import power
 from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError
 from evalloop.history.models import CalibrationRecord
@@ -43,7 +43,7 @@ class ScorerCalibration(BaseModel):
     scorer: str
     kind: str
     threshold: float
-    calibration: stats.Calibration | None = None
+    calibration: power.Calibration | None = None
     minimal_detectable_drop: float | None = None
     note: str = ""
 
@@ -135,7 +135,7 @@ async def acalibrate(
         if not rows:
             result.note = "no case was graded in every repeat"
             continue
-        result.calibration = stats.calibrate(rows, false_alarm_rate=false_alarm_rate, window=window,
+        result.calibration = power.calibrate(rows, false_alarm_rate=false_alarm_rate, window=window,
                                              binary=bound.spec.binary or None)
         # under the verdict rule in force (its floor included), at this suite's size and noise
         cal = result.calibration

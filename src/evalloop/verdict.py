@@ -33,7 +33,7 @@ from enum import StrEnum
 import numpy as np
 from pydantic import BaseModel
 
-from evalloop import scorevec, stats
+from evalloop import power, scorevec, stats
 from evalloop.policy import TOLERANCE, VerdictPolicy
 
 __all__ = ["TOLERANCE", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "decide_aligned", "count_flips",
@@ -164,8 +164,8 @@ def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: f
     if n < 1 or not math.isfinite(baseline) or baseline <= 0:
         return None
     v0 = max(noise_var, 0.0)
-    za, zb = stats._z(1.0 - policy.alpha / 2), stats._z(0.9)
-    zr = stats._z(policy.reach_level)
+    za, zb = power.z_quantile(1.0 - policy.alpha / 2), power.z_quantile(0.9)
+    zr = power.z_quantile(policy.reach_level)
 
     def detectable(delta: float) -> bool:
         d = delta * baseline
@@ -385,7 +385,8 @@ def decide_aligned(
     mean_diff = float(diff.mean())
     # the reach: a normal-theory interval of the mean paired difference (its tails are far out,
     # where a bootstrap of a few thousand resamples is too coarse)
-    half = stats._z(policy.reach_level) * (float(diff.std(ddof=1)) / math.sqrt(diff.size) if diff.size > 1 else 0.0)
+    spread = float(diff.std(ddof=1)) / math.sqrt(diff.size) if diff.size > 1 else 0.0
+    half = power.z_quantile(policy.reach_level) * spread
     d_low, d_high = mean_diff - half, mean_diff + half
     falls = drop is not None and drop >= policy.threshold - TOLERANCE
     fields.update(
