@@ -4,7 +4,7 @@ vectors, calibrations) and the SQLAlchemy Core tables that hold them.
 Each record is a pydantic model, and its table is built from its fields (:func:`_table`), so
 a column is declared once. The store reads and writes them with SQLAlchemy Core: no ORM
 session, identity map or unit of work is involved, and importing the history costs neither the
-ORM nor SQLModel (≈150 ms of every ``evalloop`` process, issue #16). Rows read back are trusted
+ORM nor SQLModel (≈ 145 ms of every ``evalloop`` process, issue #16). Rows read back are trusted
 and skip validation (:meth:`Record.from_row`).
 """
 
