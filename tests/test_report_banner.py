@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
+from support.cli import cli as _cli
+
+
+def _similarity_means(tmp_path: Path) -> dict[str, float]:
+    """Run the tagged `similarity` suite once; its scorers' means as the run reported them."""
+    ran = _cli(tmp_path, "run", "--suite", "similarity", "--json", "--no-cases")
+    assert ran.returncode == 0, ran.stderr
+    return {s["scorer"]: s["current"] for s in json.loads(ran.stdout)["scorers"]}
 
 
 def test_a_drop_without_evidence_gets_an_amber_banner_naming_the_scorers(tmp_path):
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([EVALLOOP, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "NO_COLOR": "1"})
-
+    cli = functools.partial(_cli, tmp_path)
     assert cli("init").returncode == 0
     assert cli("run", "--all").returncode == 0
     greeter = tmp_path / "greeter.py"
@@ -32,13 +33,8 @@ def test_a_drop_without_evidence_gets_an_amber_banner_naming_the_scorers(tmp_pat
 
 def test_the_html_report_shows_the_latest_runs_strata(tmp_path):
     """A tagged suite's latest run gets a per-stratum table whose overall is the run's mean."""
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([EVALLOOP, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "NO_COLOR": "1"})
-
-    ran = cli("run", "--suite", "similarity", "--json", "--no-cases")
-    assert ran.returncode == 0, ran.stderr
-    means = {s["scorer"]: s["current"] for s in json.loads(ran.stdout)["scorers"]}
+    cli = functools.partial(_cli, tmp_path)
+    means = _similarity_means(tmp_path)
     assert cli("report", "--suite", "similarity", "--html", "r.html").returncode == 0
     html = (tmp_path / "r.html").read_text()
     table = html.split("<h3>Per stratum", 1)[1].split("</table>", 1)[0]
@@ -49,13 +45,8 @@ def test_the_html_report_shows_the_latest_runs_strata(tmp_path):
 
 def test_the_markdown_report_shows_the_latest_runs_strata(tmp_path):
     """The pull-request comment carries the same per-stratum table as the HTML report, folded."""
-    def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([EVALLOOP, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "NO_COLOR": "1"})
-
-    ran = cli("run", "--suite", "similarity", "--json", "--no-cases")
-    assert ran.returncode == 0, ran.stderr
-    means = {s["scorer"]: s["current"] for s in json.loads(ran.stdout)["scorers"]}
+    cli = functools.partial(_cli, tmp_path)
+    means = _similarity_means(tmp_path)
     assert cli("report", "--suite", "similarity", "--markdown-file", "r.md").returncode == 0
     md = (tmp_path / "r.md").read_text()
     assert "<summary>per stratum" in md, md
