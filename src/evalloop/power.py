@@ -6,7 +6,7 @@ and a minimal detectable drop for the suite's size)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -37,6 +37,18 @@ class Calibration(BaseModel):
 def z_quantile(p: float) -> float:
     """The standard normal quantile at ``p``."""
     return _NORMAL.inv_cdf(p)
+
+
+def smallest_detectable(detectable: Callable[[float], bool], *, steps: int) -> float | None:
+    """The smallest relative drop in (0, 1] that ``detectable`` accepts (it must be monotone),
+    found by ``steps`` halvings, from above; None when not even a total drop is."""
+    if not detectable(1.0):
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(steps):
+        mid = (low + high) / 2
+        low, high = (low, mid) if detectable(mid) else (mid, high)
+    return high
 
 
 def suggest_threshold(
@@ -98,12 +110,9 @@ def minimal_detectable_drop(
         se_null = math.sqrt((v1 + v0 * w + (drop * p) ** 2) / n_cases)
         return drop * p >= za * se_null + zb * se1 and drop >= min_effect + zb * se1 / p
 
-    if not detectable(1.0):
+    high = smallest_detectable(detectable, steps=50)
+    if high is None:
         return None
-    low, high = 0.0, 1.0
-    for _ in range(50):
-        mid = (low + high) / 2
-        low, high = (low, mid) if detectable(mid) else (mid, high)
     floor = math.ceil(math.log2(1.0 / level)) / (n_cases * p) if is_binary else 0.0
     return min(1.0, max(high, floor))
 

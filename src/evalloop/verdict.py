@@ -180,12 +180,9 @@ def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: f
             floor = policy.effective_min_effect * baseline
         return d >= max(za * se_null, floor) + zb * se
 
-    if not detectable(1.0):
+    high = power.smallest_detectable(detectable, steps=40)
+    if high is None:
         return None
-    low, high = 0.0, 1.0
-    for _ in range(40):
-        mid = (low + high) / 2
-        low, high = (low, mid) if detectable(mid) else (mid, high)
     if binary:  # a pass/fail test needs some cases to flip before any p-value can reach alpha:
         # f flipped cases, each "current" in 1 of window + 1 equally likely runs, give p ≈ 2/(w+1)^f
         flips = math.ceil(math.log(2.0 / policy.alpha) / math.log(max(window, 1.0) + 1.0) - 1e-9)
