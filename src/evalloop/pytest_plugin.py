@@ -132,22 +132,13 @@ class SuiteRun:
             raise SuiteFailed(f"suite '{self.suite.name}' did not run: {_one_line(self.error)}")
 
     def _run(self) -> None:
-        from sqlalchemy import select
-
-        from evalloop.history.models import CaseResult, CaseScore
         from evalloop.pipeline import run_suite
 
         _read_log(self.store, self.log_dir, self.suite.name)
         self.report = run_suite(self.suite, settings=self.settings, registry=self.registry,
                                 store=self.store)
         run_id = self.report.outcome.run.id
-        scores_t, results_t = CaseScore.__table__, CaseResult.__table__
-        with self.store.engine.connect() as conn:
-            scores = [CaseScore.from_row(r) for r in conn.execute(
-                select(scores_t).where(scores_t.c.run_id == run_id).order_by(scores_t.c.id))]
-            errors = conn.execute(select(results_t.c.case_id, results_t.c.error).where(
-                results_t.c.run_id == run_id, results_t.c.error.is_not(None))).all()
-        for row in scores:
+        for row in self.store.score_rows(run_id):
             out = self.outcomes.setdefault((row.case_id, row.scorer), CaseOutcome())
             if row.skipped:
                 out.skipped = row.message or "scorer did not run"
@@ -157,7 +148,7 @@ class SuiteRun:
                 out.values.append(row.value)
                 if row.message:
                     out.messages.append(row.message)
-        self.target_errors = {case_id: error for case_id, error in errors}
+        self.target_errors = self.store.case_errors(run_id)
 
 
 class SuiteFailed(Exception):

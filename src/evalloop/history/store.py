@@ -137,8 +137,8 @@ class HistoryStore(metaclass=_MappedErrors):
                 # The DB-API executemany is several times faster than Core's parameter handling
                 # for these flat rows; other databases take the portable path.
                 cursor = conn.connection.driver_connection.cursor()
-                for table, rows, columns in ((CaseResult, cases, CASE_RESULT_COLUMNS),
-                                             (CaseScore, scores, CASE_SCORE_COLUMNS)):
+                for table, rows, columns in ((RESULTS, cases, CASE_RESULT_COLUMNS),
+                                             (SCORES, scores, CASE_SCORE_COLUMNS)):
                     if not rows:
                         continue
                     if type(rows[0]) is tuple:
@@ -147,13 +147,13 @@ class HistoryStore(metaclass=_MappedErrors):
                         names = [c for c in rows[0] if c != "id"]
                         row_of = operator.itemgetter(*names)  # one C call per row
                         values = map(row_of, rows) if len(names) > 1 else ((row_of(r),) for r in rows)
-                    sql = (f"INSERT INTO {table.__table__.name} ({', '.join(names)}) "
+                    sql = (f"INSERT INTO {table.name} ({', '.join(names)}) "
                            f"VALUES ({', '.join('?' * len(names))})")
                     cursor.executemany(sql, values)
                 cursor.close()
                 return
             if cases:
-                conn.execute(insert(CaseResult.__table__), _as_dicts(cases, CASE_RESULT_COLUMNS))
+                conn.execute(insert(RESULTS), _as_dicts(cases, CASE_RESULT_COLUMNS))
             if scores:
                 conn.execute(insert(SCORES), _as_dicts(scores, CASE_SCORE_COLUMNS))
 
@@ -330,10 +330,9 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def score_vector(self, run_id: str, scorer: str, digest: str) -> bytes | None:
         """A run's stored score vector of one scorer for the case list ``digest``, if it has one."""
-        table = ScoreVector.__table__
         with self.engine.connect() as conn:
-            found = conn.execute(select(table.c.data).where(
-                table.c.run_id == run_id, table.c.scorer == scorer, table.c.digest == digest).limit(1)).first()
+            found = conn.execute(select(VECTORS.c.data).where(
+                VECTORS.c.run_id == run_id, VECTORS.c.scorer == scorer, VECTORS.c.digest == digest).limit(1)).first()
         return None if found is None else bytes(found[0])
 
     def case_messages(self, run_id: str, scorer: str, case_ids: Iterable[str]) -> dict[str, str]:
@@ -348,10 +347,22 @@ class HistoryStore(metaclass=_MappedErrors):
         return {case_id: message for case_id, message in rows}
 
     def case_results(self, run_id: str) -> list[CaseResult]:
-        table = CaseResult.__table__
+        """Every case result of a run (each epoch), in the order they were written."""
         with self.engine.connect() as conn:
             return [CaseResult.from_row(row) for row in
-                    conn.execute(select(table).where(table.c.run_id == run_id).order_by(table.c.id))]
+                    conn.execute(select(RESULTS).where(RESULTS.c.run_id == run_id).order_by(RESULTS.c.id))]
+
+    def score_rows(self, run_id: str) -> list[CaseScore]:
+        """Every score of a run (each scorer and epoch), in the order they were written."""
+        with self.engine.connect() as conn:
+            return [CaseScore.from_row(row) for row in
+                    conn.execute(select(SCORES).where(SCORES.c.run_id == run_id).order_by(SCORES.c.id))]
+
+    def case_errors(self, run_id: str) -> dict[str, str]:
+        """The cases of a run whose target call failed: case id → error (the last epoch's)."""
+        with self.engine.connect() as conn:
+            return dict(conn.execute(select(RESULTS.c.case_id, RESULTS.c.error).where(
+                RESULTS.c.run_id == run_id, RESULTS.c.error.is_not(None)).order_by(RESULTS.c.id)).all())
 
     def count(self, table: type[Record] | Table) -> int:
         """How many rows a history table holds."""
@@ -360,7 +371,8 @@ class HistoryStore(metaclass=_MappedErrors):
             return int(conn.execute(select(func.count()).select_from(target)).scalar_one())
 
 
-RUNS, SUMMARIES, SCORES = Run.__table__, ScorerSummary.__table__, CaseScore.__table__
+RUNS, SUMMARIES, RESULTS, SCORES, VECTORS = (Run.__table__, ScorerSummary.__table__, CaseResult.__table__,
+                                             CaseScore.__table__, ScoreVector.__table__)
 
 
 def _insert_all(conn: Any, records: Sequence[Record]) -> None:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from evalloop.history.models import CaseResult, CaseScore
-from evalloop.history.store import HistoryStore
+from evalloop.history.store import SCORES, HistoryStore
 from evalloop.report.filters import CaseFilter
 
 if TYPE_CHECKING:
@@ -85,12 +85,7 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
     adds input and expected; ``previous_run`` marks the cases that newly fail or pass."""
     which = which or CaseFilter()
     marks = _pass_marks(store, run_id)
-    results_t, scores_t = CaseResult.__table__, CaseScore.__table__
-    with store.engine.connect() as conn:
-        results = [CaseResult.from_row(r) for r in conn.execute(
-            select(results_t).where(results_t.c.run_id == run_id).order_by(results_t.c.id))]
-        scores = [CaseScore.from_row(r) for r in conn.execute(
-            select(scores_t).where(scores_t.c.run_id == run_id).order_by(scores_t.c.id))]
+    results, scores = store.case_results(run_id), store.score_rows(run_id)
     by_case: dict[str, list[CaseResult]] = defaultdict(list)
     for row in results:
         if which.keeps_id(row.case_id) and which.keeps_tags((row.tags or "").split(",") if row.tags else []):
@@ -136,13 +131,11 @@ def _grade(name: str, items: Sequence[CaseScore], pass_mark: float, *, control: 
 
 def _case_passes(store: HistoryStore, run_id: str, marks: dict[str, float]) -> dict[str, bool]:
     """Whether each case of another run passed (every graded scorer at or over its pass mark)."""
-    results_t, scores_t = CaseResult.__table__, CaseScore.__table__
     with store.engine.connect() as conn:
-        rows = conn.execute(select(scores_t.c.case_id, scores_t.c.scorer, scores_t.c.value)
-                            .where(scores_t.c.run_id == run_id, scores_t.c.errored.is_(False),
-                                   scores_t.c.skipped.is_(False))).all()
-        errors = set(conn.execute(select(results_t.c.case_id).where(
-            results_t.c.run_id == run_id, results_t.c.error.is_not(None))).scalars())
+        rows = conn.execute(select(SCORES.c.case_id, SCORES.c.scorer, SCORES.c.value)
+                            .where(SCORES.c.run_id == run_id, SCORES.c.errored.is_(False),
+                                   SCORES.c.skipped.is_(False))).all()
+    errors = set(store.case_errors(run_id))
     acc: dict[tuple[str, str], list[float]] = defaultdict(list)
     for case_id, scorer, value in rows:
         acc[(case_id, scorer)].append(value)

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from evalloop.history.models import CaseResult, CaseScore
-from evalloop.history.store import HistoryStore
+from evalloop.history.store import RESULTS, SCORES, HistoryStore
 from evalloop.pipeline import RunReport
 
 
@@ -127,7 +126,7 @@ def _grade(el: ET.Element, cell: _Cell, pass_mark: float, control: bool,
 def _load(store: HistoryStore, run_id: str) -> tuple[dict[str, dict[str, _Cell]], dict[str, float]]:
     cells: dict[str, dict[str, _Cell]] = defaultdict(lambda: defaultdict(_Cell))
     latency: dict[str, list[float]] = defaultdict(list)
-    scores, results = CaseScore.__table__.c, CaseResult.__table__.c
+    scores, results = SCORES.c, RESULTS.c
     with store.engine.connect() as conn:
         for case_id, scorer, value, errored, skipped, message in conn.execute(
             select(scores.case_id, scores.scorer, scores.value, scores.errored, scores.skipped, scores.message)
