@@ -19,7 +19,6 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring
 from typing import Any
 
 from evalloop.calling import is_awaitable
@@ -32,12 +31,12 @@ from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, 
 from evalloop.history.provenance import new_run_id
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.llm.cache import current_epoch as _EPOCH
+from evalloop.llm.errors import is_case_level as _is_case_level
 from evalloop.llm.usage import UsageTotals, close_scope, open_scope
 from evalloop.redact import redact_text
 from evalloop.score import Score, ScorerKind
 from evalloop.scorevec import ids_digest
 from evalloop.scoring.bound import BoundScorer
-from evalloop.scoring.bound import is_case_level as _is_case_level
 from evalloop.scoring.registry import Registry
 from evalloop.suites import Case, Suite
 from evalloop.targets import Target, resolve_target, stable_hash
@@ -174,12 +173,6 @@ def _cases_hash(suite: Suite) -> str:
     return digest.hexdigest()[:16]
 
 
-def _json_text(output: Any) -> str:
-    """An output as stored: compact JSON (:func:`evalloop.history.store.dumps`); text, what a
-    trivial target mostly returns, straight through the encoder's own string function."""
-    return encode_basestring(output) if type(output) is str else dumps(output)
-
-
 async def execute(
     prepared: PreparedRun,
     store: HistoryStore,
@@ -264,8 +257,7 @@ class _RunState:
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
                        "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0}
         # looked up once, not per case
-        self.grade_list = [grades[b.name] for b in prepared.scorers]
-        self.named_scorers = [(b, b.name) for b in prepared.scorers]
+        self.scoring = [(b, b.name, grades[b.name]) for b in prepared.scorers]
         self.timeout = prepared.suite.timeout
         self.inline = prepared.target.inline(self.timeout)
         self.wants_ctx = prepared.target.wants_ctx or any(b.spec.wants_ctx for b in prepared.scorers)
@@ -324,8 +316,8 @@ class _RunState:
             # exception texts carry URLs: redacted before they reach history or a report
             error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
         latency_ms = (time.perf_counter() - started) * 1000.0
-        scores: list[tuple[str, Score]] = []
-        for bound, name in self.named_scorers:
+        scores: list[Score] = []
+        for bound, _, _ in self.scoring:
             if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
                 score = Score.infrastructure(error or "")
             elif failure is Failure.TARGET:  # the product failed its case: a real 0
@@ -333,16 +325,14 @@ class _RunState:
             else:
                 graded = bound.grade(case, output, ctx)
                 score = graded if isinstance(graded, Score) else await graded
-            scores.append((name, score))
+            scores.append(score)
         self.calls += 1
         if error is not None:
             self.case_errors += 1
             self.first_case_error = self.first_case_error or f"case '{case_id}': {error}"
         else:
-            for _, score in scores:
-                if score.failure is Failure.TARGET:  # a scorer could not parse the output
-                    failure = Failure.TARGET
-                    break
+            if any(score.failure is Failure.TARGET for score in scores):  # a scorer could not parse the output
+                failure = Failure.TARGET
         if failure is not None:
             self.totals[f"{failure.value}_failures"] += 1
         tags = case.tags
@@ -358,14 +348,14 @@ class _RunState:
             totals["llm_retries"] += usage.retries
             usage.clear()
         # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
-        self.case_rows.append((run_id, case_id, epoch, (",".join(tags) or None) if tags else None,
-                               None if error else _json_text(output), error, failure.value if failure else None,
+        self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None,
+                               None if error else dumps(output), error, failure.value if failure else None,
                                latency_ms, cost, input_tokens, output_tokens))
         if tags:
             self.tagged = True
         plain = case.expect == "pass"  # no scorer treats it as a known-bad control
         score_rows = self.score_rows
-        for (name, score), grades in zip(scores, self.grade_list, strict=True):
+        for (_, name, grades), score in zip(self.scoring, scores, strict=True):
             grades.add(row, score, not plain and case.expects_fail(name))
             score_rows.append((run_id, case_id, epoch, name, score.value, score.errored, score.skipped,
                                score.message, dumps(score.metadata) if score.metadata else None))

@@ -56,9 +56,8 @@ def main() -> None:
     lifecycle.PROGRAM = True
     try:
         _main()
-    except SystemExit as exc:
+    except SystemExit as exc:  # _main always ends with one
         lifecycle.leave(exc.code)
-    lifecycle.leave(0)
 
 
 def _command_of(args: list[str]) -> str | None:

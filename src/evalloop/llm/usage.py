@@ -71,7 +71,7 @@ def usage_scope() -> Iterator[UsageTotals]:
     try:
         yield totals
     finally:
-        _SCOPES.reset(token)
+        close_scope(token)
 
 
 def record_usage(response: LLMResponse, retries: int = 0) -> None:

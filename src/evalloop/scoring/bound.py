@@ -14,12 +14,13 @@ from typing import Any
 
 from evalloop.context import CaseContext
 from evalloop.errors import EvalloopError
+from evalloop.llm.errors import is_case_level
 from evalloop.redact import redact_text
 from evalloop.score import Score, ScorerKind, coerce_score, scorer_failure
 from evalloop.scoring.registry import ScorerSpec
 from evalloop.suites import Case
 
-__all__ = ["BoundScorer", "is_case_level"]
+__all__ = ["BoundScorer"]
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,3 @@ class BoundScorer:
         # the grader failed: errored, never a real score
         return Score.error(redact_text(scorer_failure(self.name, exc)))
 
-
-def is_case_level(exc: EvalloopError) -> bool:
-    """An LLM reply that could not be used fails grading of one case; anything else stops the run."""
-    from evalloop.llm.errors import is_case_level as llm_case_level
-
-    return llm_case_level(exc)
