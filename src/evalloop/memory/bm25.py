@@ -48,6 +48,12 @@ def read_varints(data: bytes) -> np.ndarray:
     return values
 
 
+def int_list(text: str | None) -> np.ndarray:
+    """The integers of a ``group_concat`` (comma-separated), as int64, without a Python object
+    a row (an empty array for NULL or "")."""
+    return np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
+
+
 class UnreadableIndex(Exception):
     """FTS5's shadow tables are not laid out as this module reads them."""
 
@@ -97,7 +103,7 @@ class Bm25Index:
         ids_text, sizes_hex = self.conn.execute(
             f"SELECT group_concat(id), group_concat(hex(sz), '') FROM {self.table}_docsize WHERE id >= ?", (start,)
         ).fetchone()
-        ids = np.fromstring(ids_text, dtype=np.int64, sep=",") if ids_text else np.zeros(0, dtype=np.int64)
+        ids = int_list(ids_text)
         sizes = read_varints(bytes.fromhex(sizes_hex or ""))
         if sizes.size != ids.size:  # not one varint a row: not the layout this reads
             raise UnreadableIndex(f"{self.table}_docsize holds {sizes.size} sizes for {ids.size} rows")
@@ -128,7 +134,7 @@ class Bm25Index:
         else:
             sql, arg = f"SELECT group_concat(rowid) FROM {self.table} WHERE {self.table} MATCH ?", f'"{phrase.word}"'
         (text,) = self.conn.execute(sql, (arg,)).fetchone()
-        rowids = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
+        rowids = int_list(text)
         if phrase.repeats:
             return np.unique(rowids, return_counts=True)
         return rowids, np.ones(rowids.size, dtype=np.int64)

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from evalloop.memory.bm25 import int_list
 from evalloop.memory.textsearch import TextSearcher
 from evalloop.memory.vectors import EXACT_FILTER_LIMIT, Hit, VectorIndex
 
@@ -123,7 +124,7 @@ class HybridSearcher:
         (pks,) = self.conn.execute(f"SELECT group_concat(memory_pk) FROM ({sql})", params).fetchone()
         if not pks:
             return []
-        allowed = np.fromstring(pks, dtype=np.int64, sep=",")  # one string: no Python object a row
+        allowed = int_list(pks)
         text_hits = self.text.search(query, 2 * pool, allowed)
         return self._rrf(text_hits, self.index.search(qvec, pool, allowed), limit)
 

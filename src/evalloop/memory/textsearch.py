@@ -92,9 +92,8 @@ class TextSearcher:
             self._stems.update((w, tuple(sorted(stems.get(i, ())))) for i, w in enumerate(new))
         return [self._stems[w] for w in words]
 
-    def _document_frequencies(self, words: list[str]) -> list[int]:
-        """How many memories contain each word (after the same stemming FTS5 applies)."""
-        stems = self._stems_of(words)
+    def _document_frequencies(self, stems: list[tuple[str, ...]]) -> list[int]:
+        """How many memories contain each word, given as the FTS5 terms it stems to."""
         (version,) = self.conn.execute("PRAGMA data_version").fetchone()
         if version != self._version or len(self._df) > MAX_CACHED_WORDS:
             self._df, self._version = {}, version
@@ -110,7 +109,7 @@ class TextSearcher:
         if not words:
             return []
         stems = self._stems_of(words)
-        freqs = self._document_frequencies(words)
+        freqs = self._document_frequencies(stems)
         ranked = sorted((f, i, w) for i, (w, f) in enumerate(zip(words, freqs, strict=True)) if f)
         kept: list[tuple[str, tuple[str, ...]]] = []
         total = 0
@@ -130,7 +129,7 @@ class TextSearcher:
     def expression(self, text: str) -> str | None:
         """The MATCH expression for ``text``: its rarest words within the postings budget."""
         kept = self._kept(text)
-        return quoted_or([w for w, _ in kept]) if kept else None
+        return _match(kept) if kept else None
 
     def search(self, text: str, limit: int, allowed: Sequence[int] | None = None) -> list[int]:
         """Memory pks best first by BM25 (only ``allowed`` ones if given). Scored in NumPy
@@ -146,9 +145,14 @@ class TextSearcher:
             except UnreadableIndex:  # not the layout read here: FTS5 ranks (or says what is damaged)
                 self._numpy_bm25 = False
         sql = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?"
-        params: list[Any] = [quoted_or([w for w, _ in kept])]
+        params: list[Any] = [_match(kept)]
         if allowed is not None:  # ``+rowid``: FTS5 does not re-run the match per row
             sql += " AND +rowid IN (SELECT value FROM json_each(?))"
             params.append(json.dumps([int(pk) for pk in allowed]))
         rows = self.conn.execute(sql + " ORDER BY rank LIMIT ?", [*params, limit])
         return [r[0] for r in rows]
+
+
+def _match(kept: list[tuple[str, tuple[str, ...]]]) -> str:
+    """The MATCH expression of the kept words (see :meth:`TextSearcher._kept`)."""
+    return quoted_or([word for word, _ in kept])
