@@ -87,6 +87,22 @@ def test_lengths_follow_this_connections_deletes_and_updates(store: MemoryStore)
     _check_against_fts5(store)
 
 
+def test_deleting_old_rows_rereads_only_the_averages(store: MemoryStore) -> None:
+    """A deleted pk below the newest is never reused, so the next find keeps the cached lengths
+    (it used to re-read every length from the deleted row on) and still ranks as FTS5 does."""
+    ids = store.store_many(_corpus(120))
+    store.find("cache", 5)  # lengths cached
+    index = store._text.bm25
+    cached = len(index._lengths)
+    for mid in ids[10:15]:
+        store.delete(mid)
+    assert index._stale_from == cached  # nothing below the cached lengths to read again
+    _check_against_fts5(store)
+    store.update(ids[40], "cache " * 120 + "rewritten")  # an old row replaced: a new pk on top
+    assert index._stale_from == cached
+    _check_against_fts5(store)
+
+
 def test_lengths_follow_another_connections_writes(tmp_path: Path) -> None:
     path = tmp_path / "two.db"
     emb = HashingEmbedder(16)

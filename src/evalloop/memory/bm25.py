@@ -91,6 +91,12 @@ class Bm25Index:
         """Rows from ``from_rowid`` on were written or deleted by this connection."""
         self._stale_from = from_rowid if self._stale_from is None else min(self._stale_from, from_rowid)
 
+    def removed(self) -> None:
+        """Rows were deleted by this connection: no other row's length changed, and a deleted
+        rowid comes back only as the next insert's (which :meth:`changed` covers), so only the
+        averages are read again, not every length from the deleted row on."""
+        self.changed(len(self._lengths))
+
     def _refresh(self) -> None:
         (version,) = self.conn.execute("PRAGMA data_version").fetchone()
         if version != self._version:

@@ -259,7 +259,9 @@ class MemoryStore:
             )
             self._index.add(list(pks), vectors)
             conn.execute("COMMIT")
-            self._text.invalidate(min(pks.start, replace[0]) if replace is not None else pks.start)
+            if replace is not None:
+                self._text.removed()
+            self._text.invalidate(pks.start)
         except BaseException:
             conn.execute("ROLLBACK")
             self._index = self._make_index()
@@ -296,7 +298,7 @@ class MemoryStore:
                 self._index.remove([row[0]])
                 self._conn.execute("DELETE FROM memories WHERE pk = ?", (row[0],))
                 self._conn.execute("COMMIT")
-                self._text.invalidate(row[0])
+                self._text.removed()
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 self._index = self._make_index()

@@ -78,6 +78,11 @@ class TextSearcher:
         self._df = {}
         self.bm25.changed(from_pk)
 
+    def removed(self) -> None:
+        """Forget cached document frequencies: this connection deleted memories."""
+        self._df = {}
+        self.bm25.removed()
+
     def _stems_of(self, words: list[str]) -> list[tuple[str, ...]]:
         """The FTS5 terms each word becomes (the same stemming the index applies)."""
         new = [w for w in dict.fromkeys(words) if w not in self._stems]
