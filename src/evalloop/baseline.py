@@ -18,16 +18,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 
-from evalloop.history.eligibility import eligible_now, fingerprint_changes
+from evalloop import sequential
+from evalloop.history.eligibility import accepted, eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
-from evalloop.history.store import HistoryStore, dumps
+from evalloop.history.store import RUNS, SUMMARIES, HistoryStore, dumps
 from evalloop.policy import VerdictPolicy
 from evalloop.scorevec import Vector, align, from_mapping
 from evalloop.verdict import Verdict, VerdictStatus, decide_aligned
 
 EPS = 1e-9
 MAX_LISTED = 20
+_DRIFT_CHECKED = frozenset({VerdictStatus.STEADY, VerdictStatus.WATCH, VerdictStatus.IMPROVED,
+                            VerdictStatus.BELOW_FLOOR})
 
 
 @dataclass
@@ -52,6 +56,8 @@ class ScorerComparison:
     evidence: Verdict | None = None
     first_error: str = ""
     grades: int = 0
+    pass_mark: float = 0.5
+    chart: sequential.Chart | None = None  # the nightly rule's state after this run
 
     @property
     def verdict(self) -> str:
@@ -140,24 +146,26 @@ class Comparison:
         return [s for s in self.scorers if s.status is VerdictStatus.WATCH]
 
     @property
+    def below_floor(self) -> list[ScorerComparison]:
+        return [s for s in self.scorers if s.status is VerdictStatus.BELOW_FLOOR]
+
+    @property
     def invalid(self) -> bool:
         return not self.run.valid or any(s.status is VerdictStatus.INVALID for s in self.scorers)
 
     @property
     def fails(self) -> bool:
-        """Whether this run fails CI: a regression, a broken scorer, or an invalid run."""
-        return self.invalid or any(s.fails for s in self.scorers)
+        """Whether this run fails CI (one rule: :func:`evalloop.outcome.run_outcome`)."""
+        from evalloop.outcome import run_outcome
+
+        return run_outcome(self).fails
 
     @property
     def worst(self) -> VerdictStatus | None:
-        """The one status that sums the run up (for schedules, webhooks, one-line summaries)."""
-        order = [VerdictStatus.INVALID, VerdictStatus.SCORER_BROKEN, VerdictStatus.REGRESSED,
-                 VerdictStatus.WATCH, VerdictStatus.IMPROVED, VerdictStatus.STEADY,
-                 VerdictStatus.NO_BASELINE, VerdictStatus.SKIPPED]
-        present = {s.status for s in self.scorers}
-        if not self.run.valid:
-            return VerdictStatus.INVALID
-        return next((v for v in order if v in present), None)
+        """The one status that sums the run up (one order: :func:`evalloop.outcome.run_outcome`)."""
+        from evalloop.outcome import run_outcome
+
+        return run_outcome(self).status
 
 
 def relative_drop(baseline: float | None, current: float | None) -> float | None:
@@ -170,26 +178,30 @@ def relative_drop(baseline: float | None, current: float | None) -> float | None
 
 
 def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
-                current: Mapping[str, Mapping[str, float] | Vector] | None = None) -> Comparison:
+                current: Mapping[str, Mapping[str, float] | Vector] | None = None,
+                nightly: bool = False) -> Comparison:
     """Compare every scorer of ``run`` with its rolling baseline, and store the verdicts.
 
     ``current`` (scorer → case → epoch-averaged score, or the runner's score :class:`Vector`)
     is the runner's result; without it the run's scores are read from history. A baseline run
     with a stored vector for the same case list is read as that vector, not row by row.
+    ``nightly`` judges the run as one night of a series (:mod:`evalloop.sequential`).
     """
     summaries = store.summaries(run.id)
     change = _fingerprint_change(store, run, summaries, window)
     restart = change.restarted if change else False
+    graded = sum(1 for s in summaries.values() if not s.skipped)
     results = [compare_scorer(store, run, summary, window,
                               current=None if current is None else current.get(summary.scorer),
-                              base_fingerprint=run.base_fingerprint if restart else None)
+                              base_fingerprint=run.base_fingerprint if restart else None,
+                              nightly=nightly, scorers=graded)
                for summary in summaries.values()]
     target = _failure_rate(store, run, summaries, window, run.base_fingerprint if restart else None)
     store.update_summaries(run.id, {
         r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop, "mean": r.current,
                    "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
                    "eligible": eligible_now(run, summaries[r.scorer], r.verdict),
-                   "details": _with_evidence(summaries[r.scorer].details, r.evidence, change)}
+                   "details": _with_evidence(summaries[r.scorer].details, r.evidence, change, r.chart)}
         for r in results
     })
     return Comparison(run, results, change, target)
@@ -231,14 +243,18 @@ def _policy(summary: ScorerSummary) -> VerdictPolicy:
                                if k in VerdictPolicy.model_fields}})
 
 
-def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintChange | None) -> str:
+def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintChange | None,
+                   chart: sequential.Chart | None = None) -> str:
     data = json.loads(details or "{}")
+    if chart is not None:
+        data["chart"] = chart.model_dump()
     if evidence is not None:
         data["evidence"] = evidence.model_dump(
             mode="json", include={"stars", "test", "ci_low", "ci_high", "effect_size", "n_paired",
                                   "n_unpaired", "flaky", "quarantined", "rule", "reason", "added",
                                   "added_mean", "removed", "removed_mean", "shared_mean",
-                                  "drop_ci_low", "drop_ci_high", "window_runs"})
+                                  "drop_ci_low", "drop_ci_high", "window_runs", "z", "mode",
+                                  "min_score"})
     if change is not None:
         data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
                                       "restarted": change.restarted}
@@ -247,7 +263,8 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
 
 def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
                    current: Mapping[str, float] | Vector | None = None,
-                   base_fingerprint: str | None = None) -> ScorerComparison:
+                   base_fingerprint: str | None = None, nightly: bool = False,
+                   scorers: int = 1) -> ScorerComparison:
     """One scorer of one run against the last ``window`` eligible runs before it."""
     details: dict[str, Any] = json.loads(summary.details or "{}")
     out = ScorerComparison(
@@ -278,9 +295,15 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior])
-    evidence = decide_aligned(aligned, _policy(summary),
+    policy = _policy(summary)
+    out.pass_mark = policy.pass_mark
+    evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
+    if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
+        evidence = _drift(store, run, summary, policy, current, evidence, prior, stored)
+    if nightly and evidence.z is not None:
+        evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers)
     out.evidence = evidence
     if evidence.current_mean is not None:  # without controls and quarantined cases, as judged
         out.current = evidence.current_mean
@@ -294,3 +317,102 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     out.newly_failing = [(c, messages.get(c, "")) for c in evidence.newly_failing]
     out.newly_passing = list(evidence.newly_passing)
     return out
+
+
+def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, evidence: Verdict,
+             scorers: int) -> tuple[Verdict, sequential.Chart]:
+    """The single-run verdict re-labelled by the nightly chart: red only when the chart is."""
+    z = float(evidence.z or 0.0)
+    drop_abs = (evidence.baseline_mean or 0.0) - (evidence.shared_mean or 0.0)
+    se = abs(drop_abs / z) if z else None
+    k, h = sequential.design(policy.threshold, evidence.baseline_mean, se, policy.alarm_budget, scorers)
+    chart = sequential.step(_last_chart(store, run, summary.scorer), z, k, h)
+    status = evidence.status
+    if status is not VerdictStatus.BELOW_FLOOR or chart.red:
+        if chart.red:
+            status = VerdictStatus.REGRESSED
+        elif chart.green:
+            status = VerdictStatus.IMPROVED
+        elif status is VerdictStatus.REGRESSED:
+            status = VerdictStatus.WATCH  # one night's drop: the series has not shown it yet
+        elif status is VerdictStatus.IMPROVED:
+            status = VerdictStatus.STEADY
+    shown = chart.sentence(policy.alarm_budget)
+    single = evidence.reason.split(": ", 1)[-1]
+    reason = f"{shown[0].upper()}{shown[1:]}: {single}"
+    if evidence.status is VerdictStatus.BELOW_FLOOR or (status is VerdictStatus.REGRESSED and
+                                                       "absolute floor" in evidence.reason):
+        reason = f"{evidence.reason.split('.')[0]}. {reason}"
+    return evidence.model_copy(update={"status": status, "reason": reason, "mode": "nightly"}), chart
+
+
+def _last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart | None:
+    """The chart of this scorer's last nightly night before ``run`` (none before an acceptance)."""
+    query = (select(SUMMARIES.c.details)
+             .join(RUNS, SUMMARIES.c.run_id == RUNS.c.id)
+             .where(RUNS.c.suite == run.suite, SUMMARIES.c.scorer == scorer, RUNS.c.id != run.id,
+                    RUNS.c.started_at <= run.started_at)
+             .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()).limit(200))
+    with store.engine.connect() as conn:
+        for (details,) in conn.execute(query):
+            if '"accepted"' in (details or "") or '"chart"' in (details or ""):
+                data = json.loads(details or "{}")
+                if data.get("accepted"):
+                    return None
+                if data.get("chart"):
+                    return sequential.Chart(**data["chart"])
+    return None
+
+
+def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, current: Vector,
+           evidence: Verdict, prior: list[tuple[Run, ScorerSummary]],
+           stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]]) -> Verdict:
+    """A slow drift: the run against its *reference* — the first ``window`` good runs since the
+    last acceptance (or ever) — not only the rolling window. Each night may drop within the noise
+    while the window follows it down; against the reference the same drop adds up, and the run
+    regresses once it is at least the threshold with the evidence rule's confidence."""
+    reference = _reference_runs(store, run, summary.scorer, len(prior) or 1)
+    if not reference or {r.id for r, _ in reference} <= {r.id for r, _ in prior}:
+        return evidence
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference])
+    rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
+    if rows.sum() < 2:
+        return evidence
+    x = aligned.current[rows]
+    w = aligned.window[rows]
+    y = np.nanmean(w, axis=1)
+    base = float(y.mean())
+    diff = x - y
+    se = float(diff.std(ddof=1)) / math.sqrt(diff.size)
+    from evalloop.power import z_quantile
+
+    low = (base - float(x.mean()) - z_quantile(policy.confidence) * se) / base if base > 0 else None
+    if low is None or low < policy.threshold - 1e-9:
+        return evidence
+    since = accepted(reference[0][1])
+    origin = (f"accepted reference (run {reference[0][0].id}, accepted: {since.get('reason')})" if since
+              else f"reference of the first good runs (from run {reference[0][0].id})")
+    reason = (f"Slow drift: against the {origin} the drop is at least {policy.threshold:.0%} with "
+              f"{policy.confidence:.0%} confidence ({base:.3f} → {float(x.mean()):.3f}, lower bound {low:.1%}); "
+              f"the rolling window followed it down: {evidence.reason}")
+    return evidence.model_copy(update={"status": VerdictStatus.REGRESSED, "reason": reason})
+
+
+def _reference_runs(store: HistoryStore, run: Run, scorer: str, n: int) -> list[tuple[Run, ScorerSummary]]:
+    """The first ``n`` eligible runs of this scorer since its last acceptance (or ever), oldest first."""
+    from evalloop.history.eligibility import baseline_eligible
+
+    query = (select(RUNS, SUMMARIES).join(SUMMARIES, SUMMARIES.c.run_id == RUNS.c.id)
+             .where(RUNS.c.suite == run.suite, SUMMARIES.c.scorer == scorer, RUNS.c.id != run.id,
+                    RUNS.c.started_at <= run.started_at)
+             .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()))
+    width = len(RUNS.columns)
+    eligible: list[tuple[Run, ScorerSummary]] = []
+    with store.engine.connect() as conn:
+        for row in conn.execute(query.execution_options(yield_per=256)):
+            r, s = Run.from_values(row[:width]), ScorerSummary.from_values(row[width:])
+            if baseline_eligible(r, s):
+                eligible.append((r, s))
+                if accepted(s) is not None:
+                    break
+    return list(reversed(eligible))[:n]

@@ -1,16 +1,28 @@
-"""Exit codes: one rule for what a finished run means to a shell, a CI job or a scheduler.
+"""Outcomes: the one rule for what a case's grades mean, and for what a finished run means.
 
-A run *fails* when its comparison does (:attr:`evalloop.baseline.Comparison.fails`: a
-regression, a broken scorer, an invalid run — which includes a run where every target call
-failed). By default a failing run exits 1, like pytest and promptfoo; ``--no-fail-on-regression``
-keeps the old behaviour (exit 0 whatever the verdict). The CLI's ``run``, the scheduler's
-fires and the pytest plugin all read this module.
+Two questions are asked everywhere — the verdict, learning, reports, JUnit, the pytest plugin,
+the exit code, the scheduler's ledger and log, the alarm sinks — and each is answered here only:
+
+* :func:`case_outcome`: did one case pass one scorer? Its score is the mean of its graded
+  epochs; a case whose every grade errored is ``errored`` (not graded, never a pass or a fail);
+  a case whose target failed is a real ``failed``; a known-bad control *fails* when it passes.
+* :func:`run_outcome`: what does the run sum up to? The worst of its scorers' verdicts in one
+  order (:data:`ORDER`), whether it fails (exit 1, JUnit failure, red night) and whether it is
+  an alarm worth sending (every failing outcome: a regression, a scorer under its floor, a
+  broken scorer, an invalid run).
+
+By default a failing run exits 1, like pytest and promptfoo; ``--no-fail-on-regression`` keeps
+exit 0 whatever the verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from evalloop.verdict import VerdictStatus
 
 if TYPE_CHECKING:
     from evalloop.baseline import Comparison
@@ -22,10 +34,106 @@ USAGE = 2
 INTERRUPTED = 130
 TERMINATED = 143
 
+#: worst first: the one order every summary of a run uses
+ORDER: tuple[VerdictStatus, ...] = (
+    VerdictStatus.INVALID, VerdictStatus.SCORER_BROKEN, VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR,
+    VerdictStatus.WATCH, VerdictStatus.IMPROVED, VerdictStatus.STEADY, VerdictStatus.NO_BASELINE,
+    VerdictStatus.SKIPPED,
+)
+#: what a label is called in one line of "why it fails"
+_WHY = {VerdictStatus.INVALID: "invalid run in", VerdictStatus.SCORER_BROKEN: "scorer broken in",
+        VerdictStatus.REGRESSED: "regression in", VerdictStatus.BELOW_FLOOR: "below floor in"}
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """One case graded by one scorer: ``passed``, ``failed``, ``errored`` or ``skipped``."""
+
+    state: str
+    value: float | None = None  # the mean of the graded epochs
+
+    @property
+    def passed(self) -> bool:
+        return self.state == "passed"
+
+    @property
+    def failed(self) -> bool:
+        return self.state == "failed"
+
+
+def passes(value: float, pass_mark: float) -> bool:
+    """Whether a score meets the pass mark (the one comparison; a NaN never passes)."""
+    return value >= pass_mark
+
+
+def case_outcome(values: Sequence[float], pass_mark: float, *, errored: int = 0, control: bool = False,
+                 target_failed: bool = False) -> CaseOutcome:
+    """One case's outcome for one scorer from its graded epochs' ``values``.
+
+    ``errored`` counts grades that errored (they are left out of the mean); with no graded
+    value at all the case is ``errored`` (or ``skipped`` when nothing errored). A target failure
+    is graded as a real 0 by the runner, so it fails like any low score. A known-bad ``control``
+    case fails when it passes, and passes when it fails.
+    """
+    del target_failed  # graded as a 0 already: the state follows from the values
+    if not values:
+        return CaseOutcome("errored" if errored else "skipped")
+    value = sum(values) / len(values)
+    ok = passes(value, pass_mark) != control
+    return CaseOutcome("passed" if ok else "failed", value)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one run sums up to: its worst status, whether it fails, whether to raise an alarm."""
+
+    status: VerdictStatus | None
+
+    @property
+    def label(self) -> str:
+        """One word for the run (the ledger, the log, webhooks): the worst status's name."""
+        return self.status.value if self.status is not None else "no scorers"
+
+    @property
+    def fails(self) -> bool:
+        """Exit 1, a JUnit failure, a red night: invalid, broken, regressed or below its floor."""
+        return self.status is not None and self.status.fails
+
+    @property
+    def alarm(self) -> bool:
+        """Worth notifying: every failing outcome (an invalid scheduled run included)."""
+        return self.fails
+
+    @property
+    def log_level(self) -> int:
+        """The level a one-line log of this run is written at."""
+        if self.fails:
+            return logging.WARNING
+        return logging.INFO
+
+
+def worst(statuses: Iterable[VerdictStatus], *, valid: bool = True) -> VerdictStatus | None:
+    """The worst of ``statuses`` in :data:`ORDER` (an invalid run is invalid whatever its scorers say)."""
+    if not valid:
+        return VerdictStatus.INVALID
+    present = set(statuses)
+    return next((v for v in ORDER if v in present), None)
+
+
+def run_outcome(comparison: Comparison) -> RunOutcome:
+    """The outcome of one judged run."""
+    return RunOutcome(worst((s.status for s in comparison.scorers), valid=bool(comparison.run.valid)))
+
+
+def outcome_of_labels(labels: Iterable[str | None], *, valid: bool = True) -> RunOutcome:
+    """The outcome from stored verdict strings (a JSON summary, history rows)."""
+    parsed = [VerdictStatus.parse(x) for x in labels]
+    return RunOutcome(worst((p for p in parsed if p is not None), valid=valid))
+
 
 def run_fails(comparison: Comparison) -> bool:
-    """Whether one run fails CI: a regression, a broken scorer, or an invalid run."""
-    return comparison.fails
+    """Whether one run fails CI."""
+    return run_outcome(comparison).fails
 
 
 def exit_code(comparison: Comparison, *, fail_on_regression: bool = True) -> int:
@@ -39,20 +147,17 @@ def exit_code_of(reports: Iterable[RunReport], *, fail_on_regression: bool = Tru
 
 
 def failure_lines(reports: Iterable[RunReport]) -> list[str]:
-    """Why the runs fail, one line per kind (regression, broken scorer, invalid run)."""
-    regressed, broken, invalid = [], [], []
+    """Why the runs fail, one line per failing label (in :data:`ORDER`)."""
+    named: dict[VerdictStatus, list[str]] = {status: [] for status in _WHY}
     for r in reports:
         c = r.comparison
-        if c.has_regression:
-            regressed.append(r.suite.name)
-        if c.broken:
-            broken.append(r.suite.name)
+        present = {s.status for s in c.scorers}
         if c.invalid:
             reason = r.outcome.run.invalid_reason
-            invalid.append(f"{r.suite.name} ({reason})" if reason else r.suite.name)
-    lines = []
-    for label, names in (("regression in", regressed), ("scorer broken in", broken),
-                         ("invalid run in", invalid)):
-        if names:
-            lines.append(f"{label} {', '.join(names)}")
-    return lines
+            named[VerdictStatus.INVALID].append(f"{r.suite.name} ({reason})" if reason else r.suite.name)
+        for status in (VerdictStatus.SCORER_BROKEN, VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR):
+            if status in present:
+                named[status].append(r.suite.name)
+    order = [VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR, VerdictStatus.SCORER_BROKEN,
+             VerdictStatus.INVALID]
+    return [f"{_WHY[s]} {', '.join(named[s])}" for s in order if named[s]]

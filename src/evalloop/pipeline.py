@@ -65,12 +65,14 @@ async def arun_suite(
     model: str | None = None,
     cache: str | None = None,
     select: Callable[[Case], bool] | None = None,
+    nightly: bool = False,
 ) -> RunReport:
     """Run one suite and compare it with its rolling baseline (async).
 
     ``engine`` (auto/local/llm), ``model`` and ``cache`` (use/off/only) choose the services
     when none are given; services built here are closed when the run ends. ``select`` keeps
-    only the cases it accepts (a partial run, never a baseline).
+    only the cases it accepts (a partial run, never a baseline). ``nightly`` judges the run as
+    one night of a series, with the suite's alarm budget (:mod:`evalloop.sequential`).
     """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
@@ -82,7 +84,7 @@ async def arun_suite(
                                            concurrency=concurrency)
     try:
         report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
-                            concurrency, progress, on_start, select)
+                            concurrency, progress, on_start, select, nightly)
     finally:
         if owned:
             await close_services(services)
@@ -106,7 +108,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                services: Services, epochs: int | None, limit: int | None, concurrency: int | None,
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None,
-               select: Callable[[Case], bool] | None = None) -> RunReport:
+               select: Callable[[Case], bool] | None = None, nightly: bool = False) -> RunReport:
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
@@ -136,7 +138,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},
     )
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
-                             current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()})
+                             current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()},
+                             nightly=nightly)
     report = RunReport(prepared, outcome, comparison, notices=notices)
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):

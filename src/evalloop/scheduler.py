@@ -133,12 +133,15 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         ledger.finish(url, entry, status="completed", verdict=result.verdict, run_id=result.run_id)
         if result.run_id:
             run_ids.append(result.run_id)
-        log.info("%s: %s run %s: %s", job_id, suite, result.run_id, result.verdict)
+        from evalloop.outcome import outcome_of_labels
+
+        log.log(outcome_of_labels([result.verdict]).log_level, "%s: %s run %s: %s", job_id, suite,
+                result.run_id, result.verdict)
     return run_ids
 
 
 def verdict_of(report: RunReport) -> str:
-    """One word for a run: regressed, scorer broken, invalid run, no baseline yet, or ok."""
+    """One word for a run: its outcome's label (:func:`evalloop.outcome.run_outcome`)."""
     from evalloop.report.summary import run_summary
 
     return verdict_from_summary(run_summary(report))

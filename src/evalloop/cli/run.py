@@ -70,6 +70,9 @@ def run(
         "--cache-only", help="Replay LLM replies from the cache; a miss is an error naming the case.")] = False,
     notify_sinks: Annotated[bool, typer.Option(
         "--notify", hidden=True, help="Send regressions to the configured sinks (scheduled fires).")] = False,
+    nightly: Annotated[bool, typer.Option(
+        "--nightly", help="Judge the run as one night of a series, within the suite's alarm budget "
+                          "(scheduled fires do; a one-off run is judged alone).")] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Run suites against their targets, store the run, and compare it with the baseline.
@@ -91,7 +94,7 @@ def run(
         settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project)
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
-               "select": _selector(which) if which.active else None}
+               "select": _selector(which) if which.active else None, "nightly": nightly}
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()

@@ -289,7 +289,7 @@ class HistoryStore(metaclass=_MappedErrors):
         the query only narrows the candidates. With ``base_fingerprint``, only runs of that
         system (a baseline restarted when the system changed).
         """
-        from evalloop.history.eligibility import baseline_eligible
+        from evalloop.history.eligibility import accepted, baseline_eligible
 
         query = (
             select(RUNS, SUMMARIES)
@@ -309,8 +309,8 @@ class HistoryStore(metaclass=_MappedErrors):
                 run, summary = Run.from_values(row[:width]), ScorerSummary.from_values(row[width:])
                 if baseline_eligible(run, summary):
                     found.append((run, summary))
-                    if len(found) >= n:
-                        break
+                    if len(found) >= n or accepted(summary) is not None:
+                        break  # an accepted run is the oldest any later baseline reaches back to
         return list(reversed(found))
 
     def case_scores(self, run_id: str, scorer: str) -> dict[str, float]:

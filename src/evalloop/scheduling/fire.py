@@ -45,21 +45,15 @@ class FireResult:
 def fire_argv(project_dir: str, suite: str) -> list[str]:
     """The command of one suite's fire: this interpreter, the installed evalloop, as a CLI run."""
     return [sys.executable, "-m", "evalloop", "run", "--suite", suite, "--project", str(project_dir),
-            "--json", "--no-cases", "--no-fail-on-regression", "--notify"]
+            "--json", "--no-cases", "--no-fail-on-regression", "--notify", "--nightly"]
 
 
 def verdict_from_summary(doc: dict[str, Any]) -> str:
     """One word for a run from its JSON summary (as :func:`evalloop.scheduler.verdict_of`)."""
-    scorers = doc.get("scorers") or []
-    if doc.get("regression"):
-        return "regressed"
-    if any(s.get("verdict") == "scorer broken" for s in scorers):
-        return "scorer broken"
-    if not doc.get("valid", True):
-        return "invalid run"
-    if scorers and all(s.get("verdict") == "no baseline yet" for s in scorers):
-        return "no baseline yet"
-    return "ok"
+    from evalloop.outcome import outcome_of_labels
+
+    return outcome_of_labels([s.get("verdict") for s in doc.get("scorers") or []],
+                             valid=bool(doc.get("valid", True))).label
 
 
 def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: Processes | None = None,

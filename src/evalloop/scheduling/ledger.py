@@ -32,8 +32,10 @@ _READY: set[int] = set()
 _LOCK = threading.Lock()
 
 #: statuses: running → completed | interrupted | error; skipped (suite locked elsewhere)
-SEVERITY = ["ok", "no baseline yet", "skipped", "invalid run", "error", "interrupted",
-            "scorer broken", "regressed"]
+#: least to most severe: the run outcome's one order (evalloop.outcome.ORDER), then a fire that
+#: did not finish, then an invalid run (as Comparison.worst ranks it)
+SEVERITY = ["ok", "no scorers", "skipped", "no baseline yet", "steady", "improved", "watch", "below floor",
+            "regressed", "scorer broken", "interrupted", "error", "invalid run"]
 
 
 class LedgerEntry(BaseModel):
