@@ -200,11 +200,17 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
     store.update_summaries(run.id, {
         r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop, "mean": r.current,
                    "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
-                   "eligible": eligible_now(run, summaries[r.scorer], r.verdict),
+                   "eligible": eligible_now(run, summaries[r.scorer], r.verdict,
+                                            significant_drop=_significant_drop(r)),
                    "details": _with_evidence(summaries[r.scorer].details, r.evidence, change, r.chart)}
         for r in results
     })
     return Comparison(run, results, change, target)
+
+
+def _significant_drop(s: ScorerComparison) -> bool:
+    """Whether the scorer's run is significantly lower than its baseline (any size)."""
+    return s.evidence is not None and s.evidence.significant_drop
 
 
 def _failure_rate(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary], window: int,

@@ -102,6 +102,7 @@ class Verdict(BaseModel):
     test: str | None
     effect_size: float | None
     mdd: float | None = None  # relative drop detected 90 % of the time under this rule
+    significant_drop: bool = False  # p < alpha and lower, whatever the size (keeps it out of baselines)
     z: float | None = None  # the drop in standard errors of the paired difference (> 0: lower)
     pass_mark: float = 0.5
     min_score: float | None = None
@@ -410,6 +411,7 @@ def decide_aligned(
     )
     significant = p < policy.alpha
     sig_drop, sig_rise = significant and mean_diff < 0, significant and mean_diff > 0
+    fields["significant_drop"] = sig_drop
     ctx = _context(baseline_mean, shared_mean, drop, window_count, p, fields)
     thr = policy.threshold
     if policy.rule == "evidence":

@@ -51,6 +51,11 @@ def compare(
                       "—" if d.p_value is None else f"{d.p_value:.3g}{d.stars}", str(d.common_cases),
                       str(len(d.newly_failing)), str(len(d.newly_passing)))
     console.print(table)
+    tests = sorted({d.test for d in diff.scorers if d.test})
+    if tests:  # the two commands' p-values answer different questions: say which each is
+        console.print(f"p: {' / '.join(tests)} between these two runs, on the cases both graded; "
+                      "`run` and `show` test a run against its whole baseline window "
+                      "(run-label permutation test), so their p differs", markup=False)
     for d in diff.scorers:
         for label, cases in (("newly failing", d.newly_failing), ("newly passing", d.newly_passing)):
             if cases:

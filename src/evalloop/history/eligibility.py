@@ -4,7 +4,7 @@ The single definition of baseline eligibility: verdicts (``HistoryStore.baseline
 reports and trends all ask :func:`baseline_eligible`. A scorer of a run is eligible when the
 run completed, is valid, ran every case (not ``--limit``), the scorer graded at least one case
 with a finite mean, its verdict does not fail as a change (``regressed``, ``scorer broken``,
-``invalid run``), and no incident of the scorer stayed open after the run (the learning step
+``invalid run``) nor show a significant drop (a ``watch`` that is one), and no incident of the scorer stayed open after the run (the learning step
 clears the flag). So a lasting regression never drifts into its own baseline: the baseline
 stays on the last good runs until the incident resolves, or until the change is *accepted*
 (``evalloop accept``), which makes that run eligible whatever its verdict and the oldest run
@@ -40,11 +40,15 @@ def accepted(summary: ScorerSummary) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None) -> bool:
-    """Whether a judged scorer of a finished run may serve as a later run's baseline."""
+def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, significant_drop: bool = False) -> bool:
+    """Whether a judged scorer of a finished run may serve as a later run's baseline.
+
+    ``significant_drop``: the run is significantly lower than its baseline, even if not by the
+    threshold (a ``watch``): such a run is no "good run" either, or a lasting drop would be
+    absorbed into its own baseline a run at a time."""
     return (run.status == RunStatus.COMPLETED and bool(run.valid) and not run.partial
             and not summary.skipped and summary.n > 0 and summary.mean is not None
-            and math.isfinite(summary.mean) and verdict not in NOT_A_BASELINE)
+            and math.isfinite(summary.mean) and verdict not in NOT_A_BASELINE and not significant_drop)
 
 
 def baseline_eligible(run: Run, summary: ScorerSummary | None) -> bool:
