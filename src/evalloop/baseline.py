@@ -26,7 +26,7 @@ from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import RUNS, SUMMARIES, HistoryStore, dumps
 from evalloop.policy import VerdictPolicy
 from evalloop.scorevec import Vector, align, from_mapping
-from evalloop.verdict import Verdict, VerdictStatus, decide_aligned
+from evalloop.verdict import Verdict, VerdictStatus, decide_aligned, floor_sentence
 
 EPS = 1e-9
 MAX_LISTED = 20
@@ -346,9 +346,9 @@ def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verd
     shown = chart.sentence(policy.alarm_budget)
     single = evidence.reason.split(": ", 1)[-1]
     reason = f"{shown[0].upper()}{shown[1:]}: {single}"
-    if evidence.status is VerdictStatus.BELOW_FLOOR or (status is VerdictStatus.REGRESSED and
-                                                       "absolute floor" in evidence.reason):
-        reason = f"{evidence.reason.split('.')[0]}. {reason}"
+    below = floor_sentence(evidence)
+    if below is not None and below not in reason:
+        reason = f"{below} {reason}"
     return evidence.model_copy(update={"status": status, "reason": reason, "mode": "nightly"}), chart
 
 

@@ -472,13 +472,20 @@ def standardized_drop(diff: np.ndarray, noise_var: float, runs_per_case: float) 
     return max(-Z_CAP, min(Z_CAP, drop / se))
 
 
+def floor_sentence(v: Verdict) -> str | None:
+    """"Mean … is under the absolute floor …." when the verdict's mean is under its scorer's floor."""
+    if v.min_score is None or v.min_score <= 0 or v.current_mean is None \
+            or v.current_mean >= v.min_score - TOLERANCE:
+        return None
+    return f"Mean {v.current_mean:.3f} is under the absolute floor {v.min_score:.2f}."
+
+
 def _below_floor(v: Verdict) -> Verdict:
     """A verdict whose mean is under the scorer's absolute floor fails as ``below floor``, unless
     it already fails as a regression (which says more); the reason says both."""
-    if v.min_score is None or v.min_score <= 0 or v.current_mean is None \
-            or v.current_mean >= v.min_score - TOLERANCE:
+    below = floor_sentence(v)
+    if below is None:
         return v
-    below = f"Mean {v.current_mean:.3f} is under the absolute floor {v.min_score:.2f}."
     if v.status is VerdictStatus.REGRESSED:
         return v.model_copy(update={"reason": f"{v.reason} {below}"})
     return v.model_copy(update={"status": VerdictStatus.BELOW_FLOOR, "reason": f"{below} {v.reason}"})
