@@ -14,7 +14,8 @@ import pytest
 
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
-from evalloop.scheduler import (
+from evalloop.scheduling import ledger
+from evalloop.scheduling.scheduler import (
     ScheduleError,
     add_schedule,
     list_schedules,
@@ -22,7 +23,6 @@ from evalloop.scheduler import (
     remove_schedule,
     resume_schedule,
 )
-from evalloop.scheduling import ledger
 from support.project import make_project, wait_for
 from support.scheduling import serving
 
@@ -68,7 +68,7 @@ def test_schedules_persist_across_restarts_and_record_their_last_run(settings):
     assert nightly_next.strftime("%H:%M") == "02:30"
 
     # a restart: the persisted job is due again (moved into the past), and runs once more
-    from evalloop.scheduler import _admin
+    from evalloop.scheduling.scheduler import _admin
 
     with _admin(settings) as scheduler:
         scheduler.modify_job("soon", next_run_time=datetime.now(UTC))

@@ -36,7 +36,7 @@ from evalloop.retrieval.qa import QAPair
 from evalloop.retrieval.scenarios import Scenario
 from evalloop.retrieval.substring import SubstringQuery
 from evalloop.retrieval.types import Doc
-from evalloop.suites import Case
+from evalloop.suites.models import Case
 
 DatasetKind = Literal["retrieval", "substring", "qa", "scenarios"]
 SUBSTRING_FILE = "substring.jsonl"

@@ -296,7 +296,7 @@ class ScenarioTarget(_Measured):
         return replies
 
     def _user_chat(self, turns: list[str]) -> list[str]:
-        from evalloop.targets import _import
+        from evalloop.run.targets import _import
 
         obj = _import(self.chat or "", Path.cwd())
         bot = obj() if isinstance(obj, type) else obj

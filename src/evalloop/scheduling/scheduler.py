@@ -34,20 +34,20 @@ from sqlalchemy.engine import make_url
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history.engine import get_engine
+from evalloop.history.locks import DatabaseLock, claim_fire, process_owner
 from evalloop.history.schema import ensure_job_store
 from evalloop.history.store import HistoryStore
-from evalloop.locks import DatabaseLock, claim_fire, process_owner
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
 from evalloop.scheduling.fire import FireResult, Processes, run_fire, verdict_from_summary
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
 
 if TYPE_CHECKING:
-    from evalloop.pipeline import RunReport
+    from evalloop.loop.pipeline import RunReport
 
 log = logging.getLogger("evalloop.scheduler")
 
-JOB_FUNC = "evalloop.scheduler:run_scheduled_job"
+JOB_FUNC = "evalloop.scheduling.scheduler:run_scheduled_job"
 JOBS_TABLE = "evalloop_jobs"
 
 
@@ -207,7 +207,7 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
                  every: str | None = None, tz: str | None = None, job_id: str | None = None,
                  grace_seconds: int | None = None, first_run: datetime | None = None) -> ScheduleInfo:
     """Persist a schedule for the given suites; ``first_run`` overrides the first fire time."""
-    from evalloop.suite_lookup import find_suite
+    from evalloop.suites.lookup import find_suite
 
     if not suites:
         raise ScheduleError("no suite given", hint="use --suite NAME (repeat for several)")

@@ -11,8 +11,8 @@ import os
 from typing import Any
 
 from evalloop.config import Settings
-from evalloop.context import Services
 from evalloop.errors import ConfigError
+from evalloop.run.context import Services
 
 CACHE_FILE = "llm-cache.db"
 

@@ -160,7 +160,7 @@ def check_sqlite_file(store: str, path: Path, recover: str) -> Check:
 
 def check_all(settings: Settings) -> list[Check]:
     """Every store of a project, in the order a run uses them."""
-    from evalloop.services import CACHE_FILE
+    from evalloop.run.services import CACHE_FILE
 
     checks = [check_history(settings), *check_run_logs(settings)]
     if settings.memory_url:
