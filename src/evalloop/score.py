@@ -1,4 +1,5 @@
-"""Scores and scorer kinds: the value a scorer returns, and the defaults each kind carries."""
+"""Scores and scorer kinds: the value a scorer returns, whose failure a failed case is, and the
+defaults each kind carries."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from evalloop.run.failures import Failure
+
+class Failure(StrEnum):
+    """Whose failure a failed case is (the rule that decides it: :mod:`evalloop.run.failures`)."""
+
+    TARGET = "target"
+    INFRA = "infra"
 
 
 class ScorerKind(StrEnum):

@@ -30,7 +30,7 @@ from evalloop.retrieval.retrievers import (
     retriever_factory,
 )
 from evalloop.retrieval.runner import build_index
-from evalloop.retrieval.suite import qa_dataset, retrieval_corpus
+from evalloop.retrieval.suite_data import qa_dataset, retrieval_corpus
 from evalloop.retrieval.types import Doc, Retriever, retriever_name
 
 __all__ = ["ALIASES", "MemoryStoreRetriever", "QATarget", "RetrieverTarget", "ScenarioTarget",
