@@ -146,3 +146,26 @@ def test_cli_add_list_remove_and_bad_input(settings):
     assert cli("schedule", "remove", "n1").exit_code == 0
     gone = cli("schedule", "remove", "n1")
     assert gone.exit_code == 2 and "no schedule 'n1'" in gone.stderr
+
+
+def test_a_schedule_stored_before_the_package_layout_still_loads(settings):
+    """A job stored when the job function was ``evalloop.scheduler:run_scheduled_job`` (before
+    scheduling/ held it) keeps running: APScheduler would otherwise fail to import the function
+    and drop the job from the store."""
+    import pickle
+
+    from sqlalchemy import create_engine, text
+
+    from evalloop.scheduling.scheduler import JOB_FUNC, JOBS_TABLE
+
+    add_schedule(settings, ["echo"], every="1h", job_id="old")
+    engine = create_engine(settings.database_url)
+    with engine.begin() as conn:
+        (blob,) = conn.execute(text(f"SELECT job_state FROM {JOBS_TABLE} WHERE id = 'old'")).one()
+        state = pickle.loads(blob)
+        assert state["func"] == JOB_FUNC
+        state["func"] = "evalloop.scheduler:run_scheduled_job"
+        conn.execute(text(f"UPDATE {JOBS_TABLE} SET job_state = :s WHERE id = 'old'"), {"s": pickle.dumps(state)})
+    engine.dispose()
+    assert [s.id for s in list_schedules(settings)] == ["old"]
+    assert [s.id for s in list_schedules(settings)] == ["old"]  # and it stays

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("evalloop.scheduler")
 
 JOB_FUNC = "evalloop.scheduling.scheduler:run_scheduled_job"
+#: where the job function lived before (jobs stored then name it; see :func:`_move_old_jobs`)
+OLD_JOB_FUNCS = (b"evalloop.scheduler:run_scheduled_job",)
 JOBS_TABLE = "evalloop_jobs"
 
 
@@ -176,6 +178,7 @@ def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = No
     options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
     store = SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options)
     ensure_job_store(store)  # its table, created race-free (many schedulers may start at once)
+    _move_old_jobs(store)
     return (_AdminScheduler if admin else BackgroundScheduler)(
         jobstores={"default": store},
         executors={"default": executor or ClaimingExecutor(url, CONTROL.owner)},
@@ -183,6 +186,25 @@ def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = No
                       "misfire_grace_time": settings.misfire_grace_seconds},
         timezone=resolve_timezone(settings.timezone),
     )
+
+
+def _move_old_jobs(store: SQLAlchemyJobStore) -> None:
+    """Point jobs stored under an older path of the job function at :data:`JOB_FUNC`: APScheduler
+    cannot import a function that moved, and drops its job from the store."""
+    import pickle
+
+    from sqlalchemy import select, update
+
+    table = store.jobs_t
+    with store.engine.begin() as conn:
+        for job_id, blob in conn.execute(select(table.c.id, table.c.job_state)).all():
+            if not any(old in blob for old in OLD_JOB_FUNCS):  # cheap: no unpickling of current jobs
+                continue
+            state = pickle.loads(blob)
+            if state.get("func", "").encode() in OLD_JOB_FUNCS:
+                state["func"] = JOB_FUNC
+                conn.execute(update(table).where(table.c.id == job_id)
+                             .values(job_state=pickle.dumps(state, store.pickle_protocol)))
 
 
 class _AdminScheduler(BackgroundScheduler):
