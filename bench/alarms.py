@@ -9,7 +9,7 @@ answering the scores this simulation drew, project scorers and a real SQLite his
   the code before the alarm budget), run from a checkout of that commit in its own processes;
 * ``single``: this checkout's single-run rule (what a one-off ``evalloop run`` says);
 * ``nightly``: this checkout's nightly rule (``run --nightly``, scheduled fires: the CUSUM chart
-  of :mod:`evalloop.sequential` with the default alarm budget, 5 % per suite per 30 nights).
+  of :mod:`evalloop.verdicts.sequential` with the default alarm budget, 5 % per suite per 30 nights).
 
 Scenarios: judge suites of 20 / 50 / 200 cases (quality q ~ Beta(6, 2), a night's grade
 clip(q·(1 − drop) + N(0, 0.2), 0, 1)) and pass/fail suites of 20 / 50 cases (75 % of cases pass
@@ -104,7 +104,9 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     if not n:
         return 0.0, 1.0
     z, p = 1.96, k / n
-    centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    scale = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / scale
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / scale
     return max(0.0, centre - half), min(1.0, centre + half)
 
 

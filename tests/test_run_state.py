@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.cli import cli
-from support.project import SCORERS, make_project, write_answers
 
 from evalloop.config import load_settings
-from evalloop.outcome import ORDER, case_outcome, outcome_of_labels, run_outcome
-from evalloop.pipeline import run_suite
+from evalloop.loop.pipeline import run_suite
 from evalloop.report.summary import run_summary
 from evalloop.scheduling.fire import verdict_from_summary
-from evalloop.sinks import is_alarm
-from evalloop.verdict import VerdictStatus, _pct
+from evalloop.scheduling.sinks import is_alarm
+from evalloop.verdicts.outcome import ORDER, case_outcome, outcome_of_labels, run_outcome
+from evalloop.verdicts.verdict import VerdictStatus, _pct
+from support.cli import cli
+from support.project import SCORERS, make_project, write_answers
 
 N = 20
 HEURISTIC = SCORERS + '''

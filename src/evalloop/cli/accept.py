@@ -52,7 +52,7 @@ def accept(
 
 def _close_incidents(settings, suite: str, scorer: str | None, reason: str, run_id: str) -> list[str]:
     """Close the suite's open incidents as accepted (none when no memory store exists)."""
-    from evalloop import learning
+    from evalloop.learning import incidents as learning
 
     if not settings.memory_url and not settings.memory_file.exists():
         return []

@@ -4,7 +4,8 @@ The single definition of baseline eligibility: verdicts (``HistoryStore.baseline
 reports and trends all ask :func:`baseline_eligible`. A scorer of a run is eligible when the
 run completed, is valid, ran every case (not ``--limit``), the scorer graded at least one case
 with a finite mean, its verdict does not fail as a change (``regressed``, ``scorer broken``,
-``invalid run``) nor show a significant drop (a ``watch`` that is one), and no incident of the scorer stayed open after the run (the learning step
+``invalid run``) nor show a significant drop (a ``watch`` that is one), and no incident of the
+scorer stayed open after the run (the learning step
 clears the flag). So a lasting regression never drifts into its own baseline: the baseline
 stays on the last good runs until the incident resolves, or until the change is *accepted*
 (``evalloop accept``), which makes that run eligible whatever its verdict and the oldest run

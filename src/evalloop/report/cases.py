@@ -19,8 +19,8 @@ from sqlalchemy import select
 
 from evalloop.history.models import CaseResult, CaseScore
 from evalloop.history.store import SCORES, HistoryStore
-from evalloop.outcome import case_outcome
 from evalloop.report.filters import CaseFilter
+from evalloop.verdicts.outcome import case_outcome
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -82,7 +82,7 @@ def _output(text: str | None) -> Any:
 
 def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = None,
                suite: Any = None, previous_run: str | None = None) -> list[CaseView]:
-    """The run's cases in run order, filtered; ``suite`` (a :class:`~evalloop.suites.Suite`)
+    """The run's cases in run order, filtered; ``suite`` (a :class:`~evalloop.suites.models.Suite`)
     adds input and expected; ``previous_run`` marks the cases that newly fail or pass."""
     which = which or CaseFilter()
     marks = _pass_marks(store, run_id)
@@ -104,7 +104,7 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
         per_scorer = [_grade(name, items, marks.get(name, 0.5),
                              control=bool(case is not None and case.expects_fail(name)))
                       for name, items in grades[case_id].items()]
-        # the one rule (evalloop.outcome): a target failure is a real 0 in every scorer's grades
+        # the one rule (evalloop.verdicts.outcome): a target failure is a real 0 in every scorer's grades
         passed = all(g.passed for g in per_scorer if g.passed is not None)
         change = None
         if case_id in before and before[case_id] != passed:

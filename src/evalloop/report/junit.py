@@ -16,8 +16,8 @@ from pathlib import Path
 from sqlalchemy import select
 
 from evalloop.history.store import RESULTS, SCORES, HistoryStore
-from evalloop.outcome import case_outcome
-from evalloop.pipeline import RunReport
+from evalloop.loop.pipeline import RunReport
+from evalloop.verdicts.outcome import case_outcome
 
 
 @dataclass

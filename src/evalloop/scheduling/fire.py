@@ -50,7 +50,7 @@ def fire_argv(project_dir: str, suite: str) -> list[str]:
 
 def verdict_from_summary(doc: dict[str, Any]) -> str:
     """One word for a run from its JSON summary (as :func:`evalloop.scheduler.verdict_of`)."""
-    from evalloop.outcome import outcome_of_labels
+    from evalloop.verdicts.outcome import outcome_of_labels
 
     return outcome_of_labels([s.get("verdict") for s in doc.get("scorers") or []],
                              valid=bool(doc.get("valid", True))).label

@@ -32,7 +32,7 @@ _READY: set[int] = set()
 _LOCK = threading.Lock()
 
 #: statuses: running → completed | interrupted | error; skipped (suite locked elsewhere)
-#: least to most severe: the run outcome's one order (evalloop.outcome.ORDER), then a fire that
+#: least to most severe: the run outcome's one order (evalloop.verdicts.outcome.ORDER), then a fire that
 #: did not finish, then an invalid run (as Comparison.worst ranks it)
 SEVERITY = ["ok", "no scorers", "skipped", "no baseline yet", "steady", "improved", "watch", "below floor",
             "regressed", "scorer broken", "interrupted", "error", "invalid run"]
@@ -95,7 +95,7 @@ def reap_stale(url: str) -> int:
     """Close the ``running`` entries whose scheduler died: a fire holds its suite's lock from
     before its entry starts until it ends, so a running entry whose owner no longer holds a
     live lease on that lock was left behind. Returns how many were closed."""
-    from evalloop.locks import current_holder
+    from evalloop.history.locks import current_holder
 
     engine = _engine(url)
     with engine.connect() as conn:

@@ -1,4 +1,4 @@
-"""Outcomes: the one rule for what a case's grades mean, and for what a finished run means.
+"""Outcomes: the one rule for what a case's grades mean, and for what a judged run means.
 
 Two questions are asked everywhere — the verdict, learning, reports, JUnit, the pytest plugin,
 the exit code, the scheduler's ledger and log, the alarm sinks — and each is answered here only:
@@ -11,8 +11,7 @@ the exit code, the scheduler's ledger and log, the alarm sinks — and each is a
   an alarm worth sending (every failing outcome: a regression, a scorer under its floor, a
   broken scorer, an invalid run).
 
-By default a failing run exits 1, like pytest and promptfoo; ``--no-fail-on-regression`` keeps
-exit 0 whatever the verdict.
+Exit codes are read from :func:`run_outcome` in :mod:`evalloop.loop.outcome`.
 """
 
 from __future__ import annotations
@@ -20,19 +19,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from evalloop.verdict import VerdictStatus
+from evalloop.verdicts.verdict import VerdictStatus
 
-if TYPE_CHECKING:
-    from evalloop.baseline import Comparison
-    from evalloop.pipeline import RunReport
 
-OK = 0
-FAILED = 1
-USAGE = 2
-INTERRUPTED = 130
-TERMINATED = 143
+class Judged(Protocol):
+    """What :func:`run_outcome` reads of a judged run (a :class:`~evalloop.verdicts.baseline.Comparison`)."""
+
+    run: Any
+    scorers: Sequence[Any]
 
 #: worst first: the one order every summary of a run uses
 ORDER: tuple[VerdictStatus, ...] = (
@@ -40,9 +36,6 @@ ORDER: tuple[VerdictStatus, ...] = (
     VerdictStatus.WATCH, VerdictStatus.IMPROVED, VerdictStatus.STEADY, VerdictStatus.NO_BASELINE,
     VerdictStatus.SKIPPED,
 )
-#: what a label is called in one line of "why it fails"
-_WHY = {VerdictStatus.INVALID: "invalid run in", VerdictStatus.SCORER_BROKEN: "scorer broken in",
-        VerdictStatus.REGRESSED: "regression in", VerdictStatus.BELOW_FLOOR: "below floor in"}
 
 
 @dataclass(frozen=True)
@@ -120,7 +113,7 @@ def worst(statuses: Iterable[VerdictStatus], *, valid: bool = True) -> VerdictSt
     return next((v for v in ORDER if v in present), None)
 
 
-def run_outcome(comparison: Comparison) -> RunOutcome:
+def run_outcome(comparison: Judged) -> RunOutcome:
     """The outcome of one judged run."""
     return RunOutcome(worst((s.status for s in comparison.scorers), valid=bool(comparison.run.valid)))
 
@@ -131,33 +124,3 @@ def outcome_of_labels(labels: Iterable[str | None], *, valid: bool = True) -> Ru
     return RunOutcome(worst((p for p in parsed if p is not None), valid=valid))
 
 
-def run_fails(comparison: Comparison) -> bool:
-    """Whether one run fails CI."""
-    return run_outcome(comparison).fails
-
-
-def exit_code(comparison: Comparison, *, fail_on_regression: bool = True) -> int:
-    """The exit code of one run: 1 when it fails (unless the caller opted out), else 0."""
-    return FAILED if fail_on_regression and run_fails(comparison) else OK
-
-
-def exit_code_of(reports: Iterable[RunReport], *, fail_on_regression: bool = True) -> int:
-    """The exit code of several runs: the worst of theirs."""
-    return max((exit_code(r.comparison, fail_on_regression=fail_on_regression) for r in reports), default=OK)
-
-
-def failure_lines(reports: Iterable[RunReport]) -> list[str]:
-    """Why the runs fail, one line per failing label (in :data:`ORDER`)."""
-    named: dict[VerdictStatus, list[str]] = {status: [] for status in _WHY}
-    for r in reports:
-        c = r.comparison
-        present = {s.status for s in c.scorers}
-        if c.invalid:
-            reason = r.outcome.run.invalid_reason
-            named[VerdictStatus.INVALID].append(f"{r.suite.name} ({reason})" if reason else r.suite.name)
-        for status in (VerdictStatus.SCORER_BROKEN, VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR):
-            if status in present:
-                named[status].append(r.suite.name)
-    order = [VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR, VerdictStatus.SCORER_BROKEN,
-             VerdictStatus.INVALID]
-    return [f"{_WHY[s]} {', '.join(named[s])}" for s in order if named[s]]

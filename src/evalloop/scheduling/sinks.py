@@ -19,7 +19,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from evalloop.config import Settings
 from evalloop.errors import ConfigError
-from evalloop.pipeline import RunReport
+from evalloop.loop.pipeline import RunReport
 from evalloop.redact import install_log_redaction, redact_text, redact_url
 
 log = logging.getLogger("evalloop.sinks")
@@ -39,9 +39,9 @@ SinkFactory = Callable[[Settings], "Sink | None"]
 
 
 def is_alarm(report: RunReport) -> bool:
-    """A run worth notifying about (the one rule: :func:`evalloop.outcome.run_outcome`): a
+    """A run worth notifying about (the one rule: :func:`evalloop.verdicts.outcome.run_outcome`): a
     regression, a scorer under its floor, a broken scorer, an invalid run."""
-    from evalloop.outcome import run_outcome
+    from evalloop.verdicts.outcome import run_outcome
 
     return run_outcome(report.comparison).alarm
 

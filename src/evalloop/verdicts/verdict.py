@@ -8,7 +8,7 @@ The comparison is made on the cases both sides share, so a changed case set neve
 a drop: cases only in this run (*added*) and only in the window (*removed*) are counted and
 given their own means. Per shared case ``c``, ``x_c`` is this run's score and ``ȳ_c`` its mean
 over the window; the baseline is ``mean(ȳ)``, the drop ``(mean(ȳ) − mean(x)) / mean(ȳ)``.
-Evidence comes from a run-label permutation test (:func:`evalloop.stats.run_label_permutation_test`),
+Evidence comes from a run-label permutation test (:func:`evalloop.verdicts.stats.run_label_permutation_test`),
 exact under "nothing changed" for any score distribution and window length.
 
 A drop that is not significant is a ``watch``, never a regression, under every rule:
@@ -26,7 +26,7 @@ Known-bad control cases are kept out of the statistics; passing one makes the ve
 ``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out. A mean under
 the scorer's absolute floor (``min_score``; by default the kind's target, 95 / 80 / 70 %) is
 ``below floor`` whatever the baseline says. Every verdict also carries ``z``, the drop in
-standard errors, which the nightly rule (:mod:`evalloop.sequential`) accumulates across nights.
+standard errors, which the nightly rule (:mod:`evalloop.verdicts.sequential`) accumulates across nights.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ from enum import StrEnum
 import numpy as np
 from pydantic import BaseModel
 
-from evalloop import power, scorevec, stats
 from evalloop.policy import TOLERANCE, VerdictPolicy
+from evalloop.scoring import scorevec
+from evalloop.verdicts import power, stats
 
 __all__ = ["TOLERANCE", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "decide_aligned", "count_flips",
            "minimal_detectable_drop"]
@@ -106,7 +107,7 @@ class Verdict(BaseModel):
     z: float | None = None  # the drop in standard errors of the paired difference (> 0: lower)
     pass_mark: float = 0.5
     min_score: float | None = None
-    mode: str = "single run"  # or "nightly": which rule labelled it (see evalloop.sequential)
+    mode: str = "single run"  # or "nightly": which rule labelled it (see evalloop.verdicts.sequential)
     n_current: int
     n_paired: int
     n_unpaired: int
@@ -292,7 +293,7 @@ def decide_aligned(
     valid: bool = True,
     invalid_reason: str | None = None,
 ) -> Verdict:
-    """:func:`decide` on scores lined up by case (see :mod:`evalloop.scorevec`): no per-case
+    """:func:`decide` on scores lined up by case (see :mod:`evalloop.scoring.scorevec`): no per-case
     dictionaries, so a 100,000-case run is judged in a few arrays."""
     ids, current = aligned.ids, aligned.current
     pm = policy.pass_mark

@@ -2,7 +2,7 @@
 
 The baseline of a scorer is its mean over the last N (default 5) eligible runs of the same
 suite before this run (one definition of eligibility: :mod:`evalloop.history.eligibility`).
-The verdict itself comes from :mod:`evalloop.verdict`, with the policy the run recorded for
+The verdict itself comes from :mod:`evalloop.verdicts.verdict`, with the policy the run recorded for
 each scorer; the run's own per-case scores come from the runner's :class:`ScorerResult` (or
 history, for a stored run). When the system's fingerprint changed since the last baseline run,
 the comparison says what changed, and with ``restart_on_change`` the window restarts. This
@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 from sqlalchemy import select
 
-from evalloop import sequential
 from evalloop.history.eligibility import accepted, eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import RUNS, SUMMARIES, HistoryStore, dumps
 from evalloop.policy import VerdictPolicy
-from evalloop.scorevec import Vector, align, from_mapping
-from evalloop.verdict import Verdict, VerdictStatus, decide_aligned, floor_sentence
+from evalloop.scoring.scorevec import Vector, align, from_mapping
+from evalloop.verdicts import sequential
+from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, floor_sentence
 
 EPS = 1e-9
 MAX_LISTED = 20
@@ -155,15 +155,15 @@ class Comparison:
 
     @property
     def fails(self) -> bool:
-        """Whether this run fails CI (one rule: :func:`evalloop.outcome.run_outcome`)."""
-        from evalloop.outcome import run_outcome
+        """Whether this run fails CI (one rule: :func:`evalloop.verdicts.outcome.run_outcome`)."""
+        from evalloop.verdicts.outcome import run_outcome
 
         return run_outcome(self).fails
 
     @property
     def worst(self) -> VerdictStatus | None:
-        """The one status that sums the run up (one order: :func:`evalloop.outcome.run_outcome`)."""
-        from evalloop.outcome import run_outcome
+        """The one status that sums the run up (one order: :func:`evalloop.verdicts.outcome.run_outcome`)."""
+        from evalloop.verdicts.outcome import run_outcome
 
         return run_outcome(self).status
 
@@ -185,7 +185,7 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
     ``current`` (scorer → case → epoch-averaged score, or the runner's score :class:`Vector`)
     is the runner's result; without it the run's scores are read from history. A baseline run
     with a stored vector for the same case list is read as that vector, not row by row.
-    ``nightly`` judges the run as one night of a series (:mod:`evalloop.sequential`).
+    ``nightly`` judges the run as one night of a series (:mod:`evalloop.verdicts.sequential`).
     """
     summaries = store.summaries(run.id)
     change = _fingerprint_change(store, run, summaries, window)
@@ -390,7 +390,7 @@ def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verdic
     base = float(y.mean())
     diff = x - y
     se = float(diff.std(ddof=1)) / math.sqrt(diff.size)
-    from evalloop.power import z_quantile
+    from evalloop.verdicts.power import z_quantile
 
     low = (base - float(x.mean()) - z_quantile(policy.confidence) * se) / base if base > 0 else None
     if low is None or low < policy.threshold - 1e-9:
