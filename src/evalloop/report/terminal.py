@@ -85,11 +85,14 @@ def closing_line(reports: Sequence[RunReport], seconds: float) -> str:
     watches = sum(len(r.comparison.watches) for r in reports)
     invalid = sum(1 for r in reports if r.comparison.invalid)
     broken = sum(len(r.comparison.broken) for r in reports)
+    low = sum(len(r.comparison.below_floor) for r in reports)
     failing = sum(1 for r in reports if r.comparison.fails)
     parts = [f"{len(reports)} suite{'s' if len(reports) != 1 else ''} run",
              f"{regressions} regression{'s' if regressions != 1 else ''}",
              f"{watches} watch{'es' if watches != 1 else ''}",
              f"{invalid} invalid run{'s' if invalid != 1 else ''}"]
+    if low:
+        parts.append(f"{low} below floor")
     if broken:
         parts.append(f"{broken} broken scorer{'s' if broken != 1 else ''}")
     verdict = f"FAILED ({failing} of {len(reports)})" if failing else "ok"
@@ -97,7 +100,7 @@ def closing_line(reports: Sequence[RunReport], seconds: float) -> str:
 
 
 def _print_details(s: ScorerComparison, console: Console) -> None:
-    if s.verdict in ("skipped", "scorer broken", "regressed", "watch", "invalid run"):
+    if s.verdict != "steady" and s.verdict != "improved" and s.verdict != "no baseline yet":
         console.print(f"  {s.scorer}: {s.reason}", highlight=False, markup=False)
     ev = s.evidence
     if ev is not None and (ev.added or ev.removed):
