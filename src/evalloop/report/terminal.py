@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # annotations only: printing a run needs no more than Rich an
 VERDICT_STYLE = {
     "regressed": "bold red", "watch": "yellow", "improved": "green",
     "steady": "", "no baseline yet": "cyan", "invalid run": "magenta", "skipped": "dim",
-    "scorer broken": "bold magenta",
+    "scorer broken": "bold magenta", "below floor": "red",
 }
 MAX_FLIPS_SHOWN = 5
 #: from this many columns on, the run table shows every column
@@ -34,6 +34,8 @@ def print_run(report: RunReport, console: Console) -> None:
         head += f" × {run.epochs} epochs"
     if run.llm_calls or run.cost_usd:
         head += f"  {run.llm_calls} LLM calls ({run.cache_hits} cached), ${run.cost_usd:.4f}"
+    if any(s.evidence is not None and s.evidence.mode == "nightly" for s in report.comparison.scorers):
+        head += "  (nightly: judged as one night of a series)"
     console.print(head)
     console.print(run_table(report, wide=console.width >= WIDE_COLUMNS))
     for s in report.comparison.scorers:
