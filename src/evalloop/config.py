@@ -20,7 +20,7 @@ CONFIG_FILE = "evalloop.toml"
 
 
 class VerdictSettings(BaseModel):
-    """How verdicts are reached (see the README, "Verdicts you can trust")."""
+    """How verdicts are reached (see docs/verdicts.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
