@@ -208,3 +208,37 @@ def test_the_documentation_builds_strictly(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+#: dotted names in the docs that are not Python objects
+NOT_PYTHON = {"evalloop.toml", "evalloop.scorers"}
+
+
+def _resolve(dotted: str) -> object:
+    import importlib
+
+    module_part, _, attr_part = dotted.partition(":")
+    parts = module_part.split(".")
+    for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for name in [*parts[i:], *([attr_part] if attr_part else [])]:
+            obj = getattr(obj, name)
+        return obj
+    raise ModuleNotFoundError(dotted)
+
+
+def test_python_names_and_files_the_docs_name_exist():
+    text = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+    names = set(re.findall(r"`(evalloop(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?)", text)) - NOT_PYTHON
+    missing = []
+    for name in sorted(names):
+        try:
+            _resolve(name)
+        except (ImportError, AttributeError) as exc:
+            missing.append(f"{name}: {exc}")
+    files = set(re.findall(r"`((?:bench|tests|tools)/[\w/.-]+\.py)", text))
+    missing += [f"{f}: no such file" for f in sorted(files) if not (ROOT / f).is_file()]
+    assert not missing, "\n".join(missing)
