@@ -148,3 +148,14 @@ def test_report_fails_on_a_regression_by_default_like_run(tmp_path, monkeypatch)
     assert invoke(root, "report").exit_code == 1
     assert invoke(root, "report", "--fail-on-regression").exit_code == 1
     assert invoke(root, "report", "--no-fail-on-regression").exit_code == 0
+
+
+@pytest.mark.parametrize(("toml", "expected"), [
+    ("windw = 5\n", "setting 'windw': unknown field — did you mean 'window'?"),
+    ("[verdict]\nrulle = 'paired'\n", "setting 'verdict.rulle': unknown field — did you mean 'rule'?"),
+])
+def test_an_unknown_setting_gets_a_did_you_mean(tmp_path, toml, expected):
+    root = make_project(tmp_path, {"echo": ECHO})
+    (root / "evalloop.toml").write_text(toml)
+    result = invoke(root, "run", "-s", "echo")
+    assert result.exit_code == 2 and expected in result.output, result.output
