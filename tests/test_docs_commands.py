@@ -210,8 +210,8 @@ def test_the_documentation_builds_strictly(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-#: dotted names in the docs that are not Python objects
-NOT_PYTHON = {"evalloop.toml", "evalloop.scorers"}
+#: dotted names in the docs that are not Python objects: a file, an entry-point group, logger names
+NOT_PYTHON = {"evalloop.toml", "evalloop.scorers", "evalloop.scheduler", "evalloop.sinks", "evalloop.locks"}
 
 
 def _resolve(dotted: str) -> object:
@@ -230,8 +230,12 @@ def _resolve(dotted: str) -> object:
     raise ModuleNotFoundError(dotted)
 
 
+#: the block after this marker names paths of the past on purpose (a table of what moved where)
+OLD_NAMES = re.compile(r"<!--\s*docs-test:\s*old names in the next block\s*-->\n+.*?(?:\n\s*\n|$)", re.S)
+
+
 def test_python_names_and_files_the_docs_name_exist():
-    text = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
+    text = OLD_NAMES.sub("", "\n".join(page.read_text(encoding="utf-8") for page in PAGES))
     names = set(re.findall(r"`(evalloop(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?)", text)) - NOT_PYTHON
     missing = []
     for name in sorted(names):
