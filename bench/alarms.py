@@ -142,7 +142,8 @@ def checkout(rev: str) -> Path:
 
 def launch(code: Path, spec: dict) -> list[dict]:
     env = {**os.environ, "PYTHONPATH": f"{code / 'src'}{os.pathsep}{code / 'bench'}"}
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
+    # -P: the measured checkout's bench/ (its verdict_lab) comes first, not this script's folder
+    proc = subprocess.run([sys.executable, "-P", str(Path(__file__).resolve()), "--worker", json.dumps(spec)],
                           env=env, capture_output=True, text=True, cwd=code)
     if proc.returncode:
         raise SystemExit(f"worker {spec} failed:\n{proc.stderr[-3000:]}")
