@@ -12,7 +12,7 @@ pytest_plugins = ["pytester"]
 SCORERS = '''
 from evalloop import Score, scorer
 
-@scorer("value", kind="llm_operation")
+@scorer("value", kind="llm_operation", min_score=0)
 def value(input, output, expected):
     return Score(value=float(output), message=f"got {output}")
 

@@ -85,13 +85,13 @@ def test_every_cli_run_of_a_lasting_break_exits_1(tmp_path, answers):
 
 
 def test_a_scorer_under_its_floor_fails_whatever_the_baseline(tmp_path, answers):
-    root = make_project(tmp_path, {"low": _suite("low", floor=None)})
-    steady_but_low = {**GOOD, **{f"c{i}": 0.0 for i in range(5)}}  # 0.75 < the llm_operation floor 0.80
+    root = make_project(tmp_path, {"low": _suite("low", floor=None, scorer="exact")}, scorers=HEURISTIC)
+    steady_but_low = {**GOOD, **{f"c{i}": 0.0 for i in range(5)}}  # 0.75 < the heuristic floor 0.95
     first = _run(root, answers, steady_but_low, name="low").comparison
     second = _run(root, answers, steady_but_low, name="low").comparison
     for c in (first, second):
         assert c.worst is VerdictStatus.BELOW_FLOOR and c.fails
-        assert "absolute floor 0.80" in c.scorers[0].reason
+        assert "absolute floor 0.95" in c.scorers[0].reason
     # below the floor is still the normal: it stays in the baseline (no incident drift, no blind spot)
     assert second.scorers[0].window_runs == 1
 
