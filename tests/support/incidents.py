@@ -4,6 +4,7 @@ for the incident lifecycle tests: real runs, real SQLite history, the real embed
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +39,19 @@ CASES = [f"c{i:02d}" for i in range(20)]
 BROKEN = CASES[:6]  # the regression: 6 of 20 cases from 1.0 to 0.0
 
 
-def project(root: Path, monkeypatch: Any, *, pass_mark: float | None = None, window: int | None = None) -> Path:
+def project(root: Path, monkeypatch: Any = None, *, pass_mark: float | None = None, window: int | None = None) -> Path:
+    """The suite in ``root``; the answers file is named by ``EVALLOOP_TEST_ANSWERS`` (through
+    ``monkeypatch`` when given, else set in ``os.environ``: the caller restores it)."""
     ref: dict[str, Any] = {"name": SCORER} if pass_mark is None else {"name": SCORER, "pass_mark": pass_mark}
     suite: dict[str, Any] = {"name": SUITE, "target": "sut:answer", "scorers": [ref],
                              "cases": [{"id": c, "input": {"id": c}} for c in CASES]}
     if window is not None:
         suite["window"] = window
     make_project(root, {SUITE: suite}, target=TARGET, scorers=SCORERS)
-    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(root / "answers.json"))
+    if monkeypatch is not None:
+        monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(root / "answers.json"))
+    else:
+        os.environ["EVALLOOP_TEST_ANSWERS"] = str(root / "answers.json")
     (root / "answers.json").write_text("{}")
     return root
 
