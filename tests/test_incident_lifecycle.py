@@ -3,7 +3,12 @@ embedded memory store). Each test is one finding that main got wrong."""
 
 from __future__ import annotations
 
+import json
+
+from typer.testing import CliRunner
+
 from evalloop import learning, load_settings
+from evalloop.cli import app
 from support.incidents import BROKEN, CASES, project, records, run
 
 
@@ -105,6 +110,14 @@ def test_a_chronic_failure_is_kept_apart_and_never_keeps_an_incident_open(tmp_pa
     assert sorted(meta["failing_cases"]) == BROKEN and meta["chronic_cases"] == ["c19"]
     assert "- c19" not in opened.information            # the text is about the regression
     text = opened.information
+    assert any("1 case(s) failed before this regression too (chronic, kept apart from it): c19" in n
+               for n in report.notices)
+    line = "level: open, runs seen 1; regression cases (6) c00, c01, c02, c03, c04, c05; " \
+           "chronic, failing before it too (1) c19"
+    shown = CliRunner().invoke(app, ["show", "last", "--project", str(root)], terminal_width=400)
+    assert shown.exit_code == 0 and f"incident {opened.id} — {line}" in shown.output, shown.output
+    listed = CliRunner().invoke(app, ["memories", "list", "--tag", "eval-failure", "--json", "--project", str(root)])
+    assert listed.exit_code == 0 and [r["incident"] for r in json.loads(listed.output)] == [line]
 
     fixed = run(root, chronic)                          # the regression fixed; c19 still fails
     assert fixed.extras["memories"][0]["action"] == "resolved"
@@ -115,3 +128,29 @@ def test_a_chronic_failure_is_kept_apart_and_never_keeps_an_incident_open(tmp_pa
         quiet = run(root, chronic)
         assert "memories" not in quiet.extras or quiet.extras["memories"] == []
         assert records(root, "open") == []
+
+
+def test_one_learning_step_at_a_time_per_suite(tmp_path, monkeypatch):
+    """The learning step holds the suite's `learn:<suite>` lease in the history database: a step
+    of another process waits for it, and past the wait the run says so and writes nothing."""
+    import threading
+
+    from evalloop.locks import DatabaseLock
+
+    root = project(tmp_path, monkeypatch)
+    good_runs(root)
+    url = load_settings(root).database_url
+    other = DatabaseLock(url, "learn:inc", owner="elsewhere:1:abc")   # another process's step
+    assert other.acquire()
+    monkeypatch.setattr(learning, "LOCK_WAIT_SECONDS", 0.3)
+    busy = run(root, dict.fromkeys(BROKEN, 0.0))
+    assert busy.comparison.has_regression and records(root) == []
+    assert any("failure memories not stored: the learning step of suite 'inc' is held by elsewhere:1:abc" in n
+               for n in busy.notices), busy.notices
+
+    monkeypatch.setattr(learning, "LOCK_WAIT_SECONDS", 30.0)
+    threading.Timer(0.5, other.release).start()                      # that step ends: this one goes on
+    waited = run(root, dict.fromkeys(BROKEN, 0.0))
+    assert waited.extras["memories"][0]["action"] == "opened"
+    (opened,) = records(root, "open")
+    assert opened.metadata["eval_run_id"] == waited.outcome.run.id

@@ -340,17 +340,38 @@ def accept_incidents(adapter: Any, suite: str, scorer: str | None, reason: str, 
     return done
 
 
+def describe(record: Any) -> str | None:
+    """One line for an incident (None for any other memory): scorer, state, its cases, its chronic
+    cases kept apart, how often it came back."""
+    meta = _meta(record)
+    if meta.get("kind") != KIND:
+        return None
+
+    def listed(ids: Sequence[str]) -> str:
+        return f"({len(ids)}) {', '.join(ids[:8])}{', …' if len(ids) > 8 else ''}" if ids else "(0)"
+
+    line = (f"{meta.get('scorer')}: {meta.get('status')}, runs seen {meta.get('runs_seen', 1)}; "
+            f"regression cases {listed(list(meta.get('failing_cases') or []))}")
+    if meta.get("chronic_cases"):
+        line += f"; chronic, failing before it too {listed(list(meta['chronic_cases']))}"
+    if meta.get("reopened"):
+        line += f"; reopened {meta['reopened']}×"
+    return line
+
+
 def open_scorers(adapter: Any, suite: str) -> set[str]:
     """The scorers of ``suite`` that have an open incident."""
     return {str(_meta(r).get("scorer")) for r in incidents(adapter, suite)}
 
 
 @contextlib.contextmanager
-def step_lock(db: Any, suite: str, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+def step_lock(db: Any, suite: str, wait: float | None = None) -> Iterator[None]:
     """Hold the suite's learning lease (``learn:<suite>`` in the history database) for one step,
-    waiting up to ``wait`` seconds for another process's step to end (then :class:`LockBusy`)."""
+    waiting up to ``wait`` seconds (default :data:`LOCK_WAIT_SECONDS`) for another process's step
+    to end, then :class:`~evalloop.locks.LockBusy`."""
     from evalloop.locks import DatabaseLock, LockBusy
 
+    wait = LOCK_WAIT_SECONDS if wait is None else wait
     lock = DatabaseLock(db, f"learn:{suite}", stale_seconds=max(wait, 30.0))
     deadline = time.monotonic() + wait
     while not lock.acquire():

@@ -24,17 +24,21 @@ TagOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Only memo
 
 
 def _rows(found: list) -> list[dict]:
+    from evalloop import learning
+
     rows = []
     for item in found:
         record = getattr(item, "record", item)
         rows.append({"id": record.id, "score": getattr(item, "score", None), "tags": record.tags,
                      "metadata": record.metadata, "information": record.information,
+                     "incident": learning.describe(record),
                      "created_at": record.created_at.isoformat() if getattr(record, "created_at", None) else None})
     return rows
 
 
 def _print(rows: list[dict], json_out: bool) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     if json_out:
         print(json.dumps(rows, indent=2, default=str))
@@ -47,7 +51,8 @@ def _print(rows: list[dict], json_out: bool) -> None:
         table.add_column(col, overflow="fold")
     for row in rows:
         score = f"{row['score']:.3f}" if row["score"] is not None else ""
-        table.add_row(row["id"], score, ",".join(row["tags"]), row["information"])
+        text = row["information"] if not row["incident"] else f"incident — {row['incident']}\n{row['information']}"
+        table.add_row(row["id"], score, ",".join(row["tags"]), Text(text))
     out().print(table)
 
 
