@@ -45,6 +45,7 @@ A failing store never fails the run: it is reported.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,15 +100,20 @@ class Seen:
     newly_failing: Sequence[str] = ()
     baseline: Mapping[str, float] = field(default_factory=dict)  # the baseline's last run, graded cases
 
-    @property
+    @functools.cached_property
+    def scores(self) -> dict[str, float]:
+        """``graded`` as a dict, read once (the runner's view is built for iteration)."""
+        return dict(self.graded.items())
+
+    @functools.cached_property
     def failing(self) -> set[str]:
-        return {c for c, v in self.graded.items() if v < self.pass_mark}
+        return {c for c, v in self.scores.items() if v < self.pass_mark}
 
     def passed(self, case: str) -> bool:
-        value = self.graded.get(case)
+        value = self.scores.get(case)
         return value is not None and value >= self.pass_mark
 
-    @property
+    @functools.cached_property
     def chronic(self) -> list[str]:
         """Failing now and failing in the baseline's last run too: not part of any regression."""
         return sorted(c for c in self.failing if c in self.baseline and self.baseline[c] < self.pass_mark)
@@ -167,8 +173,8 @@ def _text(comparison: Comparison, s: ScorerComparison, seen: Seen, shown: list[s
     return feedback.information(feedback.Incident(
         suite=comparison.run.suite, scorer=s.scorer, kind=s.kind, current=s.current, baseline=s.baseline,
         window_runs=s.window_runs, drop=s.drop, p_value=ev.p_value if ev else None,
-        n_paired=ev.n_paired if ev else None, graded=len(seen.graded),
-        passed=sum(1 for c in seen.graded if seen.passed(c)), newly_failing=len(s.newly_failing),
+        n_paired=ev.n_paired if ev else None, graded=len(seen.scores),
+        passed=len(seen.scores) - len(seen.failing), newly_failing=len(s.newly_failing),
         newly_passing=len(s.newly_passing), failing=every[: feedback.MAX_CASES], failing_total=len(shown),
         patterns=feedback.common_patterns(every)))
 
@@ -310,7 +316,8 @@ def _open(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any,
     known = next((r for r in records if r.id == memory_id), None)
     if known is None and callable(getattr(adapter, "get", None)):
         got = adapter.get(memory_id)
-        known = got if got is not None and got.metadata.get("last_run_id") != comparison.run.id else None
+        known = got if got is not None and _meta(got).get("kind") == KIND \
+            and _meta(got).get("last_run_id") != comparison.run.id else None
     if known is not None:  # the store de-duplicated the text onto an existing record: open that one
         return _reopen(comparison, s, seen, adapter, known, details)
     return Learned(scorer=s.scorer, action="opened", memory_id=memory_id, chronic=list(chronic))

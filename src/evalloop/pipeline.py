@@ -224,7 +224,7 @@ def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = N
         state = "resolved" if item.action == "resolved" else "open"
         notices.append(f"{VERBS[item.action]} failure memory {item.memory_id} for {item.scorer} "
                        f"(suite:{suite}, status:{state})")
-        if item.chronic and item.action != "resolved":
+        if item.chronic and item.action in ("opened", "reopened"):
             notices.append(f"{item.scorer}: {len(item.chronic)} case(s) failed before this regression too "
                            f"(chronic, kept apart from it): {', '.join(item.chronic[:5])}")
     return [item.model_dump() for item in learned]
