@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 
 from evalloop import learning, load_settings
 from evalloop.cli import app
+from evalloop.history import HistoryStore
+from evalloop.report.trends import build_trends
 from support.incidents import BROKEN, CASES, project, records, run
 
 
@@ -118,6 +120,10 @@ def test_a_chronic_failure_is_kept_apart_and_never_keeps_an_incident_open(tmp_pa
     assert shown.exit_code == 0 and f"incident {opened.id} — {line}" in shown.output, shown.output
     listed = CliRunner().invoke(app, ["memories", "list", "--tag", "eval-failure", "--json", "--project", str(root)])
     assert listed.exit_code == 0 and [r["incident"] for r in json.loads(listed.output)] == [line]
+    settings = load_settings(root)
+    (note,) = build_trends(HistoryStore(settings.database_url), ["inc"], memory_file=settings.memory_file) \
+        .suites[0].memories                            # the HTML and Markdown reports show its state
+    assert note.state == "open; chronic (failing before it too): c19"
 
     fixed = run(root, chronic)                          # the regression fixed; c19 still fails
     assert fixed.extras["memories"][0]["action"] == "resolved"

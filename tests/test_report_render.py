@@ -100,6 +100,7 @@ def test_trend_points_band_threshold_and_flips(trends, history):
     (memory,) = suite.memories  # written by the learning loop for the one regression
     assert memory.scorer == "value" and memory.run_id == history[1] == last.run_id
     assert "eval-failure" in memory.tags and "status:open" in memory.tags
+    assert memory.status == "open" and memory.chronic_cases == [] and memory.state == "open"
     assert "- c1\n" in memory.information and "reason: low <script>" in memory.information
     assert last.newly_failing[0].message == f"low {EVIL}"
 
