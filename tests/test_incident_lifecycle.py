@@ -7,9 +7,10 @@ import json
 
 from typer.testing import CliRunner
 
-from evalloop import learning, load_settings
+from evalloop import load_settings
 from evalloop.cli import app
 from evalloop.history import HistoryStore
+from evalloop.learning import incidents as learning
 from evalloop.report.trends import build_trends
 from support.incidents import BROKEN, CASES, project, records, run
 
@@ -141,7 +142,7 @@ def test_one_learning_step_at_a_time_per_suite(tmp_path, monkeypatch):
     of another process waits for it, and past the wait the run says so and writes nothing."""
     import threading
 
-    from evalloop.locks import DatabaseLock
+    from evalloop.history.locks import DatabaseLock
 
     root = project(tmp_path, monkeypatch)
     good_runs(root)

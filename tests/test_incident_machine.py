@@ -1,7 +1,8 @@
 """The incident lifecycle as a state machine (issue #22): Hypothesis drives random sequences of
 full, partial, errored, invalid, regressing, recovering, recurring and accepted runs through the
 real pipeline (``run_suite`` on a real SQLite history and the real embedded memory store) and
-checks every step against a small reference model of the table in :mod:`evalloop.learning`.
+checks every step against a small reference model of the table in
+:mod:`evalloop.learning.incidents`.
 
 The suite has 20 cases; the "break" flips c00..c05 from 1.0 to 0.0, and c19 fails on every run
 (a chronic failure, failing in every baseline too). Whether a run *regressed* is the verdict's
@@ -20,10 +21,11 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from evalloop import learning, load_settings
+from evalloop import load_settings
 from evalloop.history import HistoryStore
+from evalloop.learning import incidents as learning
 from evalloop.memory.store import MemoryStore
-from evalloop.verdict import VerdictStatus
+from evalloop.verdicts.verdict import VerdictStatus
 from support.incidents import BROKEN, CASES, SCORER, SUITE, project, run
 
 CHRONIC = "c19"

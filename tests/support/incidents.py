@@ -8,7 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evalloop import learning, load_settings, run_suite
+from evalloop import load_settings, run_suite
+from evalloop.learning import incidents as learning
 from evalloop.memory.store import MemoryStore
 from support.project import make_project
 

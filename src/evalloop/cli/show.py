@@ -80,7 +80,7 @@ def _incidents(settings: Settings, suite: str, run_id: str) -> list[dict[str, An
     """The suite's open incidents and those this run moved: one line each, chronic cases apart."""
     if not settings.memory_url and not settings.memory_file.exists():
         return []
-    from evalloop import learning
+    from evalloop.learning import incidents as learning
 
     try:
         adapter = learning.open_adapter(settings)

@@ -1,6 +1,6 @@
 """The incident lifecycle: one failure memory per regression of a (suite, scorer), as a state machine.
 
-An **incident** is a failure memory (text from :mod:`evalloop.feedback`; tags ``eval-failure``,
+An **incident** is a failure memory (text from :mod:`evalloop.learning.feedback`; tags ``eval-failure``,
 ``suite:<name>``, ``scorer:<name>``, ``status:<state>``; run ids, case ids and counts in metadata,
 never in the text). This module is the one place that moves incidents between states; every
 reader (injection, ``learn check``, ``memories list``, the pipeline's baseline eligibility) reads
@@ -55,11 +55,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from evalloop import feedback
-from evalloop.baseline import Comparison, ScorerComparison
 from evalloop.config import Settings
 from evalloop.errors import ConfigError, EvalloopError
-from evalloop.verdict import VerdictStatus
+from evalloop.learning import feedback
+from evalloop.verdicts.baseline import Comparison, ScorerComparison
+from evalloop.verdicts.verdict import VerdictStatus
 
 PATTERN_LIMIT = 3
 HEADING = "Past failure patterns:"
@@ -375,8 +375,8 @@ def open_scorers(adapter: Any, suite: str) -> set[str]:
 def step_lock(db: Any, suite: str, wait: float | None = None) -> Iterator[None]:
     """Hold the suite's learning lease (``learn:<suite>`` in the history database) for one step,
     waiting up to ``wait`` seconds (default :data:`LOCK_WAIT_SECONDS`) for another process's step
-    to end, then :class:`~evalloop.locks.LockBusy`."""
-    from evalloop.locks import DatabaseLock, LockBusy
+    to end, then :class:`~evalloop.history.locks.LockBusy`."""
+    from evalloop.history.locks import DatabaseLock, LockBusy
 
     wait = LOCK_WAIT_SECONDS if wait is None else wait
     lock = DatabaseLock(db, f"learn:{suite}", stale_seconds=max(wait, 30.0))
