@@ -11,6 +11,7 @@ from evalloop import load_settings
 from evalloop.cli import app
 from evalloop.history import HistoryStore
 from evalloop.learning import incidents as learning
+from evalloop.learning import injection
 from evalloop.report.trends import build_trends
 from support.incidents import BROKEN, CASES, project, records, run
 
@@ -42,7 +43,7 @@ def test_a_recurring_regression_reopens_its_incident(tmp_path, monkeypatch):
     assert meta["reopened"] == 1 and meta["reopened_run_id"] == again.outcome.run.id
     assert sorted(meta["failing_cases"]) == BROKEN
     assert len(records(root)) == 1                                       # nothing silently dropped or doubled
-    injected, _ = learning.injected_for(load_settings(root), "inc")
+    injected, _ = injection.injected_for(load_settings(root), "inc")
     assert injected.memory_ids == [opened.id]                            # `prompt enhance` shows it
     assert again.extras["memories"][0]["action"] == "reopened"
 

@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from evalloop import load_settings
 from evalloop.history import HistoryStore
 from evalloop.learning import incidents as learning
+from evalloop.learning import injection
 from evalloop.memory.store import MemoryStore
 from evalloop.verdicts.verdict import VerdictStatus
 from support.incidents import BROKEN, CASES, SCORER, SUITE, project, run
@@ -184,7 +185,7 @@ class IncidentMachine(RuleBasedStateMachine):
             assert meta.get("previous_id") == model["previous"]
             if model["status"] == "resolved":
                 assert meta["resolved_run_id"] == model["resolved_run"]
-        injected, notice = learning.injected_for(settings_, SUITE)
+        injected, notice = injection.injected_for(settings_, SUITE)
         assert notice is None
         assert injected.memory_ids == ([self.current] if self.state == "open" else [])
 

@@ -17,7 +17,7 @@ prompt_app = typer.Typer(help="Improve prompts with what past runs learned.", no
 app.add_typer(memories_app, name="memories")
 app.add_typer(prompt_app, name="prompt")
 
-#: the default of `prompt enhance --limit`: evalloop.learning.incidents.PATTERN_LIMIT (a test keeps them equal;
+#: the default of `prompt enhance --limit`: evalloop.learning.injection.PATTERN_LIMIT (a test keeps them equal;
 #: importing learning here would slow every command's start-up)
 PATTERN_LIMIT = 3
 TagOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Only memories with this tag (repeat: all).")]
@@ -69,15 +69,15 @@ def memories_find(
 
     Example: [bold]evalloop memories find "memory similarity eval failure" --limit 3[/bold]
     """
-    from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
 
     settings = settings_for(project)
-    learning.require_memories(settings)
-    adapter = learning.open_adapter(settings)
+    injection.require_memories(settings)
+    adapter = injection.open_adapter(settings)
     try:
         _print(_rows(adapter.find(query, limit=limit, tags=tag or None)), json_out)
     finally:
-        learning.close_adapter(adapter)
+        injection.close_adapter(adapter)
 
 
 @memories_app.command("list")
@@ -93,15 +93,15 @@ def memories_list(
 
     Example: [bold]evalloop memories list --tag suite:similarity --tag status:open[/bold]
     """
-    from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
 
     settings = settings_for(project)
-    learning.require_memories(settings)
-    adapter = learning.open_adapter(settings)
+    injection.require_memories(settings)
+    adapter = injection.open_adapter(settings)
     try:
         _print(_rows(adapter.list(tags=tag or None, limit=limit)), json_out)
     finally:
-        learning.close_adapter(adapter)
+        injection.close_adapter(adapter)
 
 
 @prompt_app.command("enhance")
@@ -117,20 +117,20 @@ def prompt_enhance(
 
     Example: [bold]evalloop prompt enhance prompts/decide.md --suite similarity[/bold]
     """
-    from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
 
     settings = settings_for(project)
     try:
         base = prompt_file.read_text(encoding="utf-8")
     except OSError as exc:
         raise EvalloopError(f"cannot read prompt file: {exc.strerror}", where=str(prompt_file)) from None
-    learning.require_memories(settings)
-    adapter = learning.open_adapter(settings)
+    injection.require_memories(settings)
+    adapter = injection.open_adapter(settings)
     try:
-        found = learning.failure_patterns(adapter, suite, query=query, limit=limit)
+        found = injection.failure_patterns(adapter, suite, query=query, limit=limit)
     finally:
-        learning.close_adapter(adapter)
+        injection.close_adapter(adapter)
     if not found:
         err().print(f"no failure memories for suite '{suite}': the prompt is unchanged", markup=False)
-    print(learning.enhance_prompt(base, found, budget=settings.inject_budget,
+    print(injection.enhance_prompt(base, found, budget=settings.inject_budget,
                                   per_memory=settings.inject_per_memory, detail=settings.inject_detail), end="")

@@ -81,13 +81,14 @@ def _incidents(settings: Settings, suite: str, run_id: str) -> list[dict[str, An
     if not settings.memory_url and not settings.memory_file.exists():
         return []
     from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
 
     try:
-        adapter = learning.open_adapter(settings)
+        adapter = injection.open_adapter(settings)
         try:
             found = learning.incidents(adapter, suite, status=None)
         finally:
-            learning.close_adapter(adapter)
+            injection.close_adapter(adapter)
     except Exception as exc:  # noqa: BLE001 - the run's cases are shown without them
         err().print(f"failure memories not read: {exc}", markup=False)
         return []

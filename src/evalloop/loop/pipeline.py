@@ -111,9 +111,9 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
-        from evalloop.learning import incidents as learning  # the memory layers: only for a project that has memories
+        from evalloop.learning import injection  # the memory layers: only for a project that has memories
 
-        injected, notice = learning.injected_for(settings, suite_obj.name)
+        injected, notice = injection.injected_for(settings, suite_obj.name)
         services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
                                failure_memories=injected.records)
         notices += [notice] if notice else []
@@ -197,20 +197,21 @@ def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = N
     then keep this run out of the baseline for every scorer whose incident is still open. A
     failing store is reported, never raised."""
     from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
 
     comparison, notices = report.comparison, report.notices
     store = store or HistoryStore(settings.database_url)
     suite = comparison.run.suite
     try:
         with learning.step_lock(store.engine, suite):
-            adapter = learning.open_adapter(settings)
+            adapter = injection.open_adapter(settings)
             try:
                 learned = learning.learn(comparison, adapter, **_case_details(report, store))
                 still_open: set[str] = set()
                 if not learned or any(not item.error for item in learned):  # not an unreachable store
                     still_open = learning.open_scorers(adapter, suite) & {s.scorer for s in comparison.scorers}
             finally:
-                learning.close_adapter(adapter)
+                injection.close_adapter(adapter)
             if still_open:  # an open incident: this run is no baseline, so the regression is not absorbed
                 store.update_summaries(comparison.run.id, {name: {"eligible": False} for name in still_open})
     except Exception as exc:  # noqa: BLE001 - the run itself succeeded
