@@ -162,3 +162,30 @@ def test_one_learning_step_at_a_time_per_suite(tmp_path, monkeypatch):
     assert waited.extras["memories"][0]["action"] == "opened"
     (opened,) = records(root, "open")
     assert opened.metadata["eval_run_id"] == waited.outcome.run.id
+
+
+def test_accepted_incidents_are_kept_closed_and_never_injected(tmp_path, monkeypatch):
+    """`accept_incidents` (what `evalloop accept` calls) closes the open incidents of a suite (or of
+    one scorer) as accepted: kept for history with the reason and run, never injected."""
+    from evalloop.memory.store import MemoryStore
+
+    root = project(tmp_path, monkeypatch)
+    good_runs(root)
+    broken_run = run(root, dict.fromkeys(BROKEN, 0.0))
+    (opened,) = records(root, "open")
+    settings = load_settings(root)
+    with MemoryStore(settings.memory_file) as store:
+        assert learning.accept_incidents(store, "inc", "other-scorer", "not this one", None) == []
+        ids = learning.accept_incidents(store, "inc", None, "the new prompt answers differently",
+                                        broken_run.outcome.run.id)
+        assert ids == [opened.id]
+        assert learning.accept_incidents(store, "inc", None, "again", None) == []   # nothing open now
+    (accepted,) = records(root, "accepted")
+    meta = accepted.metadata
+    assert accepted.id == opened.id and "status:accepted" in accepted.tags
+    assert meta["accepted_reason"] == "the new prompt answers differently"
+    assert meta["accepted_run_id"] == broken_run.outcome.run.id
+    assert accepted.information == opened.information
+    injected, notice = injection.injected_for(settings, "inc")
+    assert injected.memory_ids == [] and notice is None
+    assert learning.describe(accepted).startswith("level: accepted, runs seen 1;")

@@ -134,7 +134,7 @@ class MemoryNote(BaseModel):
     scorer: str | None = None
     run_id: str | None = None
     created_at: datetime | None = None
-    status: str | None = None  # open, resolved, accepted (evalloop.learning's states)
+    status: str | None = None  # open, resolved, accepted (evalloop.learning.incidents.State)
     chronic_cases: list[str] = Field(default_factory=list)  # failing before the regression too: kept apart
 
     @property
