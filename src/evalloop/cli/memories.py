@@ -89,7 +89,7 @@ def memories_list(
     project: ProjectOpt = None,
 ) -> None:
     """List memories newest first, filtered by exact tags (embedded store, or a memory service's
-    ``GET /memories``).
+    `GET /memories`).
 
     Example: [bold]evalloop memories list --tag suite:similarity --tag status:open[/bold]
     """
