@@ -31,6 +31,7 @@ def show(
     from evalloop.history.runlog import synced_store
     from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
     from evalloop.report.diff import find_run
+    from evalloop.report.layout import note
     from evalloop.report.terminal import print_history
 
     settings = settings_for(project)
@@ -66,5 +67,5 @@ def show(
     newly_failing = sum(1 for v in views if v.change == "newly failing")
     newly_passing = sum(1 for v in views if v.change == "newly passing")
     against = f" against run {previous}" if previous else " (no earlier completed run to compare with)"
-    console.print(f"{len(views)} case(s){' matching' if which.active else ''}: {failing} failing, "
-                  f"{newly_failing} newly failing, {newly_passing} newly passing{against}", highlight=False)
+    note(console, f"{len(views)} case(s){' matching' if which.active else ''}: {failing} failing, "
+         f"{newly_failing} newly failing, {newly_passing} newly passing{against}", indent=0)
