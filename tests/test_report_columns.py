@@ -143,3 +143,16 @@ def test_report_and_suites_tables(project, width):
         fits(lines, width)
         assert whole("retrieval-substring-long", lines)
     assert whole(FIVE, lines) and whole(FIFTY, lines)  # the report's rows
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_schedule_list(project, width):
+    root, _, _ = project
+    if width == WIDTHS[0]:
+        for job, trigger in (("nightly-retrieval-substring-long", ["--cron", "0 3 * * *", "--tz", "Europe/Berlin"]),
+                             ("every-six-hours", ["--every", "6h"])):
+            assert cli(root, "schedule", "add", "-s", "retrieval-substring-long", "--id", job, *trigger).returncode == 0
+    lines = run_cli(root, width, "schedule", "list")
+    fits(lines, width)
+    assert whole("nightly-retrieval-substring-long", lines) and whole("every-six-hours", lines)
+    assert "Europe/Berlin" in flat(lines) and "retrieval-substring-long" in flat(lines)
