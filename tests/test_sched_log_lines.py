@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from evalloop.scheduler import run_scheduled_job
 from evalloop.scheduling import ledger
+from evalloop.scheduling.scheduler import run_scheduled_job
 from support.project import controlled_suite, make_project, write_answers
 
 

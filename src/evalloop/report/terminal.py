@@ -14,9 +14,9 @@ from evalloop.report.format import num, pct
 from evalloop.report.layout import Record, fits, note, print_records, table_or_records
 
 if TYPE_CHECKING:  # annotations only: printing a run needs no more than Rich and the report
-    from evalloop.baseline import ScorerComparison
     from evalloop.history.models import Run, ScorerSummary
-    from evalloop.pipeline import RunReport
+    from evalloop.loop.pipeline import RunReport
+    from evalloop.verdicts.baseline import ScorerComparison
 
 VERDICT_STYLE = {
     "regressed": "bold red", "watch": "yellow", "improved": "green",
