@@ -156,3 +156,14 @@ def test_schedule_list(project, width):
     fits(lines, width)
     assert whole("nightly-retrieval-substring-long", lines) and whole("every-six-hours", lines)
     assert "Europe/Berlin" in flat(lines) and "retrieval-substring-long" in flat(lines)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_shipped_suite_with_strata_and_five_similar_scorers(project, width):
+    root, _, _ = project
+    lines = run_cli(root, width, "run", "--suite", "memory-substring")
+    fits(lines, width)
+    for name in ("substring-hit", "substring-mrr", "relevance-density", "change-detection", "null-rejection"):
+        assert whole(name, lines), name
+    text = flat(lines)
+    assert "change_awareness" in text and "current_state" in text and "overall" in text

@@ -48,12 +48,12 @@ def print_run(report: RunReport, console: Console) -> None:
         note(console, f"{report.outcome.case_errors} case(s) failed in the target; "
                       f"first: {report.outcome.first_case_error}", indent=0, style="red")
     if report.extras.get("strata"):
-        from evalloop.report.strata import StrataReport, strata_table
+        from evalloop.report.strata import StrataReport, print_strata
 
         strata = StrataReport.model_validate(report.extras["strata"])
-        console.print(strata_table(strata, title="per stratum (tag)"))
+        print_strata(console, strata, "per stratum (tag)")
         if strata.scopes:
-            console.print(strata_table(strata, title="per scope", scopes=True))
+            print_strata(console, strata, "per scope", scopes=True)
     stats = report.extras.get("target_stats")
     if stats:
         note(console, "target: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
