@@ -9,6 +9,7 @@ import pytest
 from evalloop.scheduling import ledger
 from evalloop.scheduling.scheduler import run_scheduled_job
 from support.project import controlled_suite, make_project, write_answers
+from support.webhook_server import closed_port_url
 
 
 def fire_lines(caplog: pytest.LogCaptureFixture, root, answers: dict[str, float]) -> list[logging.LogRecord]:
@@ -29,7 +30,9 @@ def test_each_fire_logs_one_line_at_the_level_of_its_outcome(tmp_path, monkeypat
     assert steady.levelno == logging.INFO and "steady" in steady.getMessage()
     (watch,) = fire_lines(caplog, root, {**healthy, "c0": 0.0, "c1": 0.0})  # 25 % down, not significant
     assert watch.levelno == logging.INFO and ": watch" in watch.getMessage(), watch.getMessage()
-    (regressed,) = fire_lines(caplog, root, {f"c{i}": 0.0 for i in range(8)})
+    (root / "evalloop.toml").write_text(f'webhook_url = "{closed_port_url()}"\nwebhook_retries = 1\n')
+    sink, regressed = fire_lines(caplog, root, {f"c{i}": 0.0 for i in range(8)})
+    assert sink.levelno == logging.ERROR and "sink webhook" in sink.getMessage()  # a problem of its own
     text = regressed.getMessage()
     assert regressed.levelno == logging.WARNING, text
     assert "regressed" in text and "WARNING" not in text and "value" in text  # the scorer is named
