@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,7 +23,7 @@ def suites_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
 
     settings = settings_for(project)
     found = discover_suites(settings.project_dir)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, path in sorted(found.items()):
         origin = "shipped" if path.parent == PACKAGE_FIXTURES else "project"
         try:
@@ -43,11 +43,11 @@ def suites_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
                          min_width=PROSE_MIN if col == "description" else None)
     records = []
     for row in rows:
-        desc = f"[red]{escape(row['error'])}[/red]" if row["error"] else escape(row["description"])
-        table.add_row(row["name"], row["origin"], ", ".join(row["scorers"]), desc)
+        error, description, scorers = row["error"], str(row["description"] or ""), ", ".join(row["scorers"])
+        table.add_row(row["name"], row["origin"], scorers,
+                      f"[red]{escape(error)}[/red]" if error else escape(description))
         records.append(Record(f"{row['name']} ({row['origin']})",
-                              [f"error: {row['error']}" if row["error"] else row["description"],
-                               f"scorers: {', '.join(row['scorers']) or '—'}"]))
+                              [f"error: {error}" if error else description, f"scorers: {scorers or '—'}"]))
     table_or_records(out(), table, records)
 
 
