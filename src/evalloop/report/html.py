@@ -177,7 +177,7 @@ def place_labels(chart: Chart) -> None:
         half = _text_width(m.label, 8.0) / 2
         x = min(max(m.x, chart.plot_left + half), chart.plot_right - half)
         for y in (m.y - m.r - 6, m.y + m.r + 16):
-            box = (x - half, x + half, y - 12, y + 3)
+            box = (x - half - 4, x + half + 4, y - 12, y + 3)  # a little air between two labels
             inside = box[2] >= chart.plot_top - TOP + 2 and box[3] <= chart.plot_bottom
             if inside and not any(a < box[1] and box[0] < b and c < box[3] and box[2] < d for a, b, c, d in taken):
                 m.label_x, m.label_y = x, y
