@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from evalloop.report.failing import MAX_CASES
 from evalloop.report.format import ms, num, pct
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
 from evalloop.verdicts.verdict import VerdictStatus
@@ -302,7 +303,7 @@ def render_html(report: TrendReport, title: str = "evalloop report") -> str:
              for s in report.suites for t in s.scorers}
     return _env().get_template("report.html.j2").render(
         report=report, title=title, charts=charts, latency=latency, flips=flips, slug=_slug,
-        vclass=verdict_class,
+        vclass=verdict_class, max_cases=MAX_CASES,
     )
 
 
