@@ -56,7 +56,7 @@ class ScorerComparison:
     evidence: Verdict | None = None
     first_error: str = ""
     grades: int = 0
-    pass_mark: float = 0.5
+    pass_mark: float = 0.5  # a case scoring below it fails (the suite's, else the scorer's)
     chart: sequential.Chart | None = None  # the nightly rule's state after this run
 
     @property
@@ -273,11 +273,13 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
                    scorers: int = 1) -> ScorerComparison:
     """One scorer of one run against the last ``window`` eligible runs before it."""
     details: dict[str, Any] = json.loads(summary.details or "{}")
+    policy = _policy(summary)
     out = ScorerComparison(
         scorer=summary.scorer, kind=summary.kind, current=summary.mean, n=summary.n,
         errored=summary.errored, skipped=summary.skipped, threshold=summary.threshold,
         baseline=None, window_runs=0, drop=None, status=VerdictStatus.SKIPPED,
         first_error=details.get("first_error") or "", grades=int(details.get("grades") or 0),
+        pass_mark=policy.pass_mark,
     )
     if summary.skipped:
         out.reason = details.get("skip") or "scorer did not run"
@@ -301,8 +303,6 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior])
-    policy = _policy(summary)
-    out.pass_mark = policy.pass_mark
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
