@@ -40,7 +40,7 @@ def accept(
     found = record(store, suite, reason, scorer=scorer, run_id=run_id)
     if settings.run_log:
         runlog.append_acceptance(settings.history_dir, found)
-    closed = _close_incidents(settings, suite, scorer, reason, found.run_id)
+    closed = _close_incidents(settings, store, suite, scorer, reason, found.run_id)
     if json_out:
         print(json.dumps({**found.model_dump(), "closed_incidents": closed}, indent=2))
         return
@@ -50,17 +50,16 @@ def accept(
                 markup=False)
 
 
-def _close_incidents(settings, suite: str, scorer: str | None, reason: str, run_id: str) -> list[str]:
-    """Close the suite's open incidents as accepted (none when no memory store exists)."""
-    from evalloop.learning import incidents as learning
+def _close_incidents(settings, store, suite: str, scorer: str | None, reason: str, run_id: str) -> list[str]:
+    """Close the suite's open incidents as accepted, under the suite's learning lock (none when
+    no memory store exists)."""
+    from evalloop.learning import incidents, injection
 
     if not settings.memory_url and not settings.memory_file.exists():
         return []
-    closer = getattr(learning, "accept_incidents", None)
-    if closer is None:
-        return []
-    adapter = learning.open_adapter(settings)
+    adapter = injection.open_adapter(settings)
     try:
-        return list(closer(adapter, suite, scorer, reason, run_id))
+        with incidents.step_lock(store.engine, suite):
+            return incidents.accept_incidents(adapter, suite, scorer, reason, run_id)
     finally:
-        learning.close_adapter(adapter)
+        injection.close_adapter(adapter)
