@@ -36,7 +36,7 @@ def run_fails(comparison: Comparison) -> bool:
 
 def exit_code(comparison: Comparison, *, fail_on_regression: bool = True) -> int:
     """The exit code of one run: 1 when it fails (unless the caller opted out), else 0."""
-    return FAILED if fail_on_regression and run_fails(comparison) else OK
+    return FAILED if fail_on_regression and comparison.fails else OK
 
 
 def exit_code_of(reports: Iterable[RunReport], *, fail_on_regression: bool = True) -> int:

@@ -395,10 +395,15 @@ def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verdic
     low = (base - float(x.mean()) - z_quantile(policy.confidence) * se) / base if base > 0 else None
     if low is None or low < policy.threshold - 1e-9:
         return evidence
+    # large enough: is it significant too? (the same exact test as the verdict, only now)
+    from evalloop.verdicts.stats import run_label_permutation_test
+
+    if run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed).p_value >= policy.alpha:
+        return evidence
     since = accepted(reference[0][1])
     origin = (f"accepted reference (run {reference[0][0].id}, accepted: {since.get('reason')})" if since
               else f"reference of the first good runs (from run {reference[0][0].id})")
-    reason = (f"Slow drift: against the {origin} the drop is at least {policy.threshold:.0%} with "
+    reason = (f"Slow drift: against the {origin} the drop is significant and at least {policy.threshold:.0%} with "
               f"{policy.confidence:.0%} confidence ({base:.3f} → {float(x.mean()):.3f}, lower bound {low:.1%}); "
               f"the rolling window followed it down: {evidence.reason}")
     return evidence.model_copy(update={"status": VerdictStatus.REGRESSED, "reason": reason})
