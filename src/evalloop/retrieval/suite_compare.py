@@ -131,7 +131,7 @@ async def acompare_targets(
                 strata=strata_means(store, run_id, order=scorers)))
         if not record:
             store.engine.dispose()
-    scorers = [s.name for s in base.scorers]
+    scorers = base.scorer_labels
     for result, cases in zip(results[1:], per_case[1:], strict=True):
         for s in scorers:
             common = sorted(set(cases[s]) & set(per_case[0][s]))
