@@ -23,7 +23,7 @@ bench_app = typer.Typer(help="Generate or import memory-system benchmark dataset
                         no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
-IR_SCORERS = ["recall@5", "recall@10", "ndcg@10", "mrr"]
+IR_SCORERS = ["recall@5", "recall@10", "ndcg@10", "mrr@20"]  # the suites retrieve k=20
 SUBSTRING_SCORERS = ["substring-hit", "substring-mrr", "change-detection", "null-rejection"]
 
 
@@ -104,11 +104,12 @@ def generate(
 
 
 SCOPED_SCORERS: list[object] = [{"name": "hit", "params": {"k": 5}}, {"name": "hit", "params": {"k": 10}},
-                                "recall@5", "recall@10", "ndcg@10", "mrr"]
+                                "recall@5", "recall@10", "ndcg@10", "mrr@20"]
 
 
 def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "session",
-                 retriever: str = "bm25", name: str | None = None, force: bool = False) -> tuple[Path, ImportReport]:
+                 retriever: str = "bm25", name: str | None = None, force: bool = False,
+                 dates: bool = True) -> tuple[Path, ImportReport]:
     """Write a published benchmark file as a scoped dataset folder and a suite beside it."""
     from evalloop.retrieval.dataset import write_dataset
     from evalloop.retrieval.loaders import load_locomo, load_longmemeval
@@ -117,8 +118,8 @@ def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "s
     if not force and (suite_file.exists() or (out_dir / "corpus.jsonl").exists()):
         raise FixtureError("benchmark files already exist", where=str(out_dir),
                            hint="pass --force to overwrite, or choose another --out")
-    dataset, report = (load_locomo(source) if fmt == "locomo"
-                       else load_longmemeval(source, granularity))  # type: ignore[arg-type]
+    dataset, report = (load_locomo(source, dates=dates) if fmt == "locomo"
+                       else load_longmemeval(source, granularity, dates=dates))  # type: ignore[arg-type]
     write_dataset(dataset, out_dir)
     (out_dir / "import.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     suite = {
@@ -147,6 +148,9 @@ def import_cmd(
     retriever: RetrieverOpt = "bm25",
     name: SuiteNameOpt = None,
     force: ForceOpt = False,
+    dates: Annotated[bool, typer.Option("--dates/--no-dates", help="Write each session's date "
+                     "into its documents' text (temporal questions need it); --no-dates for the "
+                     "ablation.")] = True,
 ) -> None:
     """Turn a published memory benchmark (LoCoMo, LongMemEval) into a scoped suite.
 
@@ -156,11 +160,10 @@ def import_cmd(
     """
     folder = out_dir or Path("fixtures") / fmt
     suite_file, report = write_import(fmt, source, folder, granularity=granularity,
-                                      retriever=retriever, name=name, force=force)
-    skipped = ", ".join(f"{n} {why}" for why, n in report.skipped.items()) or "none"
+                                      retriever=retriever, name=name, force=force, dates=dates)
     out().print(f"wrote {folder}/ ({report.n_docs} documents, {report.n_scopes} scopes, "
-                f"{report.n_queries} questions; skipped: {skipped}) and {suite_file}; run it with "
-                f"[bold]evalloop run --suite {suite_file}[/bold]")
+                f"{report.n_queries} questions; {report.summary()}) and {suite_file}; run it with "
+                f"[bold]evalloop run --suite {suite_file}[/bold]", highlight=False)
 
 
 def _cell(value: float | None, diff: object = None) -> str:
@@ -194,7 +197,8 @@ def compare_targets_cmd(
     """Run one suite against several targets and print their metrics side by side.
 
     Differences from the first target are tested with a paired permutation test on per-case
-    scores (* p<0.05, ** p<0.01, *** p<0.001).
+    scores (* p<0.05, ** p<0.01, *** p<0.001); on a scoped suite (LoCoMo, LongMemEval) whole
+    conversations are flipped, since questions of one conversation are not independent.
     Example: [bold]evalloop compare-targets -s retrieval-bm25 -t bm25 -t hybrid -t memory[/bold]
     """
     import asyncio
@@ -226,6 +230,10 @@ def compare_targets_cmd(
                       _ms(None if build is None else build * 1000.0),
                       "—" if size is None else f"{size / 1024:.0f}")
     console.print(table)
+    tests = {d.test for r in result.results for d in r.vs_reference.values()}
+    if "paired permutation by scope" in tests:
+        console.print("  differences tested by conversation (scope): whole scopes flipped; "
+                      "--json gives each mean's 95% interval, resampled by scope", highlight=False)
     if strata:
         from evalloop.report.strata import strata_table
 

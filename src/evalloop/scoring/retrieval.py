@@ -1,7 +1,8 @@
 """Built-in retrieval scorers: IR metrics per query, QA answer grades, substring and scenario grades.
 
 IR scorers (``recall``, ``precision``, ``ndcg``, ``mrr``, ``hit``, and the fixed-cutoff
-``recall@5``, ``recall@10``, ``ndcg@10`` so one suite can list several) read a ranked list of
+``recall@5``, ``recall@10``, ``ndcg@10``, ``mrr@10``, ``mrr@20`` so one suite can list several
+and every name says its cut; ``mrr`` alone ranks as deep as the target answers) read a ranked list of
 doc ids (a list, or ``{"ids": [...]}``) and ``expected = {"relevance": {doc_id: grade}}``
 (or ``{"relevant_ids": [...]}``); they use :func:`evalloop.retrieval.metrics.evaluate`, so
 per-case values are exactly the per-query metrics (trec_eval conventions, graded nDCG).
@@ -55,6 +56,8 @@ def relevance(expected: Any) -> dict[str, int]:
 def _ir(output: Any, expected: Any, metric: str, k: int | None, level: int) -> Score:
     ids = ranked_ids(output)
     grades = relevance(expected)
+    if metric == "mrr" and k:
+        ids = ids[:k]  # mrr@k: a first relevant document below rank k counts nothing
     ks = [k] if k else [max(1, len(ids))]
     table = evaluate({"q": ids}, {"q": grades}, ks, families=[metric], relevance_level=level)
     name = metric if metric == "mrr" else f"{metric}@{ks[0]}"
@@ -89,6 +92,8 @@ mrr = _ir_scorer("mrr", None, "mrr", fixed=False)
 recall_at_5 = _ir_scorer("recall", 5, "recall@5", fixed=True)
 recall_at_10 = _ir_scorer("recall", 10, "recall@10", fixed=True)
 ndcg_at_10 = _ir_scorer("ndcg", 10, "ndcg@10", fixed=True)
+mrr_at_10 = _ir_scorer("mrr", 10, "mrr@10", fixed=True)
+mrr_at_20 = _ir_scorer("mrr", 20, "mrr@20", fixed=True)
 
 
 # -- QA (seed 002): exact match, token F1, recall@k over the retrieved texts ----------------
