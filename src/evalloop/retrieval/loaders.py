@@ -85,6 +85,8 @@ class ImportReport(BaseModel):
     skipped: dict[str, int] = Field(default_factory=dict, description="reason -> questions")
     dropped_evidence: dict[str, int] = Field(
         default_factory=dict, description="reason -> evidence ids left out of questions that were kept")
+    n_qa: int = Field(0, description="questions in the QA suite (adversarial ones included)")
+    qa_skipped: dict[str, int] = Field(default_factory=dict, description="reason -> QA questions")
 
     @property
     def n_skipped(self) -> int:
@@ -94,6 +96,9 @@ class ImportReport(BaseModel):
         """Every skip and every dropped evidence id, counted, for the import's one-line report."""
         skipped = ", ".join(f"{n} {why}" for why, n in self.skipped.items()) or "none"
         text = f"skipped: {skipped}"
+        if self.qa_skipped:
+            text += "; left out of the QA suite: " + ", ".join(
+                f"{n} {why}" for why, n in self.qa_skipped.items())
         if self.dropped_evidence:
             text += "; evidence ids dropped: " + ", ".join(
                 f"{n} {why}" for why, n in self.dropped_evidence.items())
@@ -239,7 +244,11 @@ def load_locomo(path: str | Path, *, dates: bool = True) -> tuple[Dataset, Impor
     per sample, the annotated evidence as qrels; adversarial questions and questions without
     usable evidence are left out and counted."""
     path = Path(path)
-    data = read_locomo(path, dates=dates)
+    return locomo_retrieval(read_locomo(path, dates=dates), path, dates=dates)
+
+
+def locomo_retrieval(data: Imported, path: Path, *, dates: bool = True) -> tuple[Dataset, ImportReport]:
+    """The retrieval dataset of a read LoCoMo file (see :func:`load_locomo`)."""
     queries: list[Query] = []
     qrels: dict[str, dict[str, int]] = {}
     skipped: Counter[str] = Counter(data.skipped)
@@ -259,16 +268,15 @@ def load_locomo(path: str | Path, *, dates: bool = True) -> tuple[Dataset, Impor
     return dataset, report
 
 
-def load_longmemeval(path: str | Path, granularity: Literal["session", "turn"] = "session", *,
-                     dates: bool = True) -> tuple[Dataset, ImportReport]:
-    """A scoped dataset from a LongMemEval file: one scope per question's haystack."""
+def read_longmemeval(path: str | Path, granularity: Literal["session", "turn"] = "session", *,
+                     dates: bool = True) -> Imported:
+    """Every haystack and question of a LongMemEval file; abstention questions (``_abs``) are
+    the adversarial ones: asked in the QA suite, graded by abstention."""
     if granularity not in ("session", "turn"):
         raise FixtureError(f"granularity must be 'session' or 'turn', not {granularity!r}")
     path = Path(path)
     docs: list[Doc] = []
-    queries: list[Query] = []
-    qrels: dict[str, dict[str, int]] = {}
-    skipped: Counter[str] = Counter()
+    questions: list[QAItem] = []
     for n, raw in enumerate(_read_list(path, "LongMemEval")):
         item = _parse(_LongMemEvalItem, raw, f"{path} (item #{n + 1})", "LongMemEval")
         scope = item.question_id
@@ -276,36 +284,59 @@ def load_longmemeval(path: str | Path, granularity: Literal["session", "turn"] =
             raise FixtureError(f"question {scope!r}: {len(item.haystack_session_ids)} session ids "
                                f"for {len(item.haystack_sessions)} sessions", where=str(path),
                                hint="haystack_session_ids and haystack_sessions must align")
-        if scope.endswith("_abs"):
-            skipped["abstention question (no evidence by design)"] += 1
-            continue
         answers = set(item.answer_session_ids)
         relevant: list[str] = []
-        haystack: list[Doc] = []
-        dates = list((item.model_extra or {}).get("haystack_dates") or [])
+        extra = item.model_extra or {}
+        dates_of = list(extra.get("haystack_dates") or [])
         for n_s, (sid, session) in enumerate(zip(item.haystack_session_ids, item.haystack_sessions, strict=True)):
-            when = dates[n_s] if n_s < len(dates) else None
+            when = dates_of[n_s] if n_s < len(dates_of) else None
             if granularity == "session":
                 doc_id = f"{scope}:{sid}"
                 text = "\n".join(f"{t.get('role', '?')}: {t.get('content', '')}" for t in session)
                 text = f"[{when}]\n{text}" if dates and when else text
-                haystack.append(Doc(id=doc_id, content=text, scope=scope, session=sid, date_time=when))
+                docs.append(Doc(id=doc_id, content=text, scope=scope, session=sid, date_time=when))
                 if sid in answers:
                     relevant.append(doc_id)
                 continue
             for j, turn in enumerate(session):
                 doc_id = f"{scope}:{sid}:{j}"
                 text = _doc_text(str(turn.get("role", "?")), str(turn.get("content", "")), when, dates)
-                haystack.append(Doc(id=doc_id, content=text, scope=scope, session=sid, date_time=when))
+                docs.append(Doc(id=doc_id, content=text, scope=scope, session=sid, date_time=when))
                 if turn.get("has_answer"):
                     relevant.append(doc_id)
-        if not relevant:
+        asked = extra.get("question_date")
+        questions.append(QAItem(id=scope, question=item.question, answer=_answer(item.answer),
+                                category=item.question_type, stratum=item.question_type, scope=scope,
+                                evidence=relevant, adversarial=scope.endswith("_abs"),
+                                date=None if asked is None else str(asked)))
+    return Imported(docs=docs, questions=questions)
+
+
+def load_longmemeval(path: str | Path, granularity: Literal["session", "turn"] = "session", *,
+                     dates: bool = True) -> tuple[Dataset, ImportReport]:
+    """A scoped retrieval dataset from a LongMemEval file: one scope per question's haystack."""
+    path = Path(path)
+    return longmemeval_retrieval(read_longmemeval(path, granularity, dates=dates), path, granularity,
+                                 dates=dates)
+
+
+def longmemeval_retrieval(data: Imported, path: Path, granularity: str = "session", *,
+                          dates: bool = True) -> tuple[Dataset, ImportReport]:
+    """The retrieval dataset of a read LongMemEval file; a skipped question's haystack is not indexed."""
+    queries: list[Query] = []
+    qrels: dict[str, dict[str, int]] = {}
+    skipped: Counter[str] = Counter()
+    for item in data.questions:
+        if item.adversarial:
+            skipped["abstention question (no evidence by design)"] += 1
+        elif not item.evidence:
             skipped["no evidence in the haystack"] += 1
-            continue
-        docs.extend(haystack)  # a skipped question's haystack is not indexed
-        queries.append(Query(query_id=scope, text=item.question, stratum=item.question_type,
-                             scope=scope, relevant_ids=relevant, answer=_answer(item.answer)))
-        qrels[scope] = dict.fromkeys(relevant, 1)
+        else:
+            queries.append(Query(query_id=item.id, text=item.question, stratum=item.stratum,
+                                 scope=item.scope, relevant_ids=item.evidence, answer=item.answer))
+            qrels[item.id] = dict.fromkeys(item.evidence, 1)
+    kept = {q.scope for q in queries}
+    docs = [d for d in data.docs if d.scope in kept]
     dataset, report = _finish(path, f"longmemeval ({granularity})", docs, queries, qrels, skipped)
     report.dates = dates
     return dataset, report

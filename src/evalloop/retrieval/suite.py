@@ -7,7 +7,10 @@ A suite may say ``dataset: <folder>`` instead of ``cases:``. The folder's files 
   stratum (and ``scope:<id>`` when documents and queries carry a scope);
 - ``corpus.jsonl`` + ``substring.jsonl`` (seed 000): queries judged by expected substrings;
 - ``questions.jsonl`` + ``conversations.jsonl`` (seed 002): one case per QA pair;
-- ``scenarios.jsonl`` (seed 003): one case per multi-turn scenario.
+- ``scenarios.jsonl`` (seed 003): one case per multi-turn scenario;
+- ``corpus.jsonl`` + ``answers.jsonl`` (memory QA, LoCoMo / LongMemEval as published tables
+  score them): one case per question, ``input = {question, scope}``, ``expected = {answer,
+  category, adversarial}``, tagged by stratum and scope (see :mod:`evalloop.retrieval.answers`).
 
 Every case carries the folder in ``metadata["dataset"]``, so a target (see
 :mod:`evalloop.retrieval.suite_targets`) loads the same data without repeating its path.
@@ -23,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from evalloop.errors import FixtureError
+from evalloop.retrieval.answers import ANSWERS_FILE, AnswerLine
 from evalloop.retrieval.dataset import (
     CORPUS_FILE,
     QRELS_FILE,
@@ -38,7 +42,7 @@ from evalloop.retrieval.substring import SubstringQuery
 from evalloop.retrieval.types import Doc
 from evalloop.suites import Case
 
-DatasetKind = Literal["retrieval", "substring", "qa", "scenarios"]
+DatasetKind = Literal["retrieval", "substring", "qa", "scenarios", "answers"]
 SUBSTRING_FILE = "substring.jsonl"
 QUESTIONS_FILE = "questions.jsonl"
 CONVERSATIONS_FILE = "conversations.jsonl"
@@ -83,6 +87,8 @@ def dataset_kind(folder: Path) -> DatasetKind:
     if not folder.is_dir():
         raise FixtureError("dataset folder not found", where=str(folder),
                            hint="'dataset:' is a folder relative to the suite file")
+    if (folder / ANSWERS_FILE).is_file():
+        return "answers"
     if (folder / QUESTIONS_FILE).is_file():
         return "qa"
     if (folder / SCENARIOS_FILE).is_file():
@@ -169,6 +175,25 @@ def qa_dataset(folder: str | Path) -> QADataset:
     return _qa(path, _stamp(path))
 
 
+def load_answers(folder: str | Path) -> list[AnswerLine]:
+    """The questions of ``answers.jsonl`` (ids unique, every scope in ``corpus.jsonl``)."""
+    path = Path(folder) / ANSWERS_FILE
+    scopes = {d.scope for d in load_corpus(folder)}
+    seen: set[str] = set()
+    out: list[AnswerLine] = []
+    for lineno, obj in _jsonl(path):
+        line = _parse(AnswerLine, obj, f"{path}:{lineno}")
+        if line.id in seen:
+            raise FixtureError(f"duplicate question id {line.id!r}", where=f"{path}:{lineno}",
+                               hint="question ids must be unique")
+        if line.scope not in scopes:
+            raise FixtureError(f"question {line.id!r} names scope {line.scope!r}, which no document has",
+                               where=f"{path}:{lineno}", hint="a question is asked of its own conversation")
+        seen.add(line.id)
+        out.append(line)
+    return out
+
+
 def load_scenarios(folder: str | Path) -> list[Scenario]:
     """The seed-003 scenarios of ``scenarios.jsonl`` (ids unique, at least one graded turn)."""
     path = Path(folder) / SCENARIOS_FILE
@@ -211,6 +236,12 @@ def dataset_cases(folder: str | Path) -> Iterator[Case]:
             yield Case(id=pair.id, input={"question": pair.question,
                                           "conversation_id": pair.conversation_id},
                        expected={"answer": pair.ground_truth}, tags=[pair.category], metadata=meta)
+    elif kind == "answers":
+        for a in load_answers(path):
+            when = {"date": a.date} if a.date else {}
+            yield Case(id=a.id, input={"question": a.question, "scope": a.scope, **when},
+                       expected={"answer": a.answer, "category": a.category, "adversarial": a.adversarial},
+                       tags=[a.stratum, f"{SCOPE_TAG}{a.scope}"], metadata=meta)
     else:
         for sc in load_scenarios(path):
             yield Case(id=sc.id, input={"turns": [t.text for t in sc.turns]},
@@ -224,6 +255,10 @@ _TARGETS = ("RetrieverTarget", "QATarget", "ScenarioTarget", "MemoryStoreRetriev
 
 def __getattr__(name: str) -> object:
     """The suite targets, so suites may name ``evalloop.retrieval.suite:RetrieverTarget``."""
+    if name == "AnswerTarget":
+        from evalloop.retrieval.answer_target import AnswerTarget
+
+        return AnswerTarget
     if name in _TARGETS:
         from evalloop.retrieval import suite_targets
 

@@ -23,6 +23,7 @@ from evalloop.errors import TargetError
 from evalloop.history.store import HistoryStore
 from evalloop.pipeline import arun_suite
 from evalloop.report.strata import StrataReport, latency_summary, strata_means
+from evalloop.retrieval.answers import FULL_CONTEXT
 from evalloop.retrieval.retrievers import parse_spec, retriever_factory
 from evalloop.retrieval.suite_targets import record_target_stats, target_stats
 from evalloop.scoring.registry import Registry, discover
@@ -108,7 +109,8 @@ def _with_target(suite: Suite, label: str) -> tuple[Suite, dict[str, Any]]:
         spec, options = parse_spec(label)
         options = {**suite.target.params.get("options", {}), **options} if options else {}
         try:  # an unknown retriever or option fails here, before any run
-            retriever_factory(spec, options=options)()
+            if spec != FULL_CONTEXT or not suite.target.ref.endswith(":AnswerTarget"):
+                retriever_factory(spec, options=options)()
         except (TypeError, ValueError) as exc:
             errors = exc.errors() if isinstance(exc, ValidationError) else []
             why = (f"option '{'.'.join(map(str, errors[0]['loc']))}': {errors[0]['msg']}" if errors

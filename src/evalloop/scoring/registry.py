@@ -25,7 +25,7 @@ from evalloop.errors import ScorerError
 from evalloop.score import ScorerKind
 
 BUILTIN_MODULES = ("evalloop.scoring.heuristic", "evalloop.scoring.retrieval")
-OPTIONAL_BUILTIN_MODULES = ("evalloop.scoring.llm", "evalloop.scoring.graded")
+OPTIONAL_BUILTIN_MODULES = ("evalloop.scoring.llm", "evalloop.scoring.graded", "evalloop.scoring.answers")
 ENTRY_POINT_GROUP = "evalloop.scorers"
 _POSITIONAL = ("input", "output", "expected")
 
