@@ -116,3 +116,31 @@ def test_locomo_f1_normalises_and_splits_multi_hop_answers():
     assert locomo_f1("Pepper", "Pepper, coffee", category=1) == 0.5  # one of two parts
     assert locomo_f1("Kiel", "Kiel; the Baltic", category=3) == 1.0  # open-domain: before the ';'
     assert abstains("No information available.") and not abstains("On the sofa")
+
+
+def test_longmemeval_gets_the_same_qa_suite_with_its_abstention_questions(tmp_path):
+    from test_benchsuite_import import LONGMEMEVAL
+
+    source = tmp_path / "longmemeval_s.json"
+    source.write_text(json.dumps(LONGMEMEVAL), encoding="utf-8")
+    made = cli(tmp_path, "bench", "import", "longmemeval", str(source))
+    assert made.returncode == 0, made.stderr
+    said = {"What degree did I graduate with?": "Business Administration",
+            "Which city did I move to first?": "Bergen", "What is my cat's name?": "You never mentioned a cat.",
+            "How many bikes do I own?": "3"}
+    asked: list[str] = []
+
+    def lme(seen: Seen) -> Reply:
+        prompt = seen.last_user_text
+        if seen.forced_tool:
+            truth, answer = fenced(prompt, "REFERENCE ANSWER"), fenced(prompt, "ASSISTANT ANSWER")
+            return Reply.of_tool({"reason": "scripted", "label": "CORRECT" if truth == answer else "WRONG"})
+        asked.append(prompt)
+        return Reply.of_text(said[prompt.split("Question: ", 1)[1].split("\n", 1)[0]])
+
+    with LLMServer(lme) as server:
+        run = cli(tmp_path, "run", "--suite", "longmemeval-qa", "--json", "--no-cache", env=_env(server))
+    assert run.returncode in (0, 1), run.stderr
+    means = {s["scorer"]: s["current"] for s in json.loads(run.stdout)["scorers"]}
+    assert means["j-judge"] == pytest.approx(2 / 3) and means["abstention"] == 1.0
+    assert any("asked on 2023/05/30" in p for p in asked)  # the question's own date
