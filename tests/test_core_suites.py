@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from evalloop.errors import FixtureError
-from evalloop.suite_lookup import discover_suites, find_suite
-from evalloop.suites import load_suite
+from evalloop.suites.lookup import discover_suites, find_suite
+from evalloop.suites.models import load_suite
 
 GOOD = """\
 name: demo
@@ -79,7 +79,7 @@ def test_duplicate_ids_are_an_error_with_line(tmp_path):
 
 
 def test_unknown_suite_field_and_missing_scorers(tmp_path):
-    with pytest.raises(FixtureError, match=r"scorers: required field missing \(\+1 more\)"):
+    with pytest.raises(FixtureError, match=r"scorerz: unknown field — did you mean 'scorers'\? \(\+1 more\)"):
         load_suite(write(tmp_path, "u.yaml", GOOD.replace("scorers:", "scorerz:")))
     text = "name: x\ntarget: sut:echo\nscorers: []\ncases: [{id: a, input: 1}]\n"
     with pytest.raises(FixtureError, match="scorers"):
@@ -151,7 +151,7 @@ TRICKY_LINES = [
 def _reference(line: str) -> tuple[str | None, str | None]:
     """What the full path says of one line (with its newline, as read): (case id, error), from
     json.loads and then the model."""
-    from evalloop.suites import _case
+    from evalloop.suites.models import _case
 
     try:
         data = json.loads(line + "\n")

@@ -13,8 +13,8 @@ from evalloop.memory.search import Fusion
 from evalloop.retrieval.conversations import generate_conversations
 from evalloop.retrieval.loaders import load_locomo
 from evalloop.retrieval.retrievers import retriever_factory, run_scoped
-from evalloop.retrieval.suite import retrieval_dataset
-from evalloop.suites import PACKAGE_FIXTURES
+from evalloop.retrieval.suite_data import retrieval_dataset
+from evalloop.suites.models import PACKAGE_FIXTURES
 
 METRICS = ("hit@5", "hit@10", "recall@10", "ndcg@10", "mrr")
 

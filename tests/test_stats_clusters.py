@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from evalloop import stats
+from evalloop.verdicts import stats
 
 
 def clustered(n_clusters: int = 10, per: int = 20, seed: int = 1) -> tuple[np.ndarray, list[str]]:

@@ -1,4 +1,5 @@
-"""Scores and scorer kinds: the value a scorer returns, and the defaults each kind carries."""
+"""Scores and scorer kinds: the value a scorer returns, whose failure a failed case is, and the
+defaults each kind carries."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from evalloop.failures import Failure
+
+class Failure(StrEnum):
+    """Whose failure a failed case is (the rule that decides it: :mod:`evalloop.run.failures`)."""
+
+    TARGET = "target"
+    INFRA = "infra"
 
 
 class ScorerKind(StrEnum):
@@ -35,7 +41,7 @@ class Score(BaseModel):
     ``errored`` means the grader could not grade (a judge that did not answer, a scorer that
     raised): the value is kept for display but excluded from means and baselines. ``skipped``
     means the scorer did not run at all (for example a judge with no LLM configured).
-    ``failure`` says whose failure a failed case is (see :mod:`evalloop.failures`): ``target``
+    ``failure`` says whose failure a failed case is (see :mod:`evalloop.run.failures`): ``target``
     (a real 0: the target raised, timed out, or its output could not be parsed) or ``infra``
     (errored: the API or the network failed).
     """
@@ -102,11 +108,12 @@ def scorer_failure(name: str, exc: BaseException) -> str:
         if tuple(err["loc"]) == ("value",) and err["type"] in ("less_than_equal", "greater_than_equal"):
             exc = ScoreOutOfRange(f"returned {err['input']!r}, outside [0, 1]")
         elif tuple(err["loc"]) == ("value",) and err["type"] == "finite_number":
-            return (f"scorer {name} built an invalid Score: value: Value error, score value must be a "
-                    f"finite number, got {err['input']}")
+            return (f"scorer {name} built an invalid Score: value: score value must be a finite number, "
+                    f"got {err['input']}")
         else:
-            loc = ".".join(str(p) for p in err["loc"])
-            return f"scorer {name} built an invalid Score: {loc}: {err['msg']}"
+            from evalloop.validation import first_error
+
+            return f"scorer {name} built an invalid Score: {first_error(exc)}"
     if isinstance(exc, ScoreOutOfRange):
         return f"scorer {name} {exc} (ScoreOutOfRange) — return a value in [0, 1]: scale or clamp it"
     text = " ".join(str(exc).split())

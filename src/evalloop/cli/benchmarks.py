@@ -190,6 +190,7 @@ def import_cmd(
 
     Documents are the dialogue turns (or sessions), queries the questions with their evidence as
     judgments, the category as stratum; each question searches only its own conversation.
+
     Example: [bold]evalloop bench import locomo locomo10.json --out fixtures/locomo[/bold]
     """
     folder = out_dir or Path("fixtures") / fmt
@@ -206,7 +207,7 @@ def import_cmd(
 def _cell(value: float | None, diff: object = None) -> str:
     text = "—" if value is None else f"{value:.3f}"
     if diff is not None and getattr(diff, "p_value", None) is not None:
-        from evalloop.stats import stars
+        from evalloop.verdicts.stats import stars
 
         text += f" ({diff.diff:+.3f}{stars(diff.p_value)})"
     return text
@@ -236,6 +237,7 @@ def compare_targets_cmd(
     Differences from the first target are tested with a paired permutation test on per-case
     scores (* p<0.05, ** p<0.01, *** p<0.001); on a scoped suite (LoCoMo, LongMemEval) whole
     conversations are flipped, since questions of one conversation are not independent.
+
     Example: [bold]evalloop compare-targets -s retrieval-bm25 -t bm25 -t hybrid -t memory[/bold]
     """
     import asyncio

@@ -28,14 +28,15 @@ def learn_check(
     """Run SUITE as variants on the same cases and print each one's paired difference from the first.
 
     Nothing is stored: the runs go to a throw-away history and no memory is written.
+
     Example: [bold]evalloop learn check -s similarity[/bold]
     """
     import asyncio
 
     from rich.table import Table
 
-    from evalloop.learncheck import DEFAULT_VARIANTS, acheck
-    from evalloop.stats import stars
+    from evalloop.loop.learncheck import DEFAULT_VARIANTS, acheck
+    from evalloop.verdicts.stats import stars
 
     settings = settings_for(project)
     result = asyncio.run(acheck(suite, settings=settings, variants=variant or list(DEFAULT_VARIANTS),

@@ -10,15 +10,26 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
+from evalloop.cli.app import (
+    FailOpt,
+    JsonOpt,
+    NoFailOpt,
+    ProjectOpt,
+    app,
+    err,
+    fails_on_regression,
+    friendly,
+    out,
+    settings_for,
+)
 from evalloop.errors import FixtureError
 
 if TYPE_CHECKING:
     from evalloop.config import Settings
-    from evalloop.pipeline import RunReport
+    from evalloop.loop.pipeline import RunReport
     from evalloop.report.filters import CaseFilter
     from evalloop.scoring.registry import Registry
-    from evalloop.suites import Suite
+    from evalloop.suites.models import Suite
 
 CaseOpt = Annotated[list[str] | None, typer.Option(
     "-k", "--case", metavar="PATTERN",
@@ -43,12 +54,8 @@ def run(
     case: CaseOpt = None,
     tag: TagOpt = None,
     concurrency: Annotated[int | None, typer.Option(min=1, metavar="N", help="Cases in flight at once.")] = None,
-    fail_on_regression: Annotated[bool, typer.Option(
-        "--fail-on-regression",
-        help="Exit 1 when a scorer regressed, a scorer is broken, or a run is invalid: the default "
-             "(accepted for older scripts).")] = False,
-    no_fail: Annotated[bool, typer.Option(
-        "--no-fail-on-regression", help="Exit 0 whatever the verdicts (only bad input exits non-zero).")] = False,
+    fail_on_regression: FailOpt = False,
+    no_fail: NoFailOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every failing case with its "
                                           "input, expected, output and messages.")] = False,
     json_out: JsonOpt = False,
@@ -75,6 +82,7 @@ def run(
     """Run suites against their targets, store the run, and compare it with the baseline.
 
     Exit 1 when a run fails (regression, broken scorer, invalid run), 2 on bad input.
+
     Example: [bold]evalloop run --suite exact-match[/bold]
     """
     import asyncio
@@ -83,10 +91,11 @@ def run(
 
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
+    failing = fails_on_regression(fail_on_regression, no_fail)
     with lifecycle.setting_up():  # what loads here lives until the end: no collections meanwhile
-        from evalloop.outcome import exit_code_of, failure_lines
+        from evalloop.loop.outcome import exit_code_of, failure_lines
         from evalloop.report.terminal import closing_line, print_run
-        from evalloop.signals import terminate_as_interrupt
+        from evalloop.run.signals import terminate_as_interrupt
 
         settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project)
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
@@ -123,10 +132,7 @@ def run(
         from evalloop.report.junit import write_junit
 
         write_junit(junit, reports, HistoryStore(settings.database_url))
-    if fail_on_regression and no_fail:
-        raise FixtureError("--fail-on-regression and --no-fail-on-regression exclude each other",
-                           hint="give one of them (failing on a regression is the default)")
-    code = exit_code_of(reports, fail_on_regression=not no_fail)
+    code = exit_code_of(reports, fail_on_regression=failing)
     for line in failure_lines(reports) if code else []:
         err().print(line, markup=False)
     err().print(closing_line(reports, elapsed), markup=False, highlight=False)
@@ -138,11 +144,11 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
              tag: list[str] | None, project: Path | None) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
     """The settings, scorers and suites of a run, every suite checked before any runs (a bad one
     stops nothing half-way), and the case filter."""
-    import evalloop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
+    import evalloop.loop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
     from evalloop.report.filters import CaseFilter
-    from evalloop.runner import prepare
+    from evalloop.run.runner import prepare
     from evalloop.scoring.registry import discover
-    from evalloop.suite_lookup import find_suite, suites_for_all
+    from evalloop.suites.lookup import find_suite, suites_for_all
 
     which = CaseFilter(patterns=case or [], tags=tag or [])
     settings = settings_for(project)
@@ -164,7 +170,7 @@ def _notify(report: RunReport, settings) -> None:
     import logging
 
     from evalloop.errors import EvalloopError
-    from evalloop.sinks import LogSink, build_sinks, notify
+    from evalloop.scheduling.sinks import LogSink, build_sinks, notify
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -207,7 +213,7 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
 
 
 async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:
-    from evalloop.pipeline import arun_suite
+    from evalloop.loop.pipeline import arun_suite
 
     if not show_progress:
         return await arun_suite(suite, settings=settings, registry=registry, **options)

@@ -36,16 +36,7 @@ def show(
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
     assert store is not None
-    if run_id == "last":
-        newest = store.runs(None, limit=1)
-        if not newest:
-            from evalloop.errors import EvalloopError
-
-            raise EvalloopError("no runs yet", where=settings.database_url,
-                                hint="run `evalloop run --suite NAME` first")
-        run = newest[0]
-    else:
-        run = find_run(store, run_id, settings.database_url)
+    run = find_run(store, run_id, settings.database_url)
     which = CaseFilter(patterns=case or [], tags=tag or [], failed=failed)
     suite = _suite_or_none(run.suite, settings)
     previous = previous_completed(store, run.suite, run.id)

@@ -51,7 +51,7 @@ class AnswerTarget(_Measured):
                 "prompt": prompt_hash(prompt_text("answer"))}
 
     def setup(self, folder: Path) -> None:
-        from evalloop.retrieval.suite import load_corpus
+        from evalloop.retrieval.suite_data import load_corpus
 
         corpus = load_corpus(folder)
         self.n_docs = len(corpus)

@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalloop.errors import FixtureError
-from evalloop.jsonlines import iter_jsonl
 from evalloop.retrieval.types import Doc, Qrels, Query
+from evalloop.suites.jsonlines import iter_jsonl
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
@@ -113,10 +113,11 @@ def _parse(model: type[BaseModel], obj: dict[str, Any], where: str) -> Any:
     try:
         return model.model_validate(obj)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "line"
+        from evalloop import validation
+
+        err = validation.first(exc)
         raise FixtureError(
-            f"field '{loc}': {err['msg']}",
+            f"field '{validation.location(err) or 'line'}': {validation.message(err, model)}",
             where=where,
             hint=f"see the {model.__name__} schema",
         ) from None

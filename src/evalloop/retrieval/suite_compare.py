@@ -18,17 +18,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from evalloop import validation
 from evalloop.config import Settings
 from evalloop.errors import TargetError
 from evalloop.history.store import HistoryStore
-from evalloop.pipeline import arun_suite
+from evalloop.loop.pipeline import arun_suite
 from evalloop.report.strata import StrataReport, latency_summary, strata_means
 from evalloop.retrieval.answers import FULL_CONTEXT
 from evalloop.retrieval.retrievers import parse_spec, retriever_factory
 from evalloop.retrieval.suite_targets import record_target_stats, target_stats
 from evalloop.scoring.registry import Registry, discover
-from evalloop.suite_lookup import find_suite
-from evalloop.suites import Suite, TargetRef
+from evalloop.suites.lookup import find_suite
+from evalloop.suites.models import Suite, TargetRef
 
 SUITE_TARGETS = "evalloop.retrieval.suite:"
 
@@ -70,7 +71,7 @@ class TargetComparison(BaseModel):
 
 def _paired_p(x: Sequence[float], y: Sequence[float], clusters: Sequence[str] | None = None) -> float:
     """Two-sided paired permutation p-value, flipping whole clusters (scopes) when given."""
-    from evalloop.stats import paired_permutation_test
+    from evalloop.verdicts.stats import paired_permutation_test
 
     return float(paired_permutation_test(x, y, alternative="two-sided", clusters=clusters).p_value)
 
@@ -78,7 +79,7 @@ def _paired_p(x: Sequence[float], y: Sequence[float], clusters: Sequence[str] | 
 def case_scopes(suite: Suite) -> dict[str, str]:
     """``case id -> scope`` for a suite whose cases carry a ``scope:<id>`` tag (else empty): the
     clusters its intervals and paired tests resample."""
-    from evalloop.retrieval.suite import SCOPE_TAG
+    from evalloop.retrieval.suite_data import SCOPE_TAG
 
     out: dict[str, str] = {}
     for case in suite.iter_cases():
@@ -91,7 +92,7 @@ def case_scopes(suite: Suite) -> dict[str, str]:
 def interval(values: dict[str, float], scopes: dict[str, str]) -> tuple[float, float] | None:
     """A 95% bootstrap CI of the mean of per-case values: whole scopes resampled when every case
     has one (the questions of one conversation are not independent), else cases."""
-    from evalloop.stats import bootstrap_ci
+    from evalloop.verdicts.stats import bootstrap_ci
 
     ids = sorted(values)
     clusters = [scopes[c] for c in ids] if ids and all(c in scopes for c in ids) else None
@@ -113,7 +114,7 @@ def _with_target(suite: Suite, label: str) -> tuple[Suite, dict[str, Any]]:
                 retriever_factory(spec, options=options)()
         except (TypeError, ValueError) as exc:
             errors = exc.errors() if isinstance(exc, ValidationError) else []
-            why = (f"option '{'.'.join(map(str, errors[0]['loc']))}': {errors[0]['msg']}" if errors
+            why = (f"option '{validation.location(errors[0])}': {validation.message(errors[0])}" if errors
                    else str(exc).splitlines()[0])
             raise TargetError(f"target {label!r}: {why}",
                               hint="options are the retriever's keyword arguments, e.g. "

@@ -1,0 +1,217 @@
+"""One run end to end: load the suite, check it, run it, store it, compare it with its baseline.
+
+Each step is its own module; this one only chains them with typed values, so the CLI, the
+scheduler and Python callers all run suites the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalloop.config import Settings, load_settings
+from evalloop.history import runlog
+from evalloop.history.provenance import code_version
+from evalloop.history.store import HistoryStore
+from evalloop.run.context import Services
+from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
+from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
+from evalloop.scoring.registry import Registry, discover
+from evalloop.scoring.scorevec import Vector
+from evalloop.suites.lookup import find_suite
+from evalloop.suites.models import Case, Suite
+from evalloop.verdicts.baseline import Comparison, compare_run
+
+
+@dataclass
+class RunReport:
+    """A finished run, its comparison with the baseline, and anything worth telling the user."""
+
+    prepared: PreparedRun
+    outcome: RunOutcome
+    comparison: Comparison
+    notices: list[str] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def suite(self) -> Suite:
+        return self.prepared.suite
+
+
+def load(suite: str | Path | Suite, settings: Settings) -> Suite:
+    """A suite by name, by path, or as given."""
+    if isinstance(suite, Suite):
+        return suite
+    return find_suite(str(suite), settings.project_dir)
+
+
+async def arun_suite(
+    suite: str | Path | Suite,
+    *,
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    store: HistoryStore | None = None,
+    services: Services | None = None,
+    epochs: int | None = None,
+    limit: int | None = None,
+    concurrency: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_start: Callable[[PreparedRun], None] | None = None,
+    engine: str | None = None,
+    model: str | None = None,
+    cache: str | None = None,
+    select: Callable[[Case], bool] | None = None,
+) -> RunReport:
+    """Run one suite and compare it with its rolling baseline (async).
+
+    ``engine`` (auto/local/llm), ``model`` and ``cache`` (use/off/only) choose the services
+    when none are given; services built here are closed when the run ends. ``select`` keeps
+    only the cases it accepts (a partial run, never a baseline).
+    """
+    settings = settings or load_settings()
+    registry = registry or discover(settings.project_dir)
+    suite_obj = load(suite, settings)
+    notices: list[str] = []
+    owned = services is None
+    if services is None:
+        services, notices = build_services(settings, engine=engine, model=model, cache=cache,
+                                           concurrency=concurrency)
+    try:
+        report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
+                            concurrency, progress, on_start, select)
+    finally:
+        if owned:
+            await close_services(services)
+    if not needs_llm(report.prepared):  # "no API key" says nothing to a suite without an LLM
+        notices = [n for n in notices if not n.startswith(NO_LLM_NOTICE)]
+    report.notices[:0] = notices
+    return report
+
+
+def needs_llm(prepared: PreparedRun) -> bool:
+    """Whether a suite uses an LLM: an LLM judge or operation scorer, or a target that says so
+    (``uses_llm = True``, or an ``engine`` in its fingerprint, as the reference operations)."""
+    from evalloop.score import ScorerKind
+
+    target = prepared.target
+    return (any(b.kind in (ScorerKind.LLM_JUDGE,) for b in prepared.scorers)
+            or bool(getattr(target.fn, "uses_llm", False)) or "engine" in target.fingerprint)
+
+
+async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: HistoryStore | None,
+               services: Services, epochs: int | None, limit: int | None, concurrency: int | None,
+               progress: Callable[[int], None] | None,
+               on_start: Callable[[PreparedRun], None] | None,
+               select: Callable[[Case], bool] | None = None) -> RunReport:
+    notices: list[str] = []
+    unreadable = False  # memories that could not be read are not re-read to resolve incidents
+    if settings.inject_failures and _has_memories(settings):
+        from evalloop.learning import incidents as learning  # the memory layers: only for a project that has memories
+
+        injected, notice = learning.injected_for(settings, suite_obj.name)
+        services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
+                               failure_memories=injected.records)
+        notices += [notice] if notice else []
+        unreadable = notice is not None
+    prepared = prepare(suite_obj, registry, project_dir=settings.project_dir,
+                       settings_thresholds=settings.thresholds, services=services,
+                       verdict_defaults=settings.verdict.model_dump(exclude_none=True))
+    store = store or HistoryStore(settings.database_url)
+    reaped = store.reap_dead_runs()  # runs left 'running' by a process that died are failed now
+    if reaped:
+        notices.append(f"marked failed {len(reaped)} run(s) whose process died: {', '.join(reaped[:3])}")
+    if settings.run_log:  # a fresh clone gets its baseline from the committed run log
+        runlog.sync_suite(store, settings.history_dir, suite_obj.name)
+    if on_start is not None:
+        on_start(prepared)
+    outcome = await execute(
+        prepared, store, services=services, epochs=epochs, limit=limit,
+        concurrency=concurrency, default_concurrency=settings.concurrency,
+        code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
+        progress=progress, select=select,
+        notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},
+    )
+    comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
+                             current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()})
+    report = RunReport(prepared, outcome, comparison, notices=notices)
+    run_notes = json.loads(outcome.run.notes or "{}")
+    if run_notes.get("target_stats"):
+        report.extras["target_stats"] = run_notes["target_stats"]
+    if outcome.tagged:
+        from evalloop.history.strata import strata_means
+
+        strata = strata_means(store, outcome.run.id, order=[s.scorer for s in comparison.scorers])
+        if strata.strata:
+            report.extras["strata"] = strata.model_dump(mode="json")
+    if comparison.fingerprint_change is not None:
+        report.notices.append(comparison.fingerprint_change.describe())
+    rate = comparison.target_failures
+    if rate is not None and (rate.failures or rate.baseline_failures):
+        report.notices.append(rate.describe())
+    if settings.learn and comparison.has_regression and comparison.invalid:
+        report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
+                              "so its verdicts cannot be trusted to teach anything")
+    elif settings.learn and (comparison.has_regression or (_has_memories(settings) and not unreadable)):
+        learned = _learn(settings, report, store)
+        if learned:
+            report.extras["memories"] = learned
+    if settings.run_log:
+        try:
+            runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices, outcome.results)
+        except OSError as exc:
+            report.notices.append(f"run log not written: {exc}")
+    return report
+
+
+def _has_memories(settings: Settings) -> bool:
+    return bool(settings.memory_url) or settings.memory_file.exists()
+
+
+def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
+    """Inputs, expected answers, outputs and scorer reasons of the run's failing cases."""
+    run_id, details = report.outcome.run.id, {}
+    failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if v < r.pass_mark}
+    if not failing:
+        return {}
+    details["cases"] = {c.id: c for c in report.suite.iter_cases() if c.id in failing}
+    details["outputs"] = {r.case_id: r.output if r.output is not None else r.error
+                          for r in store.case_results(run_id) if r.case_id in failing and r.epoch == 0}
+    details["scores"] = {name: dict(r.scores) for name, r in report.outcome.results.items()}
+    details["reasons"] = {name: store.case_messages(run_id, name, sorted(failing)[:200])
+                          for name in report.outcome.results}
+    return details
+
+
+def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[dict[str, Any]]:
+    """Open, update or resolve failure memories; a failing store is reported, never raised."""
+    from evalloop.learning import incidents as learning
+
+    comparison, notices = report.comparison, report.notices
+    try:
+        adapter = learning.open_adapter(settings)
+    except Exception as exc:  # noqa: BLE001 - the run itself succeeded
+        notices.append(f"failure memories not stored: {exc}")
+        return []
+    try:
+        details = _case_details(report, store or HistoryStore(settings.database_url))
+        learned = learning.learn(comparison, adapter, **details)
+    finally:
+        learning.close_adapter(adapter)
+    for item in learned:
+        if item.error:
+            notices.append(f"failure memory for {item.scorer} not stored: {item.error}")
+        else:
+            verb = {"opened": "stored", "updated": "updated", "resolved": "resolved"}[item.action]
+            notices.append(f"{verb} failure memory {item.memory_id} for {item.scorer} "
+                           f"(suite:{comparison.run.suite}, status:"
+                           f"{'resolved' if item.action == 'resolved' else 'open'})")
+    return [item.model_dump() for item in learned]
+
+
+def run_suite(suite: str | Path | Suite, **kwargs: Any) -> RunReport:
+    """Run one suite and compare it with its rolling baseline."""
+    return asyncio.run(arun_suite(suite, **kwargs))

@@ -1,0 +1,403 @@
+"""The runner: calls the target on every case, grades each output, and persists as it goes.
+
+Cases are streamed (never all held), run by a bounded pool of asyncio workers, and written
+to history in batches. A target that raises or times out fails only its case: a real 0 for
+every scorer, or an *errored* score when the failure is the infrastructure's
+(:mod:`evalloop.run.failures`); a scorer that raises gives an *errored* score. An interrupted run
+is marked so and kept out of baselines. The runner knows nothing of baselines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import math
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalloop.errors import EvalloopError, FixtureError
+from evalloop.history.eligibility import base_fingerprint
+from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
+from evalloop.history.provenance import new_run_id
+from evalloop.history.store import HistoryStore, dumps
+from evalloop.llm.cache import current_epoch as _EPOCH
+from evalloop.llm.errors import is_case_level as _is_case_level
+from evalloop.llm.usage import UsageTotals, close_scope, open_scope
+from evalloop.redact import redact_text
+from evalloop.run.bound import BoundScorer
+from evalloop.run.calling import is_awaitable
+from evalloop.run.context import CaseContext, Services
+from evalloop.run.failures import Failure, TargetTimeout, classify
+from evalloop.run.grades import ScorerResult, _Grades
+from evalloop.run.targets import Target, resolve_target, stable_hash
+from evalloop.score import Score, ScorerKind
+from evalloop.scoring.registry import Registry
+from evalloop.scoring.scorevec import ids_digest
+from evalloop.suites.models import Case, Suite
+
+ProgressFn = Callable[[int], None]
+
+
+@dataclass
+class PreparedRun:
+    """Everything checked before a run may write anything: cases, scorers, target."""
+
+    suite: Suite
+    n_cases: int
+    scorers: list[BoundScorer]
+    target: Target
+    fingerprint: dict[str, Any]
+
+    @property
+    def fingerprint_hash(self) -> str:
+        return stable_hash(self.fingerprint)
+
+
+@dataclass
+class RunOutcome:
+    """What a finished run produced: the stored run, its summaries, and notable messages."""
+
+    run: Run
+    summaries: dict[str, ScorerSummary]
+    results: dict[str, ScorerResult]
+    case_errors: int = 0
+    first_case_error: str = ""
+    notices: list[str] = field(default_factory=list)
+    tagged: bool = False
+
+    @property
+    def target_failures(self) -> int:
+        """Case results (case × epoch) the target failed: raised, timed out, unparseable output."""
+        return self.run.target_failures or 0
+
+    @property
+    def infra_failures(self) -> int:
+        """Case results lost to the infrastructure (API or network faults): errored."""
+        return self.run.infra_failures or 0
+
+
+def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
+            settings_thresholds: dict[str, float] | None = None,
+            target_params: dict[str, Any] | None = None, services: Services | None = None,
+            verdict_defaults: dict[str, Any] | None = None) -> PreparedRun:
+    """Validate the suite's cases, bind its scorers, and resolve its target. Writes nothing."""
+    where = str(suite.path or suite.name)
+    n_cases = suite.validate_cases()
+    bound = []
+    for ref in suite.scorers:
+        spec = registry.get(ref.name, where=where)
+        spec.check_params(ref.params, where=where)
+        project = settings_thresholds or {}
+        # the most specific setting wins: the scorer's entry, the suite's thresholds, the
+        # suite's verdict block, the project (by name, then kind), the registration, the kind
+        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.label), suite.verdict.get("threshold"),
+                                     project.get(ref.name), project.get(spec.kind.value),
+                                     spec.effective_threshold) if t is not None)
+        pass_mark = next(m for m in (ref.pass_mark, suite.verdict.get("pass_mark"), spec.pass_mark)
+                         if m is not None)
+        policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
+                  "pass_mark": pass_mark}
+        _check_policy(policy, where)
+        bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label))
+    params = {**suite.target.params, **(target_params or {})}
+    # a timeout can only interrupt a sync target that runs in a thread
+    target = resolve_target(suite.target.ref, params, project_dir=project_dir,
+                            threads=suite.target_threads or suite.timeout is not None, services=services)
+    cases_hash = _cases_hash(suite)
+    fingerprint = {
+        "target": target.ref,
+        "target_params": target.params,
+        "target_fingerprint": target.fingerprint,
+        "scorers": [_describe_scorer(b, services, project_dir) for b in bound],
+        "cases": cases_hash,
+    }
+    return PreparedRun(suite, n_cases, bound, target, fingerprint)
+
+
+def _describe_scorer(bound: BoundScorer, services: Services | None, project_dir: Any = None) -> dict[str, Any]:
+    """A scorer in the run's fingerprint: its settings, a hash of its code (a judge's prompt lives
+    there), and for a judge the model that grades. A project scorer's file is named relative to
+    the project, so a clone elsewhere has the same fingerprint."""
+    import inspect
+    from pathlib import Path
+
+    try:
+        code = stable_hash(inspect.getsource(bound.spec.fn))
+    except (OSError, TypeError):
+        code = None
+    source = bound.spec.source
+    if project_dir is not None:
+        with contextlib.suppress(ValueError, OSError):
+            source = Path(source).resolve().relative_to(Path(project_dir).resolve()).as_posix()
+    info = {"name": bound.name, "kind": bound.kind.value, "params": bound.params,
+            "threshold": bound.threshold, "source": source, "code": code}
+    if bound.kind == ScorerKind.LLM_JUDGE:
+        judge = getattr(services, "judge", None)
+        info["model"] = bound.params.get("model") or getattr(judge, "model", None)
+    return info
+
+
+def _check_policy(policy: dict[str, Any], where: str) -> None:
+    from pydantic import ValidationError
+
+    from evalloop.errors import FixtureError
+    from evalloop.policy import VerdictPolicy
+
+    try:
+        VerdictPolicy(**policy)
+    except ValidationError as exc:
+        from evalloop import validation
+
+        err = validation.first(exc)
+        raise FixtureError(f"verdict setting '{validation.location(err)}': {validation.message(err, VerdictPolicy)}",
+                           where=where, hint="see docs/verdicts.md") from None
+
+
+def _cases_hash(suite: Suite) -> str:
+    """A hash of the fixtures: the suite file and its JSONL cases file, byte for byte."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    paths = [suite.path, suite.cases_file]
+    if suite.dataset_dir is not None:
+        paths += sorted(suite.dataset_dir.glob("*.jsonl"))
+    for path in paths:
+        if path is not None and path.is_file():
+            digest.update(path.read_bytes())
+    if suite.path is None and isinstance(suite.cases, list):
+        digest.update(dumps([c.model_dump(mode="json") for c in suite.cases]).encode())
+    return digest.hexdigest()[:16]
+
+
+async def execute(
+    prepared: PreparedRun,
+    store: HistoryStore,
+    *,
+    services: Services | None = None,
+    epochs: int | None = None,
+    limit: int | None = None,
+    concurrency: int | None = None,
+    default_concurrency: int = 16,
+    code_version: str | None = None,
+    errored_limit: float = 0.2,
+    progress: ProgressFn | None = None,
+    batch_size: int = 1000,
+    notes: dict[str, Any] | None = None,
+    select: Callable[[Case], bool] | None = None,
+) -> RunOutcome:
+    """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
+
+    ``select`` keeps only the cases it accepts (``-k``/``--tag``): the run is then partial,
+    compared like ``--limit`` but never a baseline."""
+    suite = prepared.suite
+    services = services or Services()
+    epochs = epochs or suite.epochs
+    concurrency = concurrency or suite.concurrency or default_concurrency
+    available = prepared.n_cases
+    if select is not None:
+        available = sum(1 for case in suite.iter_cases() if select(case))
+        if available == 0:
+            raise FixtureError("no case matches the case filter (-k/--tag)", where=suite.name,
+                               hint="check the pattern and tags (`evalloop show RUN` lists case ids)")
+    n_cases = min(available, limit) if limit else available
+    run = store.begin_run(Run(
+        id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
+        fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
+        base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)),
+        n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
+        notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
+    ))
+    grades = {b.name: _Grades(n_cases) for b in prepared.scorers}
+    state = _RunState(run, prepared, store, services, grades, batch_size, progress, n_cases)
+    work: Iterator[tuple[int, Case, int]] = (
+        (row, case, epoch) for epoch in range(epochs)
+        for row, case in enumerate(itertools.islice(
+            suite.iter_cases() if select is None else filter(select, suite.iter_cases()), n_cases))
+    )
+    try:
+        workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+        state.flush()
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        with contextlib.suppress(Exception):
+            state.flush()
+        store.mark(run.id, RunStatus.INTERRUPTED, "interrupted before completion")
+        raise
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            state.flush()
+        store.mark(run.id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+        raise
+    return state.finish(errored_limit)
+
+
+class _RunState:
+    def __init__(self, run: Run, prepared: PreparedRun, store: HistoryStore, services: Services,
+                 grades: dict[str, _Grades], batch_size: int, progress: ProgressFn | None, n_cases: int):
+        self.run, self.prepared, self.store, self.services = run, prepared, store, services
+        self.run_id: str = run.id  # a plain str: the ORM attribute costs a descriptor call per case
+        self.grades, self.batch_size, self.progress = grades, batch_size, progress
+        self.ids: list[str] = [""] * n_cases  # case ids by position: one list every scorer's vector shares
+        self.case_rows: list[tuple[Any, ...]] = []
+        self.score_rows: list[tuple[Any, ...]] = []
+        self.case_errors = 0
+        self.calls = 0
+        self.first_case_error = ""
+        self.tagged = False
+        self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
+                       "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0}
+        # looked up once, not per case
+        self.scoring = [(b, b.name, grades[b.name]) for b in prepared.scorers]
+        self.timeout = prepared.suite.timeout
+        self.inline = prepared.target.inline(self.timeout)
+        self.wants_ctx = prepared.target.wants_ctx or any(b.spec.wants_ctx for b in prepared.scorers)
+
+    async def worker(self, work: Iterator[tuple[int, Case, int]]) -> None:
+        """Run cases one after another. The usage scope and the epoch variable are set once per
+        worker, not per case: a worker's cases never overlap, so what a case's LLM calls record is
+        read and cleared when the case ends (:meth:`one`)."""
+        usage, usage_token = open_scope()
+        epoch_token = _EPOCH.set(current := 0)
+        yielded = time.perf_counter()
+        try:
+            for i, (row, case, epoch) in enumerate(work, start=1):
+                if epoch != current:
+                    _EPOCH.set(current := epoch)
+                await self.one(case, epoch, row, usage)
+                # let signals, cancellation and other workers in, even for sync targets: every 8
+                # cases, but no more than once in 2 ms (a trip through the loop costs microseconds)
+                if i % 8 == 0 and (now := time.perf_counter()) - yielded > 0.002:
+                    await asyncio.sleep(0)
+                    yielded = now
+        finally:
+            close_scope(usage_token)
+            _EPOCH.reset(epoch_token)
+
+    async def one(self, case: Case, epoch: int, row: int, usage: UsageTotals) -> None:
+        """Run one case in one epoch: call the target, grade its output, queue the rows.
+
+        The common case — a sync target, sync scorers, no deadline, nothing that asks for a
+        context — calls the target and the scorers in place, with no coroutine of their own, no
+        context object and no thread: the per-case cost is the run's floor when the target is
+        trivial. ``usage`` is the worker's open usage scope."""
+        prepared, run_id, target = self.prepared, self.run_id, self.prepared.target
+        case_id = case.id
+        self.ids[row] = case_id
+        ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services) if self.wants_ctx else None
+        error: str | None = None
+        failure: Failure | None = None
+        output: Any = None
+        started = time.perf_counter()
+        try:
+            if self.inline:
+                output = target.start(case.input, ctx)
+                if is_awaitable(output):
+                    output = await output
+            else:
+                output = await target(case.input, ctx, timeout=self.timeout)
+        except EvalloopError as exc:
+            if not _is_case_level(exc):
+                exc.where = f"{exc.where}, case '{case_id}'" if exc.where else f"case '{case_id}'"
+                raise
+            error, failure = f"{type(exc).__name__}: {exc.what}", classify(exc)
+        except TargetTimeout as exc:
+            error, failure = str(exc), Failure.TARGET
+        except Exception as exc:
+            # exception texts carry URLs: redacted before they reach history or a report
+            error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        scores: list[Score] = []
+        for bound, _, _ in self.scoring:
+            if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
+                score = Score.infrastructure(error or "")
+            elif failure is Failure.TARGET:  # the product failed its case: a real 0
+                score = Score.target_failure(error or "")
+            else:
+                graded = bound.grade(case, output, ctx)
+                score = graded if isinstance(graded, Score) else await graded
+            scores.append(score)
+        self.calls += 1
+        if error is not None:
+            self.case_errors += 1
+            self.first_case_error = self.first_case_error or f"case '{case_id}': {error}"
+        else:
+            if any(score.failure is Failure.TARGET for score in scores):  # a scorer could not parse the output
+                failure = Failure.TARGET
+        if failure is not None:
+            self.totals[f"{failure.value}_failures"] += 1
+        tags = case.tags
+        cost, input_tokens, output_tokens = 0.0, 0, 0
+        if usage.calls or usage.cache_hits or usage.retries:  # evalloop's LLM clients were called
+            cost, input_tokens, output_tokens = usage.cost_usd, usage.input_tokens, usage.output_tokens
+            totals = self.totals
+            totals["cost_usd"] += cost
+            totals["input_tokens"] += input_tokens
+            totals["output_tokens"] += output_tokens
+            totals["llm_calls"] += usage.calls
+            totals["cache_hits"] += usage.cache_hits
+            totals["llm_retries"] += usage.retries
+            usage.clear()
+        # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
+        self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None,
+                               None if error else dumps(output), error, failure.value if failure else None,
+                               latency_ms, cost, input_tokens, output_tokens))
+        if tags:
+            self.tagged = True
+        plain = case.expect == "pass"  # no scorer treats it as a known-bad control
+        score_rows = self.score_rows
+        for (_, name, grades), score in zip(self.scoring, scores, strict=True):
+            grades.add(row, score, not plain and case.expects_fail(name))
+            score_rows.append((run_id, case_id, epoch, name, score.value, score.errored, score.skipped,
+                               score.message, dumps(score.metadata) if score.metadata else None))
+        if len(self.case_rows) >= self.batch_size:
+            self.flush()
+        if self.progress is not None:
+            self.progress(1)
+
+    def flush(self) -> None:
+        cases, scores = self.case_rows, self.score_rows
+        self.case_rows, self.score_rows = [], []
+        self.store.add_results(cases, scores)
+
+    def finish(self, errored_limit: float) -> RunOutcome:
+        ids = self.ids if all(self.ids) else [c or f"#{i}" for i, c in enumerate(self.ids)]  # never-run cases
+        results = {b.name: self.grades[b.name].result(b, errored_limit, ids) for b in self.prepared.scorers}
+        summaries = {
+            name: ScorerSummary(
+                run_id=self.run.id, scorer=name, kind=r.kind, mean=r.mean, n=r.n, errored=r.errored,
+                skipped=r.n == 0 and not r.controls and r.skipped > 0, threshold=r.threshold,
+                details=dumps(r.details()),
+            )
+            for name, r in results.items()
+        }
+        invalid = [r.invalid for r in results.values() if r.invalid]
+        if self.calls and self.case_errors == self.calls:  # nothing was answered: not a result
+            invalid.insert(0, f"every target call failed ({self.calls}/{self.calls}; first: "
+                              f"{self.first_case_error[:200]})")
+        mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
+        notes = json.loads(self.run.notes or "{}")
+        stats_hook = getattr(self.prepared.target.fn, "run_stats", None)
+        if callable(stats_hook):  # e.g. a retriever's index build time, index size, query latency
+            notes["target_stats"] = dict(stats_hook())
+        digest = ids_digest(ids)
+        vectors = [ScoreVector(run_id=self.run.id, scorer=name, digest=digest, n=len(ids),
+                               data=r.vector.astype("<f8").tobytes()) for name, r in results.items()]
+        run = self.store.finish_run(
+            self.run.id, summaries.values(), vectors, status=RunStatus.COMPLETED,
+            valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
+            ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals,
+        )
+        return RunOutcome(run, summaries, results, self.case_errors, self.first_case_error,
+                          tagged=self.tagged)

@@ -1,0 +1,361 @@
+"""Scheduled runs: APScheduler jobs persisted beside the history, and the foreground scheduler.
+
+Jobs live in an APScheduler ``SQLAlchemyJobStore`` on the history database URL, so they
+survive restarts and any process on that database can list or change them. A fire runs each
+of its suites in a fresh ``evalloop run`` process (:mod:`evalloop.scheduling.fire`: today's
+code, a crash or hang contained), each under a database lock (one run per suite at a time,
+across processes), records the outcome in the schedule ledger; the run sends regressions to
+the configured sinks. Two schedulers on one
+database never both take one fire (fire claims); missed fires coalesce into one run if the
+latest is within the grace time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.job import Job
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from pydantic import BaseModel
+from sqlalchemy.engine import make_url
+
+from evalloop.config import Settings, load_settings
+from evalloop.errors import EvalloopError
+from evalloop.history.engine import get_engine
+from evalloop.history.locks import DatabaseLock, claim_fire, process_owner
+from evalloop.history.schema import ensure_job_store
+from evalloop.history.store import HistoryStore
+from evalloop.redact import redact_url
+from evalloop.scheduling import ledger
+from evalloop.scheduling.fire import FireResult, Processes, run_fire, verdict_from_summary
+from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
+
+if TYPE_CHECKING:
+    from evalloop.loop.pipeline import RunReport
+
+log = logging.getLogger("evalloop.scheduler")
+
+JOB_FUNC = "evalloop.scheduling.scheduler:run_scheduled_job"
+#: where the job function lived before (jobs stored then name it; see :func:`_move_old_jobs`)
+OLD_JOB_FUNCS = (b"evalloop.scheduler:run_scheduled_job",)
+JOBS_TABLE = "evalloop_jobs"
+
+
+class ScheduleError(EvalloopError):
+    """An unknown schedule id, or a schedule that cannot be added."""
+
+
+class ScheduleInfo(BaseModel):
+    """One schedule as ``evalloop schedule list`` shows it."""
+
+    id: str
+    suites: list[str]
+    trigger: str
+    paused: bool
+    next_run: datetime | None
+    last_run: datetime | None = None
+    last_verdict: str | None = None
+    last_runs: list[str] = []
+    project_dir: str
+    misfire_grace_seconds: int | None = None
+
+
+# -- the job ------------------------------------------------------------------------------
+class _Control:
+    """Process-wide state shared by the foreground loop and the job threads."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.owner = process_owner()
+        self.stopping = threading.Event()
+        self.hard = threading.Event()
+        self.interrupted = 0
+        self.processes = Processes()
+
+    def cancel_all(self) -> int:
+        """Stop every fire process in progress (each marks its run interrupted)."""
+        self.hard.set()
+        return self.processes.stop_all()
+
+
+CONTROL = _Control()
+
+
+def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc") -> list[str]:
+    """One fire of a schedule: run each suite under its lock, each in a fresh process (today's
+    code), record it, and let the run notify the sinks. Run ids back."""
+    settings = load_settings(Path(project_dir))
+    url, fire_id = settings.database_url, uuid.uuid4().hex[:12]
+    run_ids: list[str] = []
+    for suite in suites:
+        base = {"job_id": job_id, "fire_id": fire_id, "suite": suite, "owner": CONTROL.owner}
+        if CONTROL.stopping.is_set():
+            ledger.start(url, **base, status="skipped", detail="scheduler stopping")
+            continue
+        lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lock_stale_seconds,
+                            owner=CONTROL.owner)
+        if not lock.acquire():
+            holder = lock.holder()
+            detail = f"suite is running elsewhere ({holder.owner if holder else 'unknown'})"
+            log.warning("%s: skipped %s: %s", job_id, suite, detail)
+            ledger.start(url, **base, status="skipped", detail=detail)
+            continue
+        entry = ledger.start(url, **base)
+        try:
+            if CONTROL.hard.is_set():
+                result = FireResult("interrupted", detail="scheduler stopped mid-run")
+            else:
+                result = run_fire(str(settings.project_dir), suite, timeout=settings.fire_timeout_seconds,
+                                  processes=CONTROL.processes, stop_requested=CONTROL.hard.is_set)
+        finally:
+            lock.release()
+        if result.status == "interrupted":
+            CONTROL.interrupted += 1
+            ledger.finish(url, entry, status="interrupted", detail=result.detail)
+            log.warning("%s: run of %s interrupted and marked so", job_id, suite)
+            break
+        if result.status != "completed":
+            ledger.finish(url, entry, status="error", detail=result.detail, run_id=result.run_id)
+            log.error("%s: %s: %s", job_id, suite, result.detail)
+            continue
+        ledger.finish(url, entry, status="completed", verdict=result.verdict, run_id=result.run_id)
+        if result.run_id:
+            run_ids.append(result.run_id)
+        log.info("%s: %s run %s: %s", job_id, suite, result.run_id, result.verdict)
+    return run_ids
+
+
+def verdict_of(report: RunReport) -> str:
+    """One word for a run: regressed, scorer broken, invalid run, no baseline yet, or ok."""
+    from evalloop.report.summary import run_summary
+
+    return verdict_from_summary(run_summary(report))
+
+
+# -- the scheduler ------------------------------------------------------------------------
+class ClaimingExecutor(ThreadPoolExecutor):
+    """A thread pool that first claims each fire in the database, so one scheduler runs it."""
+
+    def __init__(self, url: str, owner: str, max_workers: int = 4) -> None:
+        super().__init__(max_workers)
+        self.url, self.owner = url, owner
+
+    def submit_job(self, job: Job, run_times: list[datetime]) -> None:
+        if CONTROL.stopping.is_set():  # shutting down: leave the fire to a scheduler that stays
+            self._logger.info("not taking %s of %s: scheduler stopping", run_times[-1], job.id)
+            return
+        fire = job.next_run_time or run_times[0]
+        if not claim_fire(self.url, job.id, fire, self.owner):
+            self._logger.info("fire %s of %s was taken by another scheduler", fire, job.id)
+            return
+        super().submit_job(job, run_times)
+
+    def in_flight(self) -> int:
+        assert self._lock is not None
+        with self._lock:
+            return sum(self._instances.values())
+
+
+def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = None,
+                   admin: bool = False) -> BackgroundScheduler:
+    """A scheduler on the history database's job store (not started)."""
+    url = settings.database_url
+    get_engine(url)  # creates the folder and the history tables
+    options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
+    store = SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options)
+    ensure_job_store(store)  # its table, created race-free (many schedulers may start at once)
+    _move_old_jobs(store)
+    return (_AdminScheduler if admin else BackgroundScheduler)(
+        jobstores={"default": store},
+        executors={"default": executor or ClaimingExecutor(url, CONTROL.owner)},
+        job_defaults={"coalesce": True, "max_instances": 1,
+                      "misfire_grace_time": settings.misfire_grace_seconds},
+        timezone=resolve_timezone(settings.timezone),
+    )
+
+
+def _move_old_jobs(store: SQLAlchemyJobStore) -> None:
+    """Point jobs stored under an older path of the job function at :data:`JOB_FUNC`: APScheduler
+    cannot import a function that moved, and drops its job from the store."""
+    import pickle
+
+    from sqlalchemy import select, update
+
+    table = store.jobs_t
+    with store.engine.begin() as conn:
+        for job_id, blob in conn.execute(select(table.c.id, table.c.job_state)).all():
+            if not any(old in blob for old in OLD_JOB_FUNCS):  # cheap: no unpickling of current jobs
+                continue
+            state = pickle.loads(blob)
+            if state.get("func", "").encode() in OLD_JOB_FUNCS:
+                state["func"] = JOB_FUNC
+                conn.execute(update(table).where(table.c.id == job_id)
+                             .values(job_state=pickle.dumps(state, store.pickle_protocol)))
+
+
+class _AdminScheduler(BackgroundScheduler):
+    """A scheduler that only edits the job store: it never processes (so never runs) a job."""
+
+    def _process_jobs(self) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def _admin(settings: Settings) -> Iterator[BackgroundScheduler]:
+    """A paused scheduler for changing jobs in the store without running any."""
+    scheduler = make_scheduler(settings, admin=True)
+    scheduler.start(paused=True)
+    try:
+        yield scheduler
+    finally:
+        scheduler.shutdown(wait=False)
+
+
+def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = None,
+                 every: str | None = None, tz: str | None = None, job_id: str | None = None,
+                 grace_seconds: int | None = None, first_run: datetime | None = None) -> ScheduleInfo:
+    """Persist a schedule for the given suites; ``first_run`` overrides the first fire time."""
+    from evalloop.suites.lookup import find_suite
+
+    if not suites:
+        raise ScheduleError("no suite given", hint="use --suite NAME (repeat for several)")
+    for name in suites:
+        find_suite(name, settings.project_dir)  # an unknown suite fails now, not at 3 a.m.
+    trigger = make_trigger(cron=cron, every=every, tz=tz or settings.timezone)
+    job_id = job_id or uuid.uuid4().hex[:8]
+    extra: dict[str, Any] = {} if first_run is None else {"next_run_time": first_run}
+    with _admin(settings) as scheduler:
+        if scheduler.get_job(job_id) is not None:
+            raise ScheduleError(f"schedule '{job_id}' exists", hint="pick another --id or remove it")
+        scheduler.add_job(JOB_FUNC, trigger, args=[str(settings.project_dir), list(suites)],
+                          kwargs={"job_id": job_id}, id=job_id, name=",".join(suites),
+                          misfire_grace_time=grace_seconds or settings.misfire_grace_seconds,
+                          **extra)
+    return next(s for s in list_schedules(settings) if s.id == job_id)
+
+
+def list_schedules(settings: Settings) -> list[ScheduleInfo]:
+    """Every schedule in the job store with its next fire and its last fire's verdict."""
+    with _admin(settings) as scheduler:
+        jobs = scheduler.get_jobs()
+    last = ledger.last_fires(settings.database_url, [j.id for j in jobs])
+    out = []
+    for job in jobs:
+        fire = last.get(job.id)
+        out.append(ScheduleInfo(
+            id=job.id, suites=list(job.args[1]), trigger=describe(job.trigger),
+            paused=job.next_run_time is None, next_run=job.next_run_time,
+            last_run=datetime.fromtimestamp(fire.at).astimezone() if fire else None,
+            last_verdict=fire.verdict if fire else None, last_runs=fire.runs if fire else [],
+            project_dir=str(job.args[0]), misfire_grace_seconds=job.misfire_grace_time))
+    return out
+
+
+def _change(settings: Settings, job_id: str, action: Callable[[BackgroundScheduler, str], Any]) -> str:
+    with _admin(settings) as scheduler:
+        ids = [j.id for j in scheduler.get_jobs()]
+        matches = [i for i in ids if i == job_id] or [i for i in ids if i.startswith(job_id)]
+        if len(matches) != 1:
+            raise ScheduleError(f"no schedule '{job_id}'" if not matches
+                                else f"'{job_id}' matches {len(matches)} schedules",
+                                where=settings.database_url, hint="see `evalloop schedule list`")
+        try:
+            action(scheduler, matches[0])
+        except JobLookupError:  # removed by another process meanwhile
+            raise ScheduleError(f"no schedule '{job_id}'", where=settings.database_url) from None
+    return matches[0]
+
+
+def remove_schedule(settings: Settings, job_id: str) -> str:
+    return _change(settings, job_id, lambda s, i: s.remove_job(i))
+
+
+def pause_schedule(settings: Settings, job_id: str) -> str:
+    return _change(settings, job_id, lambda s, i: s.pause_job(i))
+
+
+def resume_schedule(settings: Settings, job_id: str) -> str:
+    return _change(settings, job_id, lambda s, i: s.resume_job(i))
+
+
+def serve(settings: Settings, *, stop: threading.Event | None = None,
+          poll_seconds: float | None = None, on_ready: Callable[[], None] | None = None,
+          stop_timeout: float | None = None) -> int:
+    """Run the scheduler until SIGINT/SIGTERM (or ``stop``); 0 on a clean stop.
+
+    The first signal stops new fires and waits for runs in progress to finish, at most
+    ``stop_timeout`` seconds (setting ``scheduler_stop_seconds``; None waits for them); a second
+    signal, or the timeout, interrupts them: the cases that finished are written, the run is
+    marked ``interrupted`` and the exit code is 143 when SIGTERM asked for it (128 + 15, as a
+    supervisor expects), else 130.
+    """
+    CONTROL.reset()
+    stop = stop or threading.Event()
+    poll = poll_seconds or settings.scheduler_poll_seconds
+    patience = stop_timeout if stop_timeout is not None else settings.scheduler_stop_seconds
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            log.warning("stopping: finishing the run in progress (signal again to interrupt it%s)",
+                        f"; interrupted after {patience:g} s" if patience is not None else "")
+        else:
+            log.warning("interrupting the run in progress")
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, on_signal)
+    executor = ClaimingExecutor(settings.database_url, CONTROL.owner)
+    scheduler = make_scheduler(settings, executor=executor)
+    reaped = HistoryStore(settings.database_url).reap_dead_runs()
+    if reaped:
+        log.warning("marked %d run(s) of dead processes failed: %s", len(reaped), ", ".join(reaped))
+    try:
+        scheduler.start()
+        log.info("scheduler started: %d schedule(s) on %s", len(scheduler.get_jobs()),
+                 redact_url(settings.database_url))
+        if on_ready is not None:
+            on_ready()
+        last_poll = time.monotonic()
+        while not (stop.is_set() or received):
+            time.sleep(0.05)
+            if time.monotonic() - last_poll >= poll:  # notice jobs other processes added
+                scheduler.wakeup()
+                last_poll = time.monotonic()
+        scheduler.pause()
+        CONTROL.stopping.set()
+        stopping_since = time.monotonic()
+        while executor.in_flight():
+            overdue = patience is not None and time.monotonic() - stopping_since >= patience
+            if (len(received) > 1 or overdue) and not CONTROL.hard.is_set():
+                if overdue:
+                    log.warning("the run in progress outlasted scheduler_stop_seconds (%g s): interrupting it",
+                                patience)
+                CONTROL.cancel_all()
+            time.sleep(0.05)
+        scheduler.shutdown(wait=True)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    code = 0
+    if CONTROL.interrupted:
+        code = 128 + signal.SIGTERM if signal.SIGTERM in received else 128 + signal.SIGINT
+    CONTROL.reset()  # this process may schedule (or run fires) again
+    log.info("scheduler stopped")
+    return code

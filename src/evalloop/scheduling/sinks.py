@@ -1,0 +1,183 @@
+"""Notification sinks: where a scheduled run's regressions go (the log, a webhook, your own).
+
+A sink is anything with ``name`` and ``send(report)``. Sinks are built from the settings'
+``sinks`` list by name; a factory registered with :func:`register_sink` (or named lazily as
+``module:function``) turns settings into a sink, or None when unconfigured. :func:`notify`
+sends to every sink and logs a sink that fails: a failing sink never stops the caller.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from evalloop.config import Settings
+from evalloop.errors import ConfigError
+from evalloop.loop.pipeline import RunReport
+from evalloop.redact import install_log_redaction, redact_text, redact_url
+
+log = logging.getLogger("evalloop.sinks")
+install_log_redaction()  # a webhook URL is a credential: no log line (httpx's included) shows one
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Receives the report of a finished run that regressed."""
+
+    name: str
+
+    def send(self, report: RunReport) -> None: ...
+
+
+SinkFactory = Callable[[Settings], "Sink | None"]
+
+
+def is_alarm(report: RunReport) -> bool:
+    """A run worth notifying about: a regression, or a scorer that passed a known-bad case."""
+    return bool(report.comparison.has_regression or report.comparison.broken)
+
+
+def payload(report: RunReport) -> dict[str, Any]:
+    """The JSON document a sink sends: the run summary plus an event name."""
+    from evalloop.report.summary import run_summary
+
+    return {"event": "regression" if is_alarm(report) else "run", **run_summary(report)}
+
+
+class LogSink:
+    """Writes one warning per regressed (or broken) scorer to the ``evalloop.sinks`` logger."""
+
+    name = "log"
+
+    def send(self, report: RunReport) -> None:
+        run = report.outcome.run
+        for s in report.comparison.scorers:
+            if s.is_regression or s.verdict == "scorer broken":
+                failing = ", ".join(c for c, _ in s.newly_failing[:5])
+                log.warning("%s run %s: %s %s (%s)%s", run.suite, run.id, s.scorer, s.verdict,
+                            s.reason, f"; newly failing: {failing}" if failing else "")
+
+
+class WebhookError(Exception):
+    """The webhook answered with a status that is worth retrying (5xx, 408, 429)."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, httpx.TransportError | WebhookError)
+
+
+class WebhookSink:
+    """POSTs the run summary as JSON; retries transport errors and 5xx/408/429 answers."""
+
+    name = "webhook"
+
+    def __init__(self, url: str, *, timeout: float = 10.0, attempts: int = 3,
+                 backoff: float = 0.5, headers: dict[str, str] | None = None) -> None:
+        self.url, self.timeout, self.attempts, self.backoff = url, timeout, attempts, backoff
+        self.headers = {"user-agent": "evalloop", **(headers or {})}
+
+    def send(self, report: RunReport) -> None:
+        self.post(payload(report))
+
+    def post(self, document: dict[str, Any]) -> httpx.Response:
+        retrying = Retrying(stop=stop_after_attempt(self.attempts),
+                            wait=wait_exponential(multiplier=self.backoff, max=30),
+                            retry=retry_if_exception(_retryable), reraise=True)
+        with httpx.Client(timeout=self.timeout, headers=self.headers) as client:
+            for attempt in retrying:
+                with attempt:
+                    response = client.post(self.url, json=document)
+                    if response.status_code >= 500 or response.status_code in (408, 429):
+                        raise WebhookError(f"HTTP {response.status_code} from {redact_url(self.url)}")
+                    response.raise_for_status()
+                    return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class CallableSink:
+    """A plain function ``fn(report)`` as a sink."""
+
+    def __init__(self, name: str, fn: Callable[[RunReport], Any]) -> None:
+        self.name, self.fn = name, fn
+
+    def send(self, report: RunReport) -> None:
+        self.fn(report)
+
+
+def _log_factory(settings: Settings) -> Sink:
+    return LogSink()
+
+
+def _webhook_factory(settings: Settings) -> Sink | None:
+    if not settings.webhook_url:
+        return None
+    return WebhookSink(settings.webhook_url, timeout=settings.webhook_timeout,
+                       attempts=settings.webhook_retries)
+
+
+_FACTORIES: dict[str, SinkFactory | str] = {
+    "log": _log_factory,
+    "webhook": _webhook_factory,
+}
+
+
+def register_sink(name: str, factory: SinkFactory | str) -> None:
+    """Make a sink available to the ``sinks`` setting: a factory, or 'module:function'."""
+    _FACTORIES[name] = factory
+
+
+def _factory(name: str) -> SinkFactory:
+    found = _FACTORIES.get(name)
+    if found is None and ":" in name:  # 'package.module:factory' names its own factory
+        found = name
+    if found is None:
+        raise ConfigError(f"unknown sink '{name}'", where="settings: sinks",
+                          hint=f"known sinks: {', '.join(sorted(_FACTORIES))}")
+    if isinstance(found, str):
+        module_name, _, attr = found.partition(":")
+        try:
+            found = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"sink '{name}' is not available ({exc})", where="settings: sinks",
+                              hint=f"remove '{name}' from sinks or install what it needs") from None
+        _FACTORIES[name] = found
+    return found
+
+
+def build_sinks(settings: Settings, extra: Iterable[Sink] = ()) -> list[Sink]:
+    """The sinks named in ``settings.sinks`` (unconfigured ones left out), plus ``extra``."""
+    sinks = [s for s in (_factory(name)(settings) for name in settings.sinks) if s is not None]
+    return [*sinks, *extra]
+
+
+@dataclass
+class Delivery:
+    """What happened to one report at one sink."""
+
+    sink: str
+    ok: bool
+    error: str = ""
+
+
+def notify(report: RunReport, sinks: Sequence[Sink], *, only_alarms: bool = True) -> list[Delivery]:
+    """Send a report to every sink (by default only when it regressed); failures are logged."""
+    if only_alarms and not is_alarm(report):
+        return []
+    out = []
+    for sink in sinks:
+        try:
+            sink.send(report)
+            out.append(Delivery(sink.name, True))
+        except Exception as exc:
+            message = redact_text(f"{type(exc).__name__}: {exc}")
+            url = getattr(sink, "url", None)
+            log.error("sink %s%s failed for run %s: %s", sink.name, f" ({redact_url(url)})" if url else "",
+                      report.outcome.run.id, message)
+            out.append(Delivery(sink.name, False, message))
+    return out

@@ -1,0 +1,173 @@
+"""Per-case scores held compactly: one float per case, in case order, beside one shared id list.
+
+A run's scores of one scorer are a vector aligned to the run's case ids (NaN where a case was
+not graded: errored, skipped, never reached). Runs of the same cases share their id list, so a
+run and its baseline window line up by position, with no per-case dictionaries: 8 bytes per
+case and run instead of a dict entry, a key and a float object. :class:`Aligned` is what
+:func:`evalloop.verdicts.verdict.decide_aligned` judges; :func:`align` builds it from mappings or from
+stored vectors (whichever each window run has).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def ids_digest(ids: Sequence[str]) -> str:
+    """What identifies a case list (ids in order): runs with equal digests align by position."""
+    digest = hashlib.sha256()
+    for case_id in ids:
+        digest.update(case_id.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
+
+
+class CaseScores(Mapping[str, float]):
+    """A read-only case id → score view of a vector (NaN entries are absent)."""
+
+    __slots__ = ("ids", "values")
+
+    def __init__(self, ids: Sequence[str], values: np.ndarray) -> None:
+        self.ids, self.values = ids, values
+
+    def __getitem__(self, case_id: str) -> float:
+        for i, known in enumerate(self.ids):  # a lookup is rare (reports); iteration is the use
+            if known == case_id and not math.isnan(self.values[i]):
+                return float(self.values[i])
+        raise KeyError(case_id)
+
+    def __iter__(self) -> Iterator[str]:
+        for i in np.flatnonzero(~np.isnan(self.values)):
+            yield self.ids[int(i)]
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(~np.isnan(self.values)))
+
+    def items(self):  # type: ignore[override]
+        values = self.values
+        return ((self.ids[int(i)], float(values[i])) for i in np.flatnonzero(~np.isnan(values)))
+
+
+class Vector:
+    """One run's scores of one scorer: ``values[i]`` is case ``ids[i]``'s (NaN: no grade)."""
+
+    __slots__ = ("ids", "values", "_digest")
+
+    def __init__(self, ids: Sequence[str], values: np.ndarray) -> None:
+        self.ids, self.values = ids, np.asarray(values, dtype=np.float64)
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = ids_digest(self.ids)
+        return self._digest
+
+    @staticmethod
+    def decode(data: bytes) -> np.ndarray:
+        """A stored vector's values (little-endian float64): a read-only view of ``data``, no copy."""
+        return np.frombuffer(data, dtype="<f8")
+
+
+@dataclass
+class Aligned:
+    """This run's scores and its window's, one row per case id, rows sorted by case id (Python's
+    string order, as ``sorted()`` uses; NaN where a run has no score).
+
+    ``ids`` names each row: this run's cases and the cases only the window has, together in id
+    order — the order verdict lists and the paired test use. ``window`` has one column per
+    earlier run, oldest first.
+    """
+
+    ids: Sequence[str]
+    current: np.ndarray
+    window: np.ndarray
+
+
+def _id_order(ids: Sequence[str]) -> np.ndarray:
+    keys = np.empty(len(ids), dtype=object)
+    keys[:] = ids  # references only
+    return np.argsort(keys, kind="stable")
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    out = np.asarray(values, dtype=np.float64)
+    bad = ~np.isfinite(out)
+    if bad.any():
+        out = out.copy()
+        out[bad] = np.nan
+    return out
+
+
+Window = Mapping[str, float] | np.ndarray
+WindowRun = Window | Callable[[], Window]
+
+
+def align(ids: Sequence[str], current: np.ndarray, window: Sequence[WindowRun]) -> Aligned:
+    """Line up this run (``ids``/``current``) with window runs given as mappings (case → score),
+    as vectors aligned to ``ids``, or as callables that load either; rows in case-id order.
+
+    Runs are loaded one at a time (a callable is called when its column is filled) and written
+    straight into the window matrix in its sorted order: at 100,000 cases the matrix is the one
+    whole-window array, and only one stored vector is held beside it."""
+    current = _finite(current)
+    n_ids = len(ids)
+    order = _id_order(ids)  # row r holds case ids[order[r]]
+    matrix = np.full((n_ids, len(window)), np.nan)
+    index: dict[str, int] | None = None
+    extra: list[str] = []
+    beyond: list[list[tuple[int, float]]] = []  # (column, value) cells of each case only the window has
+    for j, item in enumerate(window):
+        run = item() if callable(item) else item
+        if isinstance(run, np.ndarray):
+            if len(run) != n_ids:
+                raise ValueError(f"a window vector has {len(run)} scores for {n_ids} cases")
+            column = matrix[:, j]
+            column[...] = run[order]
+            column[~np.isfinite(column)] = np.nan
+            continue
+        if index is None:
+            index = {ids[int(i)]: r for r, i in enumerate(order)}
+        for case_id, value in run.items():
+            if value is None or not math.isfinite(value):
+                continue
+            key = str(case_id)
+            row = index.get(key)
+            if row is None:
+                row = index[key] = n_ids + len(extra)
+                extra.append(key)
+                beyond.append([])
+            if row < n_ids:
+                matrix[row, j] = float(value)
+            else:
+                beyond[row - n_ids].append((j, float(value)))
+        del run
+    sorted_ids = [ids[int(i)] for i in order]
+    cur = current[order]
+    if not extra:
+        return Aligned(sorted_ids, cur, matrix)
+    tail = np.full((len(extra), len(window)), np.nan)
+    for r, cells in enumerate(beyond):
+        for j, value in cells:
+            tail[r, j] = value
+    all_ids = [*sorted_ids, *extra]
+    resort = _id_order(all_ids)  # rare (a window run read case by case with other cases): one copy
+    return Aligned([all_ids[int(i)] for i in resort],
+                   np.concatenate([cur, np.full(len(extra), np.nan)])[resort],
+                   np.vstack([matrix, tail])[resort])
+
+
+def from_mapping(scores: Mapping[str, float]) -> tuple[list[str], np.ndarray]:
+    """A mapping's finite scores as (ids, vector), in the mapping's order."""
+    ids: list[str] = []
+    values: list[float] = []
+    for case_id, value in scores.items():
+        if value is not None and math.isfinite(value):
+            ids.append(str(case_id))
+            values.append(float(value))
+    return ids, np.array(values, dtype=np.float64)

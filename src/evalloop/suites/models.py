@@ -1,0 +1,390 @@
+"""Cases and suites: the fixture models, and loading + validating suite files.
+
+A suite file (YAML or JSON) declares a name, a target, scorers and cases; cases may stand
+inline or in a JSONL file beside it (``cases: cases.jsonl``), which is streamed, not held.
+Every problem is reported as a :class:`FixtureError` naming the file, the line or case id,
+and what is wrong — before anything is run or written.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from array import array
+from collections.abc import Callable, Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from evalloop.errors import FixtureError
+from evalloop.suites.jsonlines import iter_jsonl as _iter_jsonl
+from evalloop.suites.jsonlines import not_utf8
+from evalloop.validation import first_error
+
+SUITE_SUFFIXES = (".yaml", ".yml", ".json")
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
+PACKAGE_FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+class Case(BaseModel):
+    """One fixture: an input for the target, what is expected, and labels."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    input: Any
+    expected: Any = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    expect: Literal["pass", "fail"] | dict[str, Literal["pass", "fail"]] = "pass"
+
+    def expects_fail(self, scorer: str) -> bool:
+        """Whether this case is a negative control (known-bad) for the given scorer."""
+        if isinstance(self.expect, dict):
+            return self.expect.get(scorer, "pass") == "fail"
+        return self.expect == "fail"
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_text(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("case id must not be empty")
+        return v
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags_list(cls, v: Any) -> Any:
+        return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
+
+
+class ScorerRef(BaseModel):
+    """A scorer as a suite uses it: a registered name, parameters, and an optional threshold.
+
+    ``as`` names this use of the scorer in results and history, so one scorer may be listed
+    more than once with different parameters; without it a second use of ``hit``/``recall``/…
+    with a ``k`` param is named ``hit@5`` (see :attr:`label`).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
+    pass_mark: float | None = Field(default=None, ge=0.0, le=1.0)
+    alias: str | None = Field(default=None, alias="as", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:-]*$")
+    _auto_label: str | None = PrivateAttr(default=None)
+
+    @property
+    def label(self) -> str:
+        """The name results are stored under: ``as``, else an automatic ``name@k``, else ``name``."""
+        return self.alias or self._auto_label or self.name
+
+
+class TargetRef(BaseModel):
+    """The system under test: ``module:function`` plus keyword parameters for it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ref: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Suite(BaseModel):
+    """A named set of cases, the target that answers them, and the scorers that grade them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    target: TargetRef
+    scorers: list[ScorerRef] = Field(min_length=1)
+    thresholds: dict[str, float] = Field(default_factory=dict)
+    concurrency: int | None = Field(default=None, ge=1, le=1024)
+    epochs: int = Field(default=1, ge=1)
+    timeout: float | None = Field(default=None, gt=0)
+    target_threads: bool = False
+    window: int | None = Field(default=None, ge=1, le=100)
+    verdict: dict[str, Any] = Field(default_factory=dict)
+    cases: list[Case] | str | None = None
+    dataset: str | None = None
+    path: Path | None = None
+    #: (file stamp, case count) of the last full validation, so a suite checked once is not read twice
+    _checked: tuple[Any, int] | None = PrivateAttr(default=None)
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target_str(cls, v: Any) -> Any:
+        return {"ref": v} if isinstance(v, str) else v
+
+    @field_validator("scorers", mode="before")
+    @classmethod
+    def _scorer_str(cls, v: Any) -> Any:
+        return [{"name": s} if isinstance(s, str) else s for s in v] if isinstance(v, list) else v
+
+    @model_validator(mode="after")
+    def _unique_scorers(self) -> Suite:
+        if (self.cases is None) == (self.dataset is None):
+            raise ValueError("give either 'cases' (inline or a JSONL file) or 'dataset' "
+                             "(a folder with corpus.jsonl, queries.jsonl, qrels.jsonl)")
+        counts: dict[str, int] = {}
+        for ref in self.scorers:
+            counts[ref.name] = counts.get(ref.name, 0) + 1
+        for ref in self.scorers:
+            if ref.alias is None and counts[ref.name] > 1 and "k" in ref.params:
+                ref._auto_label = f"{ref.name}@{ref.params['k']}"
+        seen: set[str] = set()
+        for ref in self.scorers:
+            if ref.label in seen:
+                raise ValueError(f"scorer '{ref.label}' is listed twice; give each use its own "
+                                 f"params.k or an 'as:' name")
+            seen.add(ref.label)
+        for name, value in self.thresholds.items():
+            if name not in seen:
+                raise ValueError(f"thresholds names '{name}', which is not one of this suite's scorers")
+            if not 0.0 < value < 1.0:
+                raise ValueError(f"threshold for '{name}' must be between 0 and 1, got {value}")
+        return self
+
+    @property
+    def scorer_labels(self) -> list[str]:
+        """The names this suite's scores are stored and shown under (``as:`` names, ``hit@5``…),
+        in the suite's order: what every command reads results by."""
+        return [ref.label for ref in self.scorers]
+
+    @cached_property
+    def cases_file(self) -> Path | None:
+        """The JSONL file holding the cases, when they are not inline."""
+        if isinstance(self.cases, str):
+            base = self.path.parent if self.path else Path.cwd()
+            return (base / self.cases).resolve()
+        return None
+
+    @cached_property
+    def dataset_dir(self) -> Path | None:
+        """The retrieval dataset folder, for suites whose cases are a dataset's queries."""
+        if self.dataset is None:
+            return None
+        base = self.path.parent if self.path else Path.cwd()
+        return (base / self.dataset).resolve()
+
+    def iter_cases(self) -> Iterator[Case]:
+        """Yield the cases in file order (streamed from JSONL when they live there)."""
+        if self.dataset_dir is not None:
+            yield from case_source("dataset")(self.dataset_dir)
+            return
+        if self.cases_file is None:
+            yield from self.cases  # type: ignore[misc]
+            return
+        yield from map(operator.itemgetter(1), _iter_jsonl_cases(self.cases_file))
+
+    def _stamp(self) -> Any:
+        """What says the cases are unchanged since they were checked: the JSONL file's size and time."""
+        files = [self.cases_file] if self.cases_file is not None else \
+            sorted(self.dataset_dir.glob("*.jsonl")) if self.dataset_dir is not None else []
+        try:
+            return tuple((f.stat().st_size, f.stat().st_mtime_ns, f.stat().st_ino) for f in files)
+        except OSError:
+            return ("missing",)
+
+    def validate_cases(self) -> int:
+        """Read every case once: schema, duplicate ids. Returns the number of cases.
+
+        A suite object remembers its last check: validating it again (the CLI checks every suite
+        before running any, then runs them) reads nothing unless the cases file changed.
+        """
+        stamp = self._stamp()
+        if self._checked is not None and self._checked[0] == stamp and stamp != ("missing",):
+            return self._checked[1]
+        count = self._validate_cases()
+        self._checked = (stamp, count)
+        return count
+
+    def _sources(self) -> Iterator[tuple[int | None, Case]]:
+        if self.cases_file:
+            return _iter_jsonl_cases(self.cases_file)
+        return ((None, c) for c in self.iter_cases())
+
+    def _validate_cases(self) -> int:
+        """Every case parsed and checked; duplicate ids found from 8-byte hashes of the ids (a
+        second pass names the duplicate only when two hashes are equal), not from a set of them.
+
+        A JSONL case of the plain shape — a non-empty string id, an input, perhaps an expected
+        value, nothing else — is valid whatever its values, so it is checked without building a
+        Case; anything else is validated in full, with the same errors."""
+        import numpy as np
+
+        where_file = str(self.cases_file or self.path or self.name)
+        hashes = array("q")
+        if self.cases_file:
+            path = self.cases_file
+            for line, data in _iter_jsonl(path):
+                case_id = data.get("id") if type(data) is dict else None
+                if type(case_id) is str and data.keys() <= _PLAIN_CASE and "input" in data and case_id.strip():
+                    hashes.append(hash(case_id))
+                else:
+                    hashes.append(hash(_case(data, f"{path}:{line}").id))
+        else:
+            for case in self.iter_cases():
+                hashes.append(hash(case.id))
+        if not hashes:
+            raise FixtureError("suite has no cases", where=where_file, hint="add at least one case")
+        ordered = np.sort(np.frombuffer(hashes, dtype=np.int64))
+        clashes = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
+        if clashes:
+            seen: set[str] = set()
+            for line, case in self._sources():
+                if hash(case.id) not in clashes:
+                    continue
+                if case.id in seen:
+                    where = f"{where_file}:{line}" if line else where_file
+                    raise FixtureError(f"duplicate case id '{case.id}'", where=where,
+                                       hint="give every case a unique id")
+                seen.add(case.id)
+        return len(hashes)
+
+
+#: the keys of a case that needs no model to be known valid (see ``Suite._validate_cases``)
+_PLAIN_CASE = frozenset({"id", "input", "expected"})
+
+
+CaseSource = Callable[[Path], Iterator[Case]]
+_CASE_SOURCES: dict[str, CaseSource] = {}
+
+
+def register_case_source(name: str, source: CaseSource) -> None:
+    """Make ``source(folder) -> cases`` serve suites whose cases come from a ``name`` folder.
+
+    Packages register theirs through the ``evalloop.case_sources`` entry-point group (the
+    benchmark datasets of :mod:`evalloop.retrieval` serve ``dataset:`` that way), so the core
+    never imports them.
+    """
+    _CASE_SOURCES[name] = source
+
+
+def case_source(name: str) -> CaseSource:
+    """The case source registered under ``name`` (entry points are loaded on first use)."""
+    if name not in _CASE_SOURCES:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="evalloop.case_sources"):
+            if ep.name == name:
+                register_case_source(name, ep.load())
+    if name not in _CASE_SOURCES:
+        raise FixtureError(f"no case source '{name}' is installed",
+                           hint="reinstall evalloop (pip install .) so its entry points are registered")
+    return _CASE_SOURCES[name]
+
+
+def _iter_jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
+    validate = Case.__pydantic_validator__.validate_python  # model_validate's own call, minus its wrapper
+    for lineno, data in _iter_jsonl(path):
+        case = None
+        if type(data) is dict:
+            try:
+                case = validate(data)
+            except ValidationError:
+                case = None
+        # a case that did not validate takes the slow path, for its one-line error
+        yield lineno, case if case is not None else _case(data, f"{path}:{lineno}")
+
+
+def _case(data: Any, where: str) -> Case:
+    if not isinstance(data, dict):
+        raise FixtureError("a case must be an object with id and input", where=where)
+    try:
+        return Case.model_validate(data)
+    except ValidationError as exc:
+        case_id = data.get("id")
+        raise FixtureError(first_error(exc, Case), where=f"{where} (case '{case_id}')" if case_id
+                           else where, hint="a case has id, input, expected, tags, metadata") from None
+
+
+def _yaml_case_lines(text: str) -> list[int]:
+    """1-based line numbers of the items of a top-level ``cases:`` list in YAML text.
+
+    Read from the parser's events, one at a time: a composed node tree would hold a second
+    copy of every case (a 22 MB case would cost 22 MB more)."""
+    lines: list[int] = []
+    stack: list[str] = []
+    expecting_key, key, in_cases = True, None, False
+    starts = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
+    try:
+        for ev in yaml.parse(text, Loader=YAML_LOADER):
+            if in_cases and len(stack) == 2 and isinstance(ev, starts):
+                lines.append(ev.start_mark.line + 1)
+            if len(stack) == 1 and isinstance(ev, starts):  # a key or a value of the root mapping
+                if expecting_key:
+                    key = getattr(ev, "value", None)
+                else:
+                    in_cases = key == "cases" and isinstance(ev, yaml.SequenceStartEvent)
+                expecting_key = not expecting_key
+            if isinstance(ev, yaml.MappingStartEvent):
+                stack.append("map")
+            elif isinstance(ev, yaml.SequenceStartEvent):
+                stack.append("seq")
+            elif isinstance(ev, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+                stack.pop()
+                if len(stack) == 1:
+                    in_cases = False
+            if not stack and lines:
+                break
+    except yaml.YAMLError:
+        return []
+    return lines if not stack or stack[0] == "map" else []
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Load and validate a suite file, including all its cases. Raises FixtureError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FixtureError(f"cannot read suite file: {exc.strerror}", where=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise not_utf8(exc, path, line=exc.object[:exc.start].count(b"\n") + 1) from None
+    lines: list[int] = []
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.load(text, Loader=YAML_LOADER)  # noqa: S506 - a safe loader
+            lines = _yaml_case_lines(text)
+    except json.JSONDecodeError as exc:
+        raise FixtureError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}",
+                           hint="fix the JSON syntax") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).split("\n")[0]
+        raise FixtureError(f"invalid YAML: {problem}", where=where,
+                           hint="fix the YAML syntax (indentation, quotes, colons)") from None
+    if not isinstance(data, dict):
+        raise FixtureError("a suite file must be a mapping with name, target, scorers, cases",
+                           where=str(path))
+    raw_cases = data.get("cases")
+    if isinstance(raw_cases, list):
+        cases = []
+        for i, item in enumerate(raw_cases):
+            line = lines[i] if i < len(lines) else None
+            cases.append(_case(item, f"{path}:{line}" if line else f"{path} (case #{i + 1})"))
+        data = {**data, "cases": cases}
+    try:
+        suite = Suite.model_validate({**data, "path": path.resolve()})
+    except ValidationError as exc:
+        raise FixtureError(first_error(exc, Suite), where=str(path),
+                           hint="see `evalloop suites validate --help` for the suite format") from None
+    if isinstance(suite.cases, list):
+        seen: dict[str, int] = {}
+        for i, case in enumerate(suite.cases):
+            if case.id in seen:
+                line = lines[i] if i < len(lines) else None
+                raise FixtureError(f"duplicate case id '{case.id}'",
+                                   where=f"{path}:{line}" if line else str(path),
+                                   hint="give every case a unique id")
+            seen[case.id] = i
+    return suite

@@ -1,0 +1,296 @@
+"""Rolling baselines: a finished run compared with the runs before it, and the verdicts stored.
+
+The baseline of a scorer is its mean over the last N (default 5) eligible runs of the same
+suite before this run (one definition of eligibility: :mod:`evalloop.history.eligibility`).
+The verdict itself comes from :mod:`evalloop.verdicts.verdict`, with the policy the run recorded for
+each scorer; the run's own per-case scores come from the runner's :class:`ScorerResult` (or
+history, for a stored run). When the system's fingerprint changed since the last baseline run,
+the comparison says what changed, and with ``restart_on_change`` the window restarts. This
+module reads history; it knows nothing of memories.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from evalloop.history.eligibility import eligible_now, fingerprint_changes
+from evalloop.history.models import Run, ScorerSummary
+from evalloop.history.store import HistoryStore, dumps
+from evalloop.policy import VerdictPolicy
+from evalloop.scoring.scorevec import Vector, align, from_mapping
+from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned
+
+EPS = 1e-9
+MAX_LISTED = 20
+
+
+@dataclass
+class ScorerComparison:
+    """One scorer of one run against its rolling baseline: what every output reads."""
+
+    scorer: str
+    kind: str
+    current: float | None  # mean over this run's cases (controls and quarantined cases left out)
+    n: int  # cases graded
+    errored: int  # grades that errored
+    skipped: bool
+    threshold: float
+    baseline: float | None
+    window_runs: int
+    drop: float | None
+    status: VerdictStatus
+    reason: str = ""
+    newly_failing: list[tuple[str, str]] = field(default_factory=list)
+    newly_passing: list[str] = field(default_factory=list)
+    previous_run: str | None = None
+    evidence: Verdict | None = None
+    first_error: str = ""
+    grades: int = 0
+
+    @property
+    def verdict(self) -> str:
+        return self.status.value
+
+    @property
+    def is_regression(self) -> bool:
+        return self.status.is_regression
+
+    @property
+    def fails(self) -> bool:
+        """Regressed, scorer broken or invalid: exit 1, JUnit failure, webhook."""
+        return self.status.fails
+
+    @property
+    def mdd(self) -> float | None:
+        return self.evidence.mdd if self.evidence else None
+
+    @property
+    def p_value(self) -> float | None:
+        return self.evidence.p_value if self.evidence else None
+
+
+@dataclass
+class FingerprintChange:
+    """The system under test changed since the last baseline run (prompt, model, params…)."""
+
+    previous_run: str
+    changed: list[str]
+    restarted: bool
+
+    def describe(self) -> str:
+        what = ", ".join(self.changed[:4]) + (f" and {len(self.changed) - 4} more" if len(self.changed) > 4 else "")
+        tail = "the baseline restarts here" if self.restarted else "the baseline spans both"
+        return f"the system changed since run {self.previous_run} ({what}): {tail}"
+
+
+@dataclass
+class FailureRate:
+    """How often the target failed its cases (raised, timed out, unparseable output) in this run,
+    beside the same rate over the baseline's runs. Each failure is already a real 0 in every
+    scorer; the rate says how much of a drop is the target breaking rather than answering worse."""
+
+    failures: int
+    results: int  # case results (cases × epochs)
+    baseline_failures: int
+    baseline_results: int
+
+    @property
+    def rate(self) -> float:
+        return self.failures / self.results if self.results else 0.0
+
+    @property
+    def baseline_rate(self) -> float | None:
+        return self.baseline_failures / self.baseline_results if self.baseline_results else None
+
+    def describe(self) -> str:
+        base = "" if self.baseline_rate is None else f" (baseline {self.baseline_rate:.1%})"
+        return f"target failures: {self.failures}/{self.results} = {self.rate:.1%}{base}"
+
+
+@dataclass
+class Comparison:
+    """Every scorer of one run against its baseline."""
+
+    run: Run
+    scorers: list[ScorerComparison]
+    fingerprint_change: FingerprintChange | None = None
+    target_failures: FailureRate | None = None
+
+    @property
+    def regressions(self) -> list[ScorerComparison]:
+        return [s for s in self.scorers if s.is_regression]
+
+    @property
+    def has_regression(self) -> bool:
+        return any(s.is_regression for s in self.scorers)
+
+    @property
+    def broken(self) -> list[ScorerComparison]:
+        """Scorers that passed a known-bad case (a negative control): their grades are suspect."""
+        return [s for s in self.scorers if s.status is VerdictStatus.SCORER_BROKEN]
+
+    @property
+    def watches(self) -> list[ScorerComparison]:
+        return [s for s in self.scorers if s.status is VerdictStatus.WATCH]
+
+    @property
+    def invalid(self) -> bool:
+        return not self.run.valid or any(s.status is VerdictStatus.INVALID for s in self.scorers)
+
+    @property
+    def fails(self) -> bool:
+        """Whether this run fails CI: a regression, a broken scorer, or an invalid run."""
+        return self.invalid or any(s.fails for s in self.scorers)
+
+    @property
+    def worst(self) -> VerdictStatus | None:
+        """The one status that sums the run up (for schedules, webhooks, one-line summaries)."""
+        order = [VerdictStatus.INVALID, VerdictStatus.SCORER_BROKEN, VerdictStatus.REGRESSED,
+                 VerdictStatus.WATCH, VerdictStatus.IMPROVED, VerdictStatus.STEADY,
+                 VerdictStatus.NO_BASELINE, VerdictStatus.SKIPPED]
+        present = {s.status for s in self.scorers}
+        if not self.run.valid:
+            return VerdictStatus.INVALID
+        return next((v for v in order if v in present), None)
+
+
+def relative_drop(baseline: float | None, current: float | None) -> float | None:
+    """(baseline − current) / baseline, or None when either is missing, zero or not finite."""
+    if baseline is None or current is None:
+        return None
+    if not (math.isfinite(baseline) and math.isfinite(current)) or abs(baseline) < EPS:
+        return None
+    return (baseline - current) / baseline
+
+
+def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
+                current: Mapping[str, Mapping[str, float] | Vector] | None = None) -> Comparison:
+    """Compare every scorer of ``run`` with its rolling baseline, and store the verdicts.
+
+    ``current`` (scorer → case → epoch-averaged score, or the runner's score :class:`Vector`)
+    is the runner's result; without it the run's scores are read from history. A baseline run
+    with a stored vector for the same case list is read as that vector, not row by row.
+    """
+    summaries = store.summaries(run.id)
+    change = _fingerprint_change(store, run, summaries, window)
+    restart = change.restarted if change else False
+    results = [compare_scorer(store, run, summary, window,
+                              current=None if current is None else current.get(summary.scorer),
+                              base_fingerprint=run.base_fingerprint if restart else None)
+               for summary in summaries.values()]
+    target = _failure_rate(store, run, summaries, window, run.base_fingerprint if restart else None)
+    store.update_summaries(run.id, {
+        r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop, "mean": r.current,
+                   "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
+                   "eligible": eligible_now(run, summaries[r.scorer], r.verdict),
+                   "details": _with_evidence(summaries[r.scorer].details, r.evidence, change)}
+        for r in results
+    })
+    return Comparison(run, results, change, target)
+
+
+def _failure_rate(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary], window: int,
+                  base_fingerprint: str | None) -> FailureRate | None:
+    """The run's target-failure rate beside its baseline runs' (runs of older versions count 0)."""
+    graded = [s for s in summaries.values() if not s.skipped]
+    if run.target_failures is None or not graded:
+        return None
+    prior = store.baseline_runs(run.suite, graded[0].scorer, run, window, base_fingerprint)
+    results = lambda r: (r.n_cases or 0) * (r.epochs or 1)  # noqa: E731
+    return FailureRate(run.target_failures, results(run),
+                       sum(r.target_failures or 0 for r, _ in prior if r.target_failures is not None),
+                       sum(results(r) for r, _ in prior if r.target_failures is not None))
+
+
+def _fingerprint_change(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary],
+                        window: int) -> FingerprintChange | None:
+    """Whether the system differs from the latest run the baseline would use."""
+    latest: Run | None = None
+    for summary in summaries.values():
+        prior = store.baseline_runs(run.suite, summary.scorer, run, 1)
+        if prior and (latest is None or prior[-1][0].started_at > latest.started_at):
+            latest = prior[-1][0]
+    if latest is None or not run.base_fingerprint or not latest.base_fingerprint \
+            or latest.base_fingerprint == run.base_fingerprint:
+        return None
+    restart = any(_policy(s).restart_on_change for s in summaries.values() if not s.skipped)
+    return FingerprintChange(latest.id, fingerprint_changes(latest.fingerprint, run.fingerprint) or ["fingerprint"],
+                             restart)
+
+
+def _policy(summary: ScorerSummary) -> VerdictPolicy:
+    details = json.loads(summary.details or "{}")
+    return VerdictPolicy(**{"threshold": summary.threshold, "pass_mark": details.get("pass_mark", 0.5),
+                            **{k: v for k, v in details.get("policy", {}).items()
+                               if k in VerdictPolicy.model_fields}})
+
+
+def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintChange | None) -> str:
+    data = json.loads(details or "{}")
+    if evidence is not None:
+        data["evidence"] = evidence.model_dump(
+            mode="json", include={"stars", "test", "ci_low", "ci_high", "effect_size", "n_paired",
+                                  "n_unpaired", "flaky", "quarantined", "rule", "reason", "added",
+                                  "added_mean", "removed", "removed_mean", "shared_mean",
+                                  "drop_ci_low", "drop_ci_high", "window_runs"})
+    if change is not None:
+        data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
+                                      "restarted": change.restarted}
+    return dumps(data)
+
+
+def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
+                   current: Mapping[str, float] | Vector | None = None,
+                   base_fingerprint: str | None = None) -> ScorerComparison:
+    """One scorer of one run against the last ``window`` eligible runs before it."""
+    details: dict[str, Any] = json.loads(summary.details or "{}")
+    out = ScorerComparison(
+        scorer=summary.scorer, kind=summary.kind, current=summary.mean, n=summary.n,
+        errored=summary.errored, skipped=summary.skipped, threshold=summary.threshold,
+        baseline=None, window_runs=0, drop=None, status=VerdictStatus.SKIPPED,
+        first_error=details.get("first_error") or "", grades=int(details.get("grades") or 0),
+    )
+    if summary.skipped:
+        out.reason = details.get("skip") or "scorer did not run"
+        return out
+    prior = store.baseline_runs(run.suite, summary.scorer, run, window, base_fingerprint)
+    if not isinstance(current, Vector):
+        current = Vector(*from_mapping(current if current is not None
+                                       else store.case_scores(run.id, summary.scorer)))
+    controls = set(details.get("controls", []))
+    ids = current.ids
+
+    def stored(run_id: str) -> Callable[[], Mapping[str, float] | np.ndarray]:
+        def load() -> Mapping[str, float] | np.ndarray:
+            data = store.score_vector(run_id, summary.scorer, current.digest)
+            return Vector.decode(data) if data is not None and len(data) == 8 * len(ids) \
+                else store.case_scores(run_id, summary.scorer)
+        return load
+
+    # a run of the same case list lines up by position: no per-case rows read, and each run's
+    # vector is read only when its column is filled (one at a time at 100,000 cases)
+    # validity is judged per scorer: one scorer's errored grades do not hide another's regression
+    # (the run as a whole still stays out of baselines)
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior])
+    evidence = decide_aligned(aligned, _policy(summary),
+                              binary=details.get("binary"), known_bad=controls,
+                              valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
+    out.evidence = evidence
+    if evidence.current_mean is not None:  # without controls and quarantined cases, as judged
+        out.current = evidence.current_mean
+        out.n = evidence.n_current
+    out.window_runs = evidence.window_runs
+    out.baseline, out.drop = evidence.baseline_mean, evidence.drop
+    out.status, out.reason = evidence.status, evidence.reason
+    if prior:
+        out.previous_run = prior[-1][0].id
+    messages = store.case_messages(run.id, summary.scorer, evidence.newly_failing[:MAX_LISTED])
+    out.newly_failing = [(c, messages.get(c, "")) for c in evidence.newly_failing]
+    out.newly_passing = list(evidence.newly_passing)
+    return out

@@ -1,0 +1,448 @@
+"""Verdicts: one scorer's result in one run, judged against its rolling window, with certainty.
+
+``decide`` takes the run's per-case scores and those of up to N earlier valid runs (oldest
+first) and returns a :class:`Verdict`. One vocabulary serves every output (terminal, JSON,
+JUnit, Markdown, HTML, the pytest plugin, webhooks, exit codes): see :class:`VerdictStatus`.
+
+The comparison is made on the cases both sides share, so a changed case set never looks like
+a drop: cases only in this run (*added*) and only in the window (*removed*) are counted and
+given their own means. Per shared case ``c``, ``x_c`` is this run's score and ``ȳ_c`` its mean
+over the window; the baseline is ``mean(ȳ)``, the drop ``(mean(ȳ) − mean(x)) / mean(ȳ)``.
+Evidence comes from a run-label permutation test (:func:`evalloop.verdicts.stats.run_label_permutation_test`),
+exact under "nothing changed" for any score distribution and window length.
+
+A drop that is not significant is a ``watch``, never a regression, under every rule:
+
+* ``"evidence"`` (default): a regression is a significant drop (two-sided ``p < alpha``) whose
+  confidence interval still reaches the threshold — the ADR's relative drop stays the smallest
+  drop worth acting on, and a drop the data show to be smaller than it is a ``watch``.
+* ``"threshold"`` (the ADR rule with evidence): the observed drop meets the threshold *and* is
+  significant.
+* ``"paired"``: a significant drop of at least ``min_effect`` (default a third of the threshold).
+
+Known-bad control cases are kept out of the statistics; passing one makes the verdict
+``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from enum import StrEnum
+
+import numpy as np
+from pydantic import BaseModel
+
+from evalloop.policy import TOLERANCE, VerdictPolicy
+from evalloop.scoring import scorevec
+from evalloop.verdicts import power, stats
+
+__all__ = ["TOLERANCE", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "decide_aligned", "count_flips",
+           "minimal_detectable_drop"]
+
+
+class VerdictStatus(StrEnum):
+    """The outcome of one scorer in one run — the one vocabulary every output uses."""
+
+    IMPROVED = "improved"
+    STEADY = "steady"
+    WATCH = "watch"
+    REGRESSED = "regressed"
+    NO_BASELINE = "no baseline yet"
+    INVALID = "invalid run"
+    SCORER_BROKEN = "scorer broken"
+    SKIPPED = "skipped"
+
+    @property
+    def fails(self) -> bool:
+        """Whether this verdict fails CI (exit 1): a regression, a broken scorer, an invalid run."""
+        return self in _FAILING
+
+    @property
+    def is_regression(self) -> bool:
+        return self is VerdictStatus.REGRESSED
+
+    @classmethod
+    def parse(cls, text: str | None) -> VerdictStatus | None:
+        """A stored verdict string, including those written by older versions."""
+        if not text:
+            return None
+        return _LEGACY.get(text) or cls(text)
+
+
+_FAILING = frozenset({VerdictStatus.REGRESSED, VerdictStatus.SCORER_BROKEN, VerdictStatus.INVALID})
+_LEGACY = {"regressed (not significant)": VerdictStatus.WATCH}
+
+
+class Verdict(BaseModel):
+    """One scorer's verdict for one run, with the evidence behind it."""
+
+    status: VerdictStatus
+    rule: str = "evidence"
+    binary: bool = False
+    current_mean: float | None  # over every scored case of this run (controls left out)
+    baseline_mean: float | None  # the window's mean over the shared cases
+    shared_mean: float | None = None  # this run's mean over the shared cases
+    drop: float | None  # relative, on the shared cases
+    drop_ci_low: float | None = None
+    drop_ci_high: float | None = None
+    paired_drop: float | None = None
+    threshold: float
+    threshold_met: bool
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    stars: str
+    test: str | None
+    effect_size: float | None
+    mdd: float | None = None  # relative drop detected 90 % of the time under this rule
+    n_current: int
+    n_paired: int
+    n_unpaired: int
+    added: int = 0
+    added_mean: float | None = None
+    removed: int = 0
+    removed_mean: float | None = None
+    window_runs: int
+    newly_failing: list[str]
+    newly_passing: list[str]
+    flaky: list[str]
+    quarantined: list[str]
+    broken_controls: list[str]
+    reason: str
+
+    @property
+    def is_regression(self) -> bool:
+        return self.status.is_regression
+
+
+def _clean(scores: Mapping[str, float]) -> dict[str, float]:
+    """Per-case scores without NaN or infinite values."""
+    return {str(k): float(v) for k, v in scores.items() if v is not None and math.isfinite(v)}
+
+
+def _mean(values: Collection[float] | np.ndarray) -> float | None:
+    return math.fsum(values) / len(values) if len(values) else None
+
+
+def count_flips(runs: Sequence[Mapping[str, float]], pass_mark: float) -> dict[str, int]:
+    """How often each case's pass/fail state changes across ``runs`` (oldest first)."""
+    last: dict[str, bool] = {}
+    flips: dict[str, int] = {}
+    for run in runs:
+        for case, score in run.items():
+            passed = score >= pass_mark
+            flips.setdefault(case, 0)
+            if case in last and last[case] != passed:
+                flips[case] += 1
+            last[case] = passed
+    return flips
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _relative(baseline: float | None, delta: float | None) -> float | None:
+    if baseline is None or delta is None or not math.isfinite(baseline) or baseline <= 0:
+        return None
+    return delta / baseline
+
+
+def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: float,
+                            policy: VerdictPolicy, *, binary: bool) -> float | None:
+    """The relative drop this rule catches 90 % of the time at this size and noise.
+
+    ``noise_var`` is one case's run-to-run score variance, ``window`` the runs per case in the
+    baseline. The observed paired drop ``D̂`` is roughly normal around the true drop ``D`` with
+    ``se = sqrt((v1 + v0 / window) / n)`` (a pass/fail drop adds variance ``B·δ(1 − δ)``); the
+    rule flags it when ``D̂`` clears both the test's critical value and the rule's floor (for
+    ``evidence`` the threshold less the confidence reach), so 90 % detection needs
+    ``D ≥ max(z_(1−α/2)·se, floor) + z_0.9·se``. Pass/fail suites also need enough flipped
+    cases for the permutation test to reach ``alpha``. ``None`` when even a total drop would
+    go unnoticed or the baseline is 0.
+    """
+    if n < 1 or not math.isfinite(baseline) or baseline <= 0:
+        return None
+    v0 = max(noise_var, 0.0)
+    za, zb = power.z_quantile(1.0 - policy.alpha / 2), power.z_quantile(0.9)
+    zr = power.z_quantile(policy.reach_level)
+
+    def detectable(delta: float) -> bool:
+        d = delta * baseline
+        v1 = v0 + (baseline * delta * (1.0 - delta) if binary else 0.0)
+        se = math.sqrt((v1 + v0 / max(window, 1.0)) / n)
+        se_null = math.sqrt((v1 + v0 / max(window, 1.0) + d * d) / n)
+        if policy.rule == "evidence":
+            floor = policy.threshold * baseline - zr * se
+        elif policy.rule == "threshold":
+            floor = policy.threshold * baseline
+        else:
+            floor = policy.effective_min_effect * baseline
+        return d >= max(za * se_null, floor) + zb * se
+
+    high = power.smallest_detectable(detectable, steps=40)
+    if high is None:
+        return None
+    if binary:  # a pass/fail test needs some cases to flip before any p-value can reach alpha:
+        # f flipped cases, each "current" in 1 of window + 1 equally likely runs, give p ≈ 2/(w+1)^f
+        flips = math.ceil(math.log(2.0 / policy.alpha) / math.log(max(window, 1.0) + 1.0) - 1e-9)
+        high = max(high, flips / (n * baseline))
+    return min(1.0, high)
+
+
+_BLOCK_ROWS = 8192  # rows of a window handled at once (flips, row means, noise estimate)
+
+
+def _row_means(window: np.ndarray) -> np.ndarray:
+    """Each row's mean over its non-NaN cells (every row has one), in blocks of rows: no
+    whole-window copy, as ``np.nanmean`` of the whole makes."""
+    out = np.empty(window.shape[0])
+    for lo in range(0, window.shape[0], _BLOCK_ROWS):
+        block = window[lo:lo + _BLOCK_ROWS]
+        graded = ~np.isnan(block)
+        out[lo:lo + _BLOCK_ROWS] = np.where(graded, block, 0.0).sum(axis=1) / graded.sum(axis=1)
+    return out
+
+
+def _noise_var(x: np.ndarray, window: np.ndarray) -> float:
+    """One case's run-to-run variance: pooled over the window's cases graded twice or more,
+    else half the variance of this run's paired differences (one earlier run). In blocks of
+    rows: no whole-window copies at 100k cases."""
+    total, multi = 0.0, 0
+    for lo in range(0, window.shape[0], _BLOCK_ROWS):
+        block = window[lo:lo + _BLOCK_ROWS]
+        rows = block[np.sum(~np.isnan(block), axis=1) >= 2]
+        if rows.size:
+            total += float(np.nanvar(rows, axis=1, ddof=1).sum())
+            multi += rows.shape[0]
+    if multi:
+        return total / multi
+    d = x - _row_means(window)
+    return float(d.var(ddof=1)) / 2 if d.size > 1 else 0.0
+
+
+def decide(
+    current: Mapping[str, float],
+    window: Sequence[Mapping[str, float]],
+    policy: VerdictPolicy,
+    *,
+    binary: bool | None = None,
+    known_bad: Collection[str] = (),
+    valid: bool = True,
+    invalid_reason: str | None = None,
+) -> Verdict:
+    """Judge ``current`` (case id → score) against ``window`` (earlier runs, oldest first)."""
+    ids, values = scorevec.from_mapping(current)
+    return decide_aligned(scorevec.align(ids, values, window), policy, binary=binary, known_bad=known_bad,
+                          valid=valid, invalid_reason=invalid_reason)
+
+
+def _zero_one(values: np.ndarray) -> bool:
+    """Whether every present (non-NaN) value is 0 or 1 (checked in blocks of rows)."""
+    return all(bool(np.all(np.isnan(b) | (b == 0.0) | (b == 1.0)))
+               for b in (values[lo:lo + _BLOCK_ROWS] for lo in range(0, values.shape[0], _BLOCK_ROWS)))
+
+
+def _any_graded(window: np.ndarray, axis: int) -> np.ndarray:
+    """Per column (``axis=0``) or per row (``axis=1``), whether any cell is graded (not NaN);
+    a column at a time, so no whole-window boolean copy."""
+    if axis == 0:
+        return np.array([not np.isnan(window[:, j]).all() for j in range(window.shape[1])], dtype=bool)
+    found = np.zeros(window.shape[0], dtype=bool)
+    for j in range(window.shape[1]):
+        found |= ~np.isnan(window[:, j])
+    return found
+
+
+def _flips(runs: np.ndarray, current: np.ndarray, pass_mark: float) -> np.ndarray:
+    """Per row, how often the pass/fail state changes across the window's columns and then this
+    run's (absent cells skipped); in blocks of rows, so no whole-window temporaries."""
+    flips = np.zeros(runs.shape[0], dtype=np.int64)
+    for lo in range(0, runs.shape[0], _BLOCK_ROWS):
+        block, now = runs[lo:lo + _BLOCK_ROWS], current[lo:lo + _BLOCK_ROWS]
+        out = flips[lo:lo + _BLOCK_ROWS]
+        last = np.full(block.shape[0], np.nan)
+        for col in (*(block[:, j] for j in range(block.shape[1])), now):
+            present = ~np.isnan(col)
+            state = np.where(present, (col >= pass_mark).astype(np.float64), np.nan)
+            out += present & ~np.isnan(last) & (state != last)
+            last = np.where(present, state, last)
+    return flips
+
+
+def decide_aligned(
+    aligned: scorevec.Aligned,
+    policy: VerdictPolicy,
+    *,
+    binary: bool | None = None,
+    known_bad: Collection[str] = (),
+    valid: bool = True,
+    invalid_reason: str | None = None,
+) -> Verdict:
+    """:func:`decide` on scores lined up by case (see :mod:`evalloop.scoring.scorevec`): no per-case
+    dictionaries, so a 100,000-case run is judged in a few arrays."""
+    ids, current = aligned.ids, aligned.current
+    pm = policy.pass_mark
+    present_runs = _any_graded(aligned.window, axis=0)  # a run with no finite score is no run
+    runs = aligned.window if present_runs.all() else aligned.window[:, present_runs]
+
+    def listed(mask: np.ndarray) -> list[str]:  # rows are in case-id order
+        return [ids[int(i)] for i in np.flatnonzero(mask)]
+
+    cm = ~np.isnan(current)
+    bad = set(known_bad)
+    badm = np.fromiter((c in bad for c in ids), dtype=bool, count=len(ids)) if bad else np.zeros(len(ids), bool)
+    broken = listed(cm & badm & (np.nan_to_num(current, nan=-np.inf) >= pm))
+    flips = _flips(runs, current, pm)
+    flaky = listed((flips > policy.flaky_flips) & ~badm)
+    quarantined = flaky if policy.quarantine_flaky else []
+    outm = badm.copy()
+    if quarantined:
+        held = set(quarantined)
+        outm |= np.fromiter((c in held for c in ids), dtype=bool, count=len(ids))
+    usedm = cm & ~outm
+    kept = runs
+    if outm.any():
+        kept = runs.copy()
+        kept[outm] = np.nan
+    filled = _any_graded(kept, axis=0)
+    used_runs = kept if filled.all() else kept[:, filled]
+    used_values = current[usedm]
+    is_binary = (_zero_one(used_values) and _zero_one(used_runs)) if binary is None else binary
+
+    current_mean = _mean(used_values)
+    resamples = min(policy.resamples, max(2_000, stats_budget() // max(len(used_values), 1)))
+    ci = stats.bootstrap_ci(used_values, level=policy.ci_level, resamples=resamples, seed=policy.seed)
+    newly_failing: list[str] = []
+    newly_passing: list[str] = []
+    if used_runs.shape[1]:
+        last = used_runs[:, -1]
+        both = usedm & ~np.isnan(last)
+        before = np.nan_to_num(last, nan=-np.inf) >= pm
+        now = np.nan_to_num(current, nan=-np.inf) >= pm
+        newly_failing = listed(both & before & ~now)
+        newly_passing = listed(both & now & ~before)
+    used_n = len(used_values)
+    window_count = used_runs.shape[1]
+    fields: dict = {
+        "rule": policy.rule, "binary": is_binary, "current_mean": current_mean,
+        "baseline_mean": None, "drop": None, "threshold": policy.threshold,
+        "threshold_met": False, "ci_low": ci.low if ci else None,
+        "ci_high": ci.high if ci else None, "p_value": None, "stars": "", "test": None,
+        "effect_size": None, "n_current": used_n, "n_paired": 0, "n_unpaired": 0,
+        "window_runs": window_count, "newly_failing": newly_failing,
+        "newly_passing": newly_passing, "flaky": flaky, "quarantined": quarantined,
+        "broken_controls": broken,
+    }
+
+    def verdict(status: VerdictStatus, reason: str) -> Verdict:
+        return Verdict(status=status, reason=reason, **fields)
+
+    if not valid:
+        return verdict(VerdictStatus.INVALID, invalid_reason or "The run was marked invalid, so it is not judged.")
+    if not used_n:
+        return verdict(VerdictStatus.INVALID, "The run has no scored cases to judge.")
+    if broken:
+        return verdict(
+            VerdictStatus.SCORER_BROKEN,
+            f"The scorer passed {len(broken)} known-bad control case(s) "
+            f"({', '.join(broken[:3])}), so its scores cannot be trusted.",
+        )
+    if not window_count:
+        return verdict(
+            VerdictStatus.NO_BASELINE,
+            f"No earlier valid run to compare with; mean {current_mean:.3f} is the first point.",
+        )
+
+    in_window = _any_graded(used_runs, axis=1)
+    shared = usedm & in_window
+    shared_rows = np.flatnonzero(shared)
+    n_added = int(np.count_nonzero(usedm & ~in_window))
+    removed_rows = np.flatnonzero(~np.isnan(used_runs[:, -1]) & ~usedm)
+    fields.update(
+        n_paired=len(shared_rows), n_unpaired=n_added + len(removed_rows), added=n_added,
+        added_mean=_mean(current[usedm & ~in_window]), removed=len(removed_rows),
+        removed_mean=_mean([_mean(row[~np.isnan(row)]) for row in used_runs[removed_rows]]),
+    )
+    if not len(shared_rows):
+        return verdict(
+            VerdictStatus.NO_BASELINE,
+            f"No case of this run was graded in the {window_count}-run window "
+            f"({n_added} new cases); mean {current_mean:.3f} starts a new baseline.",
+        )
+    # every row shared (the usual rerun of one case list): views, no copy of the window
+    x, w = (current, used_runs) if len(shared_rows) == len(current) else (current[shared], used_runs[shared])
+    y = _row_means(w)
+    baseline_mean = float(y.mean())
+    shared_mean = float(x.mean())
+    diff = x - y
+    drop = _relative(baseline_mean, baseline_mean - shared_mean)
+    test = stats.run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed)
+    p = test.p_value
+    mean_diff = float(diff.mean())
+    # the reach: a normal-theory interval of the mean paired difference (its tails are far out,
+    # where a bootstrap of a few thousand resamples is too coarse)
+    spread = float(diff.std(ddof=1)) / math.sqrt(diff.size) if diff.size > 1 else 0.0
+    half = power.z_quantile(policy.reach_level) * spread
+    d_low, d_high = mean_diff - half, mean_diff + half
+    falls = drop is not None and drop >= policy.threshold - TOLERANCE
+    fields.update(
+        baseline_mean=baseline_mean, shared_mean=shared_mean, drop=drop,
+        drop_ci_low=_relative(baseline_mean, -d_high), drop_ci_high=_relative(baseline_mean, -d_low),
+        paired_drop=drop, threshold_met=falls, p_value=p, stars=stats.stars(p),
+        test=f"{test.test}, two-sided", effect_size=stats.paired_effect_size(x, y),
+        mdd=minimal_detectable_drop(len(shared_rows), baseline_mean, _noise_var(x, w),
+                                    float(np.mean(np.sum(~np.isnan(w), axis=1))), policy,
+                                    binary=is_binary),
+    )
+    significant = p < policy.alpha
+    sig_drop, sig_rise = significant and mean_diff < 0, significant and mean_diff > 0
+    ctx = _context(baseline_mean, shared_mean, drop, window_count, p, fields)
+    thr = policy.threshold
+    if policy.rule == "evidence":
+        reach_drop = fields["drop_ci_high"] is not None and fields["drop_ci_high"] >= thr - TOLERANCE
+        reach_rise = baseline_mean <= 0 or _relative(baseline_mean, d_high) is not None and \
+            _relative(baseline_mean, d_high) >= thr - TOLERANCE
+        big_drop, big_rise = reach_drop, reach_rise
+        size = f"its {_pct(policy.reach_level * 2 - 1)} interval reaches the {_pct(thr)} threshold"
+    elif policy.rule == "threshold":
+        big_drop = falls
+        big_rise = baseline_mean <= 0 or (drop is not None and -drop >= thr - TOLERANCE)
+        size = f"it meets the {_pct(thr)} threshold"
+    else:
+        m = policy.effective_min_effect
+        big_drop = drop is not None and drop >= m - TOLERANCE
+        big_rise = baseline_mean <= 0 or (drop is not None and -drop >= m - TOLERANCE)
+        size = f"it is at least {_pct(m)}"
+
+    if sig_drop and big_drop:
+        return verdict(VerdictStatus.REGRESSED, f"Significant drop, and {size}: {ctx}.")
+    if sig_drop:
+        return verdict(VerdictStatus.WATCH,
+                       f"Significant but small drop: not worth acting on unless {size}: {ctx}.")
+    if falls:
+        return verdict(VerdictStatus.WATCH,
+                       f"Drop meets the {_pct(thr)} threshold but is not significant "
+                       f"(p ≥ {policy.alpha}): watch the next runs: {ctx}.")
+    if sig_rise and big_rise:
+        return verdict(VerdictStatus.IMPROVED, f"Significant rise: {ctx}.")
+    return verdict(VerdictStatus.STEADY, f"No significant change: {ctx}.")
+
+
+def stats_budget() -> int:
+    """Bootstrap draws per CI at most (10,000 resamples up to 2,000 cases, never fewer than 2,000)."""
+    return 20_000_000
+
+
+def _context(baseline: float, current: float, drop: float | None, runs: int, p: float,
+             fields: dict) -> str:
+    """A short clause with the numbers behind a verdict."""
+    change = "n/a" if drop is None else f"{'-' if drop >= 0 else '+'}{_pct(abs(drop))}"
+    text = (f"{baseline:.3f} → {current:.3f} ({change}) vs {runs}-run baseline, "
+            f"p={p:.3g}{fields['stars']} on {fields['n_paired']} shared cases")
+    if fields["added"] or fields["removed"]:
+        text += f"; {fields['added']} added, {fields['removed']} removed"
+    if fields["quarantined"]:
+        text += f", {len(fields['quarantined'])} flaky quarantined"
+    return text
