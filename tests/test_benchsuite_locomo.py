@@ -137,3 +137,18 @@ def test_compare_targets_tests_and_intervals_go_by_conversation(project):
     assert low <= second["means"]["recall@10"] <= high
     text = cli(project, "compare-targets", "-s", "locomo", "-t", "bm25", "-t", "memory")
     assert "by conversation (scope)" in " ".join(text.stdout.split())
+
+
+def test_generated_conversations_import_as_locomo_and_run(tmp_path):
+    made = cli(tmp_path, "bench", "conversations", "--out", "conversations.json", "--n", "2", "--seed", "3")
+    assert made.returncode == 0, made.stderr
+    samples = json.loads((tmp_path / "conversations.json").read_text())
+    assert len(samples) == 2 and {q["category"] for s in samples for q in s["qa"]} == {1, 2, 4, 5}
+    imported = cli(tmp_path, "bench", "import", "locomo", "conversations.json")
+    assert imported.returncode == 0, imported.stderr
+    run = cli(tmp_path, "run", "--suite", "locomo", "--json")
+    assert run.returncode == 0, run.stderr
+    means = {s["scorer"]: s["current"] for s in json.loads(run.stdout)["scorers"]}
+    assert means["hit@10"] > 0.5
+    again = cli(tmp_path, "bench", "conversations", "--out", "conversations.json")
+    assert again.returncode == 2 and "already exists" in again.stderr

@@ -170,6 +170,32 @@ def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "s
     return suite_file, report
 
 
+@bench_app.command("conversations")
+@friendly
+def conversations_cmd(
+    out_file: Annotated[Path, typer.Option("--out", help="JSON file to write, in LoCoMo's format.")],
+    n: Annotated[int, typer.Option("--n", min=1, max=200, help="Conversations.")] = 6,
+    sessions: Annotated[int, typer.Option(min=1, max=10, help="Dated sessions per conversation.")] = 5,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same file).")] = 1,
+    force: ForceOpt = False,
+) -> None:
+    """Write generated multi-session conversations in LoCoMo's published JSON format.
+
+    Two friends per conversation, dated sessions, chit-chat and fact turns, with single-hop,
+    temporal, multi-hop and adversarial questions: a file to try `bench import locomo` on.
+    Example: [bold]evalloop bench conversations --out conversations.json[/bold]
+    """
+    from evalloop.retrieval.conversations import generate_conversations
+
+    if out_file.exists() and not force:
+        raise FixtureError("file already exists", where=str(out_file), hint="pass --force to overwrite")
+    samples = generate_conversations(n, sessions=sessions, seed=seed)
+    out_file.write_text(json.dumps(samples, indent=1) + "\n", encoding="utf-8")
+    questions = sum(len(s["qa"]) for s in samples)
+    out().print(f"wrote {out_file} ({n} conversations, {questions} questions); import it with "
+                f"[bold]evalloop bench import locomo {out_file}[/bold]", highlight=False)
+
+
 @bench_app.command("import")
 @friendly
 def import_cmd(
