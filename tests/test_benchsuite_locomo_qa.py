@@ -83,19 +83,46 @@ def test_the_qa_suite_answers_judges_and_reports_per_category_latency_and_tokens
     assert "1 multi-hop / mem0 single-hop" in text.stdout and "tokens_per_question" in text.stdout
 
 
+USER_RETRIEVER = (
+    "class Newest:\n"
+    "    # the user's own retriever: the newest k turns, whatever the question\n"
+    "    def build_index(self, corpus):\n"
+    "        self.ids = [d.key for d in corpus]\n\n"
+    "    def retrieve(self, query, k):\n"
+    "        return self.ids[::-1][:k]\n")
+
+
 def test_full_context_is_the_reference_row_beside_any_retriever(imported):
+    (imported / "myretriever.py").write_text(USER_RETRIEVER, encoding="utf-8")
     with LLMServer(model) as server:
         done = cli(imported, "compare-targets", "-s", "locomo-qa", "-t", "full-context", "-t", "bm25",
-                   "-t", "memory", "--json", env=_env(server))
+                   "-t", "memory", "-t", "myretriever:Newest", "--json", env=_env(server))
         assert done.returncode == 0, done.stderr
     rows = {r["target"]: r for r in json.loads(done.stdout)["results"]}
     assert rows["full-context"]["means"]["j-judge"] == pytest.approx(3 / 5)  # every turn is shown
+    assert rows["myretriever:Newest"]["stats"]["n_queries"] == 6
     assert rows["full-context"]["stats"]["tokens_per_question"] > rows["bm25"]["stats"]["tokens_per_question"]
 
 
-def test_without_an_answer_model_the_qa_suite_says_how_to_get_one(imported):
-    run = cli(imported, "run", "--suite", "locomo-qa", env={"ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": ""})
-    assert run.returncode == 2 and "needs an answer model" in run.stderr
+def test_without_an_answer_model_the_local_engine_answers_with_the_best_memory(imported):
+    offline = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": ""}
+    run = cli(imported, "run", "--suite", "locomo-qa", "--json", env=offline)
+    assert run.returncode in (0, 1), run.stderr
+    doc = json.loads(run.stdout)
+    summaries = {s["scorer"]: s for s in doc["scorers"]}
+    assert summaries["j-judge"]["n"] == 0  # no judge: skipped, never guessed
+    assert 0 < summaries["locomo-f1"]["current"] < 1  # "guitar" is in the best memory's text
+    assert any("no ANTHROPIC_API_KEY" in n for n in doc.get("notices", [])) or "no ANTHROPIC_API_KEY" in run.stderr
+    forced = cli(imported, "run", "--suite", "locomo-qa", "--engine", "llm", env=offline)
+    assert forced.returncode == 2 and "needs an LLM" in forced.stderr
+
+
+def test_the_local_answer_is_the_best_memory_without_its_date_and_speaker():
+    from evalloop.retrieval.answer_target import local_answer
+
+    assert local_answer(["[1:56 pm on 8 May, 2023] Bob: I started guitar lessons."]) == "I started guitar lessons."
+    assert local_answer(["Bob: Kiel."]) == "Kiel."
+    assert local_answer([]) == "No information available."
 
 
 def test_compare_targets_prints_search_and_total_latency_and_tokens_for_a_qa_suite(imported):

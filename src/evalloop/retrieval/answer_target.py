@@ -5,13 +5,17 @@ in a suite whose ``dataset:`` folder holds ``corpus.jsonl`` and ``answers.jsonl`
 :mod:`evalloop.retrieval.answers`). The retriever is any evalloop knows (``bm25``, ``hybrid``,
 ``memory``, ``mem0``, ``module:Class``) or ``full-context``: every turn of the question's
 conversation in the prompt, the reference row of the published tables. The answer model is the
-run's LLM client (``--model``, or the target's ``model`` param). What it measures per question,
+run's LLM client (``--model``, or the target's ``model`` param). Without one (no API key, or
+``--engine local``) the local engine answers offline with the best memory's text: what
+retrieval alone gives, graded by F1 and abstention (the J judge is skipped with no judge).
+What it measures per question,
 retrieval and total latency, tokens in and out, cost, goes into the run's notes (p50/p95, means,
 totals) and is printed under the run's table.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,7 +35,10 @@ class AnswerTarget(_Measured):
 
     def __init__(self, retriever: str = "memory", k: int = 10, model: str | None = None,
                  max_tokens: int = 200, dataset: str | None = None, embedder: str | None = None,
-                 options: Mapping[str, Any] | None = None) -> None:
+                 options: Mapping[str, Any] | None = None, engine: str | None = None) -> None:
+        if engine not in (None, "auto", "local", "llm"):
+            raise TargetError(f"engine must be auto, local or llm, not {engine!r}")
+        self.engine = None if engine == "auto" else engine
         self.full_context = retriever == FULL_CONTEXT
         super().__init__("bm25" if self.full_context else retriever, k, embedder, options, dataset)
         self.spec = retriever
@@ -48,7 +55,7 @@ class AnswerTarget(_Measured):
         from evalloop.reference.memory_ops import prompt_hash
 
         return {**super().fingerprint(), "model": self.model, "max_tokens": self.max_tokens,
-                "prompt": prompt_hash(prompt_text("answer"))}
+                "prompt": prompt_hash(prompt_text("answer")), "engine": self.engine}
 
     def setup(self, folder: Path) -> None:
         from evalloop.retrieval.suite_data import load_corpus
@@ -75,16 +82,20 @@ class AnswerTarget(_Measured):
         from evalloop.llm.types import LLMRequest, Message
 
         self.ensure(ctx)
-        client = getattr(getattr(ctx, "services", None), "llm", None)
-        if client is None:
-            raise ConfigError("the QA suite needs an answer model, and none is configured",
+        services = getattr(ctx, "services", None)
+        client = getattr(services, "llm", None)
+        engine = self.engine or getattr(services, "engine", "local")
+        if engine == "llm" and client is None:
+            raise ConfigError("engine llm needs an answer model, and none is configured",
                               where="memory QA target",
-                              hint="set ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL), or run the "
-                                   "retrieval suite instead")
+                              hint="set ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL), or use engine local")
         question = input.get("question", "") if isinstance(input, Mapping) else str(input)
         scope = input.get("scope") if isinstance(input, Mapping) else None
         start = time.perf_counter()
         memories = self.timed(lambda: self.memories(question, scope))
+        if engine != "llm" or client is None:  # the local engine: the best memory, as it is
+            self.total_ms.append((time.perf_counter() - start) * 1000.0)
+            return {"answer": local_answer(memories), "memories": len(memories), "engine": "local"}
         request = LLMRequest(model=self.model or client.model, system=prompt_text("answer"),
                              messages=[Message(role="user", content=answer_prompt(
                                  question, memories, date=input.get("date") if isinstance(input, Mapping) else None))],
@@ -113,3 +124,14 @@ class AnswerTarget(_Measured):
             "answer_cost_usd": round(self.cost_usd, 6),
         })
         return stats
+
+
+_PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)?(?:[^:\n]{1,40}:\s*)?")
+
+
+def local_answer(memories: list[str]) -> str:
+    """The offline answer: the best memory's text without its date and speaker prefix, or
+    LoCoMo's abstention phrase when nothing was retrieved."""
+    if not memories:
+        return "No information available."
+    return _PREFIX.sub("", memories[0].strip(), count=1) or memories[0]
