@@ -48,7 +48,7 @@ class AnswerLine(BaseModel):
 
     id: str
     question: str
-    answer: str | None = Field(None, description="the truth; the trap answer of an adversarial one")
+    answer: str | None = Field(default=None, description="the truth; the trap answer of an adversarial one")
     scope: str
     stratum: str = "all"
     category: int | str | None = None

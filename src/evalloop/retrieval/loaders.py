@@ -77,15 +77,15 @@ class ImportReport(BaseModel):
 
     source: str
     format: str
-    sha256: str = Field("", description="of the source file, as read")
+    sha256: str = Field(default="", description="of the source file, as read")
     n_docs: int
     n_queries: int
     n_scopes: int
-    dates: bool = Field(True, description="session dates written into the indexed text")
+    dates: bool = Field(default=True, description="session dates written into the indexed text")
     skipped: dict[str, int] = Field(default_factory=dict, description="reason -> questions")
     dropped_evidence: dict[str, int] = Field(
         default_factory=dict, description="reason -> evidence ids left out of questions that were kept")
-    n_qa: int = Field(0, description="questions in the QA suite (adversarial ones included)")
+    n_qa: int = Field(default=0, description="questions in the QA suite (adversarial ones included)")
     qa_skipped: dict[str, int] = Field(default_factory=dict, description="reason -> QA questions")
 
     @property
@@ -180,8 +180,8 @@ class QAItem(BaseModel):
     scope: str
     evidence: list[str] = Field(default_factory=list, description="document ids")
     adversarial: bool = False
-    unmatched: int = Field(0, description="evidence ids the conversation does not have")
-    date: str | None = Field(None, description="when the question is asked, if the file says")
+    unmatched: int = Field(default=0, description="evidence ids the conversation does not have")
+    date: str | None = Field(default=None, description="when the question is asked, if the file says")
 
 
 class Imported(BaseModel):
@@ -262,7 +262,7 @@ def locomo_retrieval(data: Imported, path: Path, *, dates: bool = True) -> tuple
             skipped["evidence not in the conversation" if item.unmatched else "no evidence"] += 1
             continue
         queries.append(Query(query_id=item.id, text=item.question, stratum=item.stratum,
-                             scope=item.scope, relevant_ids=item.evidence, answer=item.answer,
+                             scope=item.scope, relevant_ids=list[str | int](item.evidence), answer=item.answer,
                              category=item.category))
         qrels[item.id] = dict.fromkeys(item.evidence, 1)
     dataset, report = _finish(path, "locomo", data.docs, queries, qrels, skipped)
@@ -335,7 +335,7 @@ def longmemeval_retrieval(data: Imported, path: Path, granularity: str = "sessio
             skipped["no evidence in the haystack"] += 1
         else:
             queries.append(Query(query_id=item.id, text=item.question, stratum=item.stratum,
-                                 scope=item.scope, relevant_ids=item.evidence, answer=item.answer))
+                                 scope=item.scope, relevant_ids=list[str | int](item.evidence), answer=item.answer))
             qrels[item.id] = dict.fromkeys(item.evidence, 1)
     kept = {q.scope for q in queries}
     docs = [d for d in data.docs if d.scope in kept]

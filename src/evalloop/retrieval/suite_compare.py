@@ -40,7 +40,7 @@ class Difference(BaseModel):
     diff: float
     p_value: float | None = Field(description="two-sided paired permutation test; None without stats")
     n: int
-    test: str = Field("paired permutation", description="which test: by case, or by scope "
+    test: str = Field(default="paired permutation", description="which test: by case, or by scope "
                       "(whole conversations flipped) when the suite's cases carry scopes")
 
 

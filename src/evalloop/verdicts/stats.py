@@ -77,8 +77,8 @@ def cluster_sums(values: ArrayLike, clusters: Sequence[Hashable]) -> tuple[NDArr
         raise ValueError(f"one cluster per value: {len(clusters)} clusters for {x.size} values")
     index: dict[Hashable, int] = {}
     codes = np.fromiter((index.setdefault(c, len(index)) for c in clusters), dtype=np.int64, count=x.size)
-    return (np.bincount(codes, weights=x, minlength=len(index)),
-            np.bincount(codes, minlength=len(index)).astype(np.float64))
+    sums = np.asarray(np.bincount(codes, weights=x, minlength=len(index)), dtype=np.float64)
+    return sums, np.bincount(codes, minlength=len(index)).astype(np.float64)
 
 
 def bootstrap_ci(
