@@ -212,10 +212,13 @@ def import_cmd(
                      "into its documents' text (temporal questions need it); --no-dates for the "
                      "ablation.")] = True,
 ) -> None:
-    """Turn a published memory benchmark (LoCoMo, LongMemEval) into a scoped suite.
+    """Turn a published memory benchmark (LoCoMo, LongMemEval) into a retrieval and a QA suite.
 
-    Documents are the dialogue turns (or sessions), queries the questions with their evidence as
-    judgments, the category as stratum; each question searches only its own conversation.
+    Retrieval (<folder>.yaml): documents are the dialogue turns (or sessions), queries the
+    questions with their evidence as judgments, the category as stratum; each question searches
+    only its own conversation. QA (<folder>-qa.yaml): each question retrieves from its own
+    conversation, the run's model answers, and the J judge, LoCoMo's token F1 and abstention
+    (adversarial questions only) grade the answer, as the published tables do.
 
     Example: [bold]evalloop bench import locomo locomo10.json --out fixtures/locomo[/bold]
     """
