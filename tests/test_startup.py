@@ -16,8 +16,9 @@ from support.project import TARGET, make_project
 SUITE = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
          "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
 
-#: never needed by a run of a heuristic scorer over an in-process target, printed to a pipe
-UNUSED = ("sqlmodel", "sqlalchemy.orm", "anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec",
+#: never needed by a run of a heuristic scorer over an in-process target, printed to a pipe (sqlmodel
+#: and sqlalchemy.orm are: the run writes the history, whose tables are SQLModel models, issue #25)
+UNUSED = ("anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec",
           "sqlite_vec",
           "rich.progress", "rich.markdown", "rich.syntax",
           "evalloop.learning", "evalloop.feedback", "evalloop.memory", "evalloop.scheduler",
@@ -206,9 +207,9 @@ def test_typer_builds_only_the_command_named_and_the_whole_app_otherwise():
 
 
 def test_the_history_schema_is_still_the_one_sqlmodel_made(tmp_path):
-    """The tables are Core tables now (no ORM at start-up), but a database made by a release that
-    used SQLModel opens as current: same schema stamp, same PostgreSQL column types, and
-    timestamps still come back aware, in UTC."""
+    """A database made by the releases before (SQLModel tables at d907b87, Core tables built from
+    pydantic records at f3594c2, SQLModel again since) opens as current: same schema stamp, same
+    PostgreSQL column types, and timestamps still come back aware, in UTC."""
     from datetime import datetime, timedelta, timezone
 
     from sqlalchemy.dialects import postgresql
