@@ -230,3 +230,19 @@ def test_the_history_schema_is_still_the_one_sqlmodel_made(tmp_path):
     assert again.started_at == at and again.started_at.utcoffset() == timedelta(0)
     assert done.ended_at.tzinfo is not None and again.ended_at == done.ended_at and again.status == "completed"
     assert store.find_runs("r_") == []  # a prefix is matched literally, not as a LIKE pattern
+
+
+def test_the_time_a_run_prints_is_the_time_the_user_waited(tmp_path):
+    """The closing line's seconds count from the process's start: imports, loading the target and
+    checking the suites included (a target that takes 1.5 s to import makes the run say so)."""
+    import re
+    import time
+
+    slow = TARGET + "\nimport time\ntime.sleep(1.5)\n"
+    root = make_project(tmp_path / "p", {"tiny": SUITE}, target=slow, scorers=None)
+    started = time.monotonic()
+    done = cli(root, "run", "--suite", "tiny")
+    wall = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    printed = float(re.findall(r" in (\d+\.\d)s", done.stderr)[-1])
+    assert 1.5 <= printed <= wall + 0.05, (printed, wall)
