@@ -81,7 +81,7 @@ def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     def seen(conn, cursor, statement, *rest) -> None:
         statements.append(statement)
 
-    from evalloop import locks
+    from evalloop.history import locks
     from evalloop.history.store import HistoryStore
     from evalloop.scheduling import ledger
 

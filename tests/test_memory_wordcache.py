@@ -12,7 +12,8 @@ import sys
 import numpy as np
 
 from evalloop.memory import StaticEmbedder, default_embedder, wordcache
-from evalloop.memory.embedders import MODEL_DIR, normalise_rows
+from evalloop.memory.embedders import MODEL_DIR
+from evalloop.memory.vectors import normalise_rows
 from evalloop.memory.wordcache import ChunkPooler
 
 ODD_TEXTS = [

@@ -3,7 +3,7 @@
 The history proper — runs, per-scorer summaries, case results and scores, score vectors and
 calibrations (:data:`HISTORY_TABLES`, created and stamped together by
 :mod:`evalloop.history.engine`) — and beside it the lock and fire-claim tables
-(:mod:`evalloop.locks`) and the schedule ledger (:mod:`evalloop.scheduling.ledger`). The models
+(:mod:`evalloop.history.locks`) and the schedule ledger (:mod:`evalloop.scheduling.ledger`). The models
 live in a registry (and ``MetaData``) of their own, so a system under test that uses SQLModel
 itself never finds evalloop's tables in its ``SQLModel.metadata``, nor evalloop its tables.
 
@@ -134,7 +134,7 @@ class CaseResult(TableModel, table=True):
     tags: str | None = None
     output: str | None = None
     error: str | None = None
-    failure: str | None = None  # "target" (a real 0) or "infra" (errored); see evalloop.failures
+    failure: str | None = None  # "target" (a real 0) or "infra" (errored); see evalloop.run.failures
     latency_ms: float = 0.0
     cost_usd: float = 0.0
     input_tokens: int = 0
@@ -162,7 +162,7 @@ class CaseScore(TableModel, table=True):
 class ScoreVector(TableModel, table=True):
     """One scorer's per-case scores of one run, compact: float64 per case in case order (NaN
     where a case has no grade), for the case list named by ``digest``
-    (:func:`evalloop.scorevec.ids_digest`). Baselines read it instead of the run's score rows
+    (:func:`evalloop.scoring.scorevec.ids_digest`). Baselines read it instead of the run's score rows
     when the case list is the same; the rows stay the record."""
 
     __tablename__ = "score_vectors"
