@@ -96,7 +96,8 @@ class ChunkPooler:
             lengths = np.fromiter((len(i) for i in ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter((t for i in ids for t in i), dtype=np.int64, count=int(lengths.sum()))
             starts = np.cumsum(lengths) - lengths
-            for length in np.unique(lengths[lengths > 0]):  # one gather per text length
+            # one gather per text length (a set, not np.unique: that imports numpy.ma, ≈ 12 ms of a run)
+            for length in sorted(set(lengths[lengths > 0].tolist())):
                 rows = np.flatnonzero(lengths == length)
                 tokens = flat[starts[rows, None] + np.arange(length)]
                 out[start + rows] = self.table[tokens].sum(axis=1, dtype=self._acc)
