@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from sqlalchemy import DateTime, Index, TypeDecorator
+from sqlalchemy import DateTime, Index, Table, TypeDecorator
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
@@ -47,6 +47,9 @@ def utcnow() -> datetime:
 
 class TableModel(SQLModel, registry=registry()):
     """The base of evalloop's table models: their own registry and ``MetaData``."""
+
+    if TYPE_CHECKING:  # set on each table model by SQLAlchemy's declarative mapping
+        __table__: ClassVar[Table]
 
 
 #: every table of every evalloop model (history, locks, ledger)

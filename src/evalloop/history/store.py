@@ -227,7 +227,7 @@ class HistoryStore(metaclass=_MappedErrors):
             if not ids:
                 return []
             leases = {r.name: r for r in conn.execute(
-                select(LOCKS).where(LOCKS.c.name.in_([f"run:{run_id}" for run_id in ids])))}
+                select(*LOCKS.columns).where(LOCKS.c.name.in_([f"run:{run_id}" for run_id in ids])))}
         now = time.time()
         reaped: list[str] = []
         for run_id in ids:
@@ -312,7 +312,7 @@ class HistoryStore(metaclass=_MappedErrors):
             .where(Run.suite == suite, ScorerSummary.scorer == scorer,
                    Run.status == RunStatus.COMPLETED, Run.id != before.id,
                    (col(Run.started_at) < before.started_at)
-                   | ((Run.started_at == before.started_at) & (col(Run.id) < before.id)))
+                   | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)))
             .order_by(col(Run.started_at).desc(), col(Run.id).desc())
         )
         if base_fingerprint is not None:
