@@ -18,8 +18,8 @@ SUITE = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
 
 #: never needed by a run of a heuristic scorer over an in-process target, printed to a pipe (sqlmodel
 #: and sqlalchemy.orm are: the run writes the history, whose tables are SQLModel models, issue #25)
-UNUSED = ("anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec",
-          "sqlite_vec",
+UNUSED = ("anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec", "huggingface_hub",
+          "tokenizers", "safetensors", "sqlite_vec",
           "rich.progress", "rich.markdown", "rich.syntax",
           "evalloop.learning", "evalloop.memory", "evalloop.scheduling.scheduler", "evalloop.scheduling.sinks",
           "evalloop.report.cases", "evalloop.report.html", "evalloop.report.markdown",
