@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
 
 from evalloop.history.eligibility import accepted, eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
-from evalloop.history.store import RUNS, SUMMARIES, HistoryStore, dumps
+from evalloop.history.store import HistoryStore, dumps
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Vector, align, from_mapping
 from evalloop.verdicts import sequential
@@ -354,19 +353,13 @@ def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verd
 
 def _last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart | None:
     """The chart of this scorer's last nightly night before ``run`` (none before an acceptance)."""
-    query = (select(SUMMARIES.c.details)
-             .join(RUNS, SUMMARIES.c.run_id == RUNS.c.id)
-             .where(RUNS.c.suite == run.suite, SUMMARIES.c.scorer == scorer, RUNS.c.id != run.id,
-                    RUNS.c.started_at <= run.started_at)
-             .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()).limit(200))
-    with store.engine.connect() as conn:
-        for (details,) in conn.execute(query):
-            if '"accepted"' in (details or "") or '"chart"' in (details or ""):
-                data = json.loads(details or "{}")
-                if data.get("accepted"):
-                    return None
-                if data.get("chart"):
-                    return sequential.Chart(**data["chart"])
+    for details in store.earlier_details(run.suite, scorer, run):
+        if '"accepted"' in details or '"chart"' in details:
+            data = json.loads(details)
+            if data.get("accepted"):
+                return None
+            if data.get("chart"):
+                return sequential.Chart(**data["chart"])
     return None
 
 
@@ -377,7 +370,7 @@ def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verdic
     last acceptance (or ever) — not only the rolling window. Each night may drop within the noise
     while the window follows it down; against the reference the same drop adds up, and the run
     regresses once it is at least the threshold with the evidence rule's confidence."""
-    reference = _reference_runs(store, run, summary.scorer, len(prior) or 1)
+    reference = store.reference_runs(run.suite, summary.scorer, run, len(prior) or 1)
     if not reference or {r.id for r, _ in reference} <= {r.id for r, _ in prior}:
         return evidence
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference])
@@ -407,23 +400,3 @@ def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verdic
               f"{policy.confidence:.0%} confidence ({base:.3f} → {float(x.mean()):.3f}, lower bound {low:.1%}); "
               f"the rolling window followed it down: {evidence.reason}")
     return evidence.model_copy(update={"status": VerdictStatus.REGRESSED, "reason": reason})
-
-
-def _reference_runs(store: HistoryStore, run: Run, scorer: str, n: int) -> list[tuple[Run, ScorerSummary]]:
-    """The first ``n`` eligible runs of this scorer since its last acceptance (or ever), oldest first."""
-    from evalloop.history.eligibility import baseline_eligible
-
-    query = (select(RUNS, SUMMARIES).join(SUMMARIES, SUMMARIES.c.run_id == RUNS.c.id)
-             .where(RUNS.c.suite == run.suite, SUMMARIES.c.scorer == scorer, RUNS.c.id != run.id,
-                    RUNS.c.started_at <= run.started_at)
-             .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()))
-    width = len(RUNS.columns)
-    eligible: list[tuple[Run, ScorerSummary]] = []
-    with store.engine.connect() as conn:
-        for row in conn.execute(query.execution_options(yield_per=256)):
-            r, s = Run.from_values(row[:width]), ScorerSummary.from_values(row[width:])
-            if baseline_eligible(r, s):
-                eligible.append((r, s))
-                if accepted(s) is not None:
-                    break
-    return list(reversed(eligible))[:n]
