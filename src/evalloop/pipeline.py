@@ -137,7 +137,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     )
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
                              current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()})
-    report = RunReport(prepared, outcome, comparison, notices=notices)
+    report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
         report.extras["target_stats"] = run_notes["target_stats"]

@@ -255,7 +255,9 @@ class _RunState:
         self.first_case_error = ""
         self.tagged = False
         self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
-                       "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0}
+                       "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0,
+                       "cache_write_tokens": 0, "cache_read_tokens": 0, "batched_calls": 0}
+        self.notices: list[str] = []
         # looked up once, not per case
         self.scoring = [(b, b.name, grades[b.name]) for b in prepared.scorers]
         self.timeout = prepared.suite.timeout
@@ -346,6 +348,11 @@ class _RunState:
             totals["llm_calls"] += usage.calls
             totals["cache_hits"] += usage.cache_hits
             totals["llm_retries"] += usage.retries
+            totals["cache_write_tokens"] += usage.cache_write_tokens
+            totals["cache_read_tokens"] += usage.cache_read_tokens
+            totals["batched_calls"] += usage.batched
+            if usage.note is not None and not self.notices:  # said once per run
+                self.notices.append(usage.note)
             usage.clear()
         # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
         self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None,
@@ -398,4 +405,4 @@ class _RunState:
             ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals,
         )
         return RunOutcome(run, summaries, results, self.case_errors, self.first_case_error,
-                          tagged=self.tagged)
+                          notices=self.notices, tagged=self.tagged)

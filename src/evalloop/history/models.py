@@ -151,6 +151,9 @@ class Run(Record):
     llm_calls: int = 0
     cache_hits: int = 0
     llm_retries: int = 0
+    cache_write_tokens: int | None = None  # prompt-cache writes (None: older evalloop)
+    cache_read_tokens: int | None = None   # prompt-cache reads
+    batched_calls: int | None = None       # calls answered through a batch API
     notes: str = "{}"
     origin: str = "local"
 

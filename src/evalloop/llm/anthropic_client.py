@@ -27,6 +27,7 @@ from evalloop.errors import ConfigError
 from evalloop.llm.anthropic_reply import read_reply
 from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, price_table
+from evalloop.llm.prompt_cache import system_blocks
 from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, send
 from evalloop.llm.retry import parse_retry_after as _retry_after
 from evalloop.llm.types import DEFAULT_MODEL, ClosingClient, LLMRequest, LLMResponse
@@ -47,7 +48,9 @@ class AnthropicClient(ClosingClient):
 
     ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``.
     The SDK's own retries are off: :func:`~evalloop.llm.retry.call_with_retries` retries, so
-    both clients share one policy. At most ``concurrency`` calls are in flight at once.
+    both clients share one policy. At most ``concurrency`` calls are in flight at once. With
+    ``prompt_cache`` (the default) a request's ``cache_prefix`` marks its system prompt for
+    prompt caching (:mod:`evalloop.llm.prompt_cache`).
     """
 
     name = "anthropic"
@@ -64,6 +67,7 @@ class AnthropicClient(ClosingClient):
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         prices: Mapping[str, PriceInput] | None = None,
+        prompt_cache: bool = True,
     ) -> None:
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not api_key:
@@ -82,12 +86,14 @@ class AnthropicClient(ClosingClient):
         )
         self.prices: dict[str, Price] = price_table(prices)
         self.concurrency = concurrency
+        self.prompt_cache = prompt_cache
         self._api_key = api_key
         self._bound: _Bound | None = None
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Send ``request``; retry transient failures; record usage and cost."""
         bound = self._bind()
+        request = self.prepared(request)
         params = self._params(request)
         return await send(lambda: self._attempt(bound.sdk, request, params), self.policy,
                           semaphore=bound.semaphore, where=f"Anthropic API at {self.base_url}",
@@ -112,6 +118,17 @@ class AnthropicClient(ClosingClient):
             bound = self._bound = _Bound(loop, sdk, asyncio.Semaphore(self.concurrency))
         return bound
 
+    def prepared(self, request: LLMRequest) -> LLMRequest:
+        """``request`` as this client sends it: without the prompt-cache mark when ``prompt_cache``
+        is off (``EVALLOOP_LLM_PROMPT_CACHE=0``)."""
+        if request.cache_prefix and not self.prompt_cache:
+            return request.model_copy(update={"cache_prefix": False})
+        return request
+
+    def params(self, request: LLMRequest) -> dict[str, Any]:
+        """The Messages-API parameters of ``request`` (a live call's and a batch request's)."""
+        return self._params(request)
+
     def _params(self, request: LLMRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": request.model,
@@ -119,7 +136,7 @@ class AnthropicClient(ClosingClient):
             "messages": [m.model_dump() for m in request.messages],
         }
         if request.system is not None:
-            params["system"] = request.system
+            params["system"] = system_blocks(request)
         if request.temperature is not None:
             params["extra_body"] = {"temperature": request.temperature}
         if request.tool is not None:

@@ -152,7 +152,7 @@ class OpenAICompatClient(ClosingClient):
             raise MalformedReply(f"not a chat completion: {type(error).__name__}: {error}",
                                  status=reply.status_code, where=self.url, hint=_MALFORMED_HINT) from error
 
-    def _response(self, request: LLMRequest, data: dict[str, Any]) -> LLMResponse:
+    def _response(self, request: LLMRequest, data: dict[str, Any], batch: bool = False) -> LLMResponse:
         choice = data["choices"][0]
         message = choice.get("message") or {}
         text = message.get("content") or ""
@@ -170,11 +170,7 @@ class OpenAICompatClient(ClosingClient):
         stop_reason = FINISH_REASONS.get(choice.get("finish_reason") or "", choice.get("finish_reason"))
         if message.get("refusal"):
             stop_reason, text = "refusal", text or str(message["refusal"])
-        raw_usage = data.get("usage") or {}
-        usage = TokenUsage(
-            input_tokens=int(raw_usage.get("prompt_tokens") or 0),
-            output_tokens=int(raw_usage.get("completion_tokens") or 0),
-        )
+        usage = _usage(data.get("usage") or {})
         model = data.get("model") or request.model
         return LLMResponse(
             text=text,
@@ -183,8 +179,18 @@ class OpenAICompatClient(ClosingClient):
             model=model,
             stop_reason=stop_reason,
             id=data.get("id"),
-            cost_usd=cost_usd(model, usage, self.prices),
+            batched=batch,
+            cost_usd=cost_usd(model, usage, self.prices, batch=batch),
         )
+
+
+def _usage(raw: dict[str, Any]) -> TokenUsage:
+    """OpenAI usage in the Messages API's split: ``prompt_tokens`` include the cached ones
+    (``prompt_tokens_details.cached_tokens``, automatic caching), which are apart here."""
+    prompt = int(raw.get("prompt_tokens") or 0)
+    cached = int((raw.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    return TokenUsage(input_tokens=max(prompt - cached, 0), cache_read_input_tokens=min(cached, prompt),
+                      output_tokens=int(raw.get("completion_tokens") or 0))
 
 
 def _arguments(arguments: object) -> dict | None:
