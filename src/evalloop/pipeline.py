@@ -65,12 +65,14 @@ async def arun_suite(
     model: str | None = None,
     cache: str | None = None,
     select: Callable[[Case], bool] | None = None,
+    max_cost: float | None = None,
 ) -> RunReport:
     """Run one suite and compare it with its rolling baseline (async).
 
     ``engine`` (auto/local/llm), ``model`` and ``cache`` (use/off/only) choose the services
     when none are given; services built here are closed when the run ends. ``select`` keeps
-    only the cases it accepts (a partial run, never a baseline).
+    only the cases it accepts (a partial run, never a baseline). ``max_cost`` (USD, else the
+    suite's ``max_cost``) is the run's cost budget.
     """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
@@ -82,7 +84,7 @@ async def arun_suite(
                                            concurrency=concurrency)
     try:
         report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
-                            concurrency, progress, on_start, select)
+                            concurrency, progress, on_start, select, max_cost)
     finally:
         if owned:
             await close_services(services)
@@ -106,7 +108,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                services: Services, epochs: int | None, limit: int | None, concurrency: int | None,
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None,
-               select: Callable[[Case], bool] | None = None) -> RunReport:
+               select: Callable[[Case], bool] | None = None, max_cost: float | None = None) -> RunReport:
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
@@ -132,7 +134,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         prepared, store, services=services, epochs=epochs, limit=limit,
         concurrency=concurrency, default_concurrency=settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
-        progress=progress, select=select,
+        progress=progress, select=select, max_cost=max_cost,
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},
     )
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,

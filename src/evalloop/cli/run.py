@@ -68,6 +68,11 @@ def run(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the LLM response cache.")] = False,
     cache_only: Annotated[bool, typer.Option(
         "--cache-only", help="Replay LLM replies from the cache; a miss is an error naming the case.")] = False,
+    max_cost: Annotated[float | None, typer.Option(
+        "--max-cost", min=0.0, metavar="USD",
+        help="Cost budget of each run: no LLM call starts once the estimate would pass it; the run "
+             "is then marked invalid (never a baseline). Default: the suite's max_cost.",
+        show_default=False)] = None,
     notify_sinks: Annotated[bool, typer.Option(
         "--notify", hidden=True, help="Send regressions to the configured sinks (scheduled fires).")] = False,
     project: ProjectOpt = None,
@@ -91,7 +96,7 @@ def run(
         settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project)
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
-               "select": _selector(which) if which.active else None}
+               "select": _selector(which) if which.active else None, "max_cost": max_cost}
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()

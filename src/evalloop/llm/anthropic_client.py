@@ -25,6 +25,7 @@ import anthropic
 
 from evalloop.errors import ConfigError
 from evalloop.llm.anthropic_reply import read_reply
+from evalloop.llm.budget import within_budget
 from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, price_table
 from evalloop.llm.prompt_cache import system_blocks
@@ -95,9 +96,9 @@ class AnthropicClient(ClosingClient):
         bound = self._bind()
         request = self.prepared(request)
         params = self._params(request)
-        return await send(lambda: self._attempt(bound.sdk, request, params), self.policy,
-                          semaphore=bound.semaphore, where=f"Anthropic API at {self.base_url}",
-                          url_setting="ANTHROPIC_BASE_URL")
+        return await within_budget(request, self.prices, lambda: send(
+            lambda: self._attempt(bound.sdk, request, params), self.policy, semaphore=bound.semaphore,
+            where=f"Anthropic API at {self.base_url}", url_setting="ANTHROPIC_BASE_URL"))
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the running loop's SDK client (one of a finished loop

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from evalloop.errors import ConfigError
+from evalloop.llm.budget import within_budget
 from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
 from evalloop.llm.retry import (
@@ -86,8 +87,9 @@ class OpenAICompatClient(ClosingClient):
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Send ``request``; retry transient failures; record usage and cost."""
-        return await send(lambda: self._attempt(request), self.policy, semaphore=self._semaphore,
-                          where=f"LLM server at {self.url}", url_setting="EVALLOOP_LLM_BASE_URL")
+        return await within_budget(request, self.prices, lambda: send(
+            lambda: self._attempt(request), self.policy, semaphore=self._semaphore,
+            where=f"LLM server at {self.url}", url_setting="EVALLOOP_LLM_BASE_URL"))
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connections."""
