@@ -190,13 +190,15 @@ async def execute(
     notes: dict[str, Any] | None = None,
     select: Callable[[Case], bool] | None = None,
     max_cost: float | None = None,
+    on_begin: Callable[[Run], None] | None = None,
 ) -> RunOutcome:
     """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
 
     ``select`` keeps only the cases it accepts (``-k``/``--tag``): the run is then partial,
     compared like ``--limit`` but never a baseline. ``max_cost`` (else the suite's) is the run's
     cost budget in USD (:mod:`evalloop.llm.budget`): once spent, no new case starts, the cases
-    in flight finish, and the run is marked invalid saying what it spent."""
+    in flight finish, and the run is marked invalid saying what it spent. ``on_begin`` is told
+    the run once it is stored (batch mode records its batches under it)."""
     suite = prepared.suite
     services = services or Services()
     epochs = epochs or suite.epochs
@@ -215,6 +217,8 @@ async def execute(
         n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
+    if on_begin is not None:
+        on_begin(run)
     grades = {b.name: _Grades(n_cases) for b in prepared.scorers}
     state = _RunState(run, prepared, store, services, grades, batch_size, progress, n_cases)
     work: Iterator[tuple[int, Case, int]] = (
@@ -225,7 +229,8 @@ async def execute(
     budget = max_cost if max_cost is not None else suite.max_cost
     try:
         with budget_scope(budget) as state.budget:  # the workers' calls inherit it
-            workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
+            n_workers = max(1, min(concurrency, n_cases * epochs))
+            workers = [asyncio.create_task(state.worker(work)) for _ in range(n_workers)]
         try:
             await asyncio.gather(*workers)
         except BaseException:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tests.support.messages_server import LLMServer
+    from .messages_server import LLMServer
 
 MAX_REQUESTS = 100_000
 PREFIX = "/v1/messages/batches"
@@ -116,7 +116,7 @@ class BatchDesk:
 
     def _settle(self, batch: Batch) -> None:
         """Answer a batch's requests once it may end (or cancel them)."""
-        from tests.support.messages_server import Seen
+        from .messages_server import Seen
 
         with self._lock:
             if batch.ended is not None:

@@ -195,7 +195,7 @@ class LLMServer:
         self._active = 0
         self.max_active = 0
         self.prefixes: set[str] = set()  # prompt-cache entries (never expire here)
-        from tests.support.message_batches import BatchDesk
+        from .message_batches import BatchDesk
 
         self.batches = BatchDesk(self)
         self._httpd = _Server(("127.0.0.1", 0), self._handler_class())

@@ -251,3 +251,16 @@ class CalibrationRecord(Record):
     suggested_threshold: float | None = None
     minimal_detectable_drop: float | None = None
     per_case_variance: str = "{}"
+
+
+@_table("run_batches", indexed=("run_id",), refs={"run_id": "runs.id"})
+class RunBatch(Record):
+    """A provider batch a run submitted (batch mode): a run killed while waiting on it is resumed
+    from these (``evalloop run --resume``) instead of submitting and paying again."""
+
+    id: int | None = None
+    run_id: str
+    provider: str
+    batch_id: str
+    custom_ids: str = "[]"  # JSON list: the requests that went out in it
+    created_at: datetime = Field(default_factory=utcnow)

@@ -16,8 +16,9 @@ model tree, and the retry machinery entered only after a first attempt fails.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -146,8 +147,19 @@ class AnthropicClient(ClosingClient):
         return params
 
     async def _attempt(self, sdk: anthropic.AsyncAnthropic, request: LLMRequest, params: dict[str, Any]) -> LLMResponse:
-        try:
+        with self.api_errors():
             raw = await sdk.messages.with_raw_response.create(**params)
+        try:
+            return read_reply(raw.http_response.content, raw.headers.get("content-type", ""), request, self.prices)
+        except TypeError as error:
+            raise self._malformed(str(error)) from error
+
+    @contextlib.contextmanager
+    def api_errors(self) -> Iterator[None]:
+        """The SDK's errors inside as evalloop's: retryable ones :class:`TransientError`, a rejected
+        key :class:`ConfigError`, other statuses :class:`LLMCallFailed` (live and batch calls alike)."""
+        try:
+            yield
         except anthropic.APITimeoutError as error:
             raise TransientError("timeout", f"no reply within {self.policy.timeout:g} s") from error
         except anthropic.APIConnectionError as error:
@@ -165,10 +177,10 @@ class AnthropicClient(ClosingClient):
                 retry_after = _retry_after(error.response.headers)
                 raise TransientError("status", text, status=error.status_code, retry_after=retry_after) from error
             raise LLMCallFailed(text, status=error.status_code, where=f"Anthropic API at {self.base_url}") from error
-        try:
-            return read_reply(raw.http_response.content, raw.headers.get("content-type", ""), request, self.prices)
-        except TypeError as error:
-            raise self._malformed(str(error)) from error
+
+    def sdk(self) -> anthropic.AsyncAnthropic:
+        """The running loop's SDK client (the batch backend calls the Message Batches API on it)."""
+        return self._bind().sdk
 
     def _malformed(self, why: str) -> MalformedReply:
         return MalformedReply(f"not a Messages-API reply: {why}", where=f"Anthropic API at {self.base_url}",

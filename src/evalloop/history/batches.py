@@ -1,0 +1,33 @@
+"""The provider batches a run submitted (batch mode), kept so a killed run can be resumed.
+
+A batch is recorded as soon as the provider gave it an id, before any polling: ``evalloop run
+--resume RUN`` reads them back (custom_id -> batch id) and collects instead of submitting again.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import insert, select
+
+from evalloop.history.models import RunBatch
+from evalloop.history.store import HistoryStore
+
+BATCHES = RunBatch.__table__
+
+
+def record_batch(store: HistoryStore, run_id: str, provider: str, batch_id: str, custom_ids: list[str]) -> None:
+    """Keep one submitted batch of ``run_id``."""
+    row = RunBatch(run_id=run_id, provider=provider, batch_id=batch_id, custom_ids=json.dumps(custom_ids))
+    with store.engine.begin() as conn:
+        conn.execute(insert(BATCHES), row.row())
+
+
+def batches_of(store: HistoryStore, run_id: str) -> dict[str, str]:
+    """The requests ``run_id`` sent in batches: custom_id -> batch id."""
+    known: dict[str, str] = {}
+    with store.engine.connect() as conn:
+        for batch_id, ids in conn.execute(select(BATCHES.c.batch_id, BATCHES.c.custom_ids)
+                                          .where(BATCHES.c.run_id == run_id).order_by(BATCHES.c.id)):
+            known.update(dict.fromkeys(json.loads(ids or "[]"), batch_id))
+    return known
