@@ -59,7 +59,7 @@ def serve() -> None:
 
 
 def suites(n: int) -> dict[str, Any]:
-    from evalloop.suites import Suite
+    from evalloop.suites.models import Suite
 
     def judge(rubric: str) -> Suite:
         cases = [{"id": f"c{i}", "input": f"How do I rotate the signing key of service {i}?",
@@ -78,8 +78,8 @@ def suites(n: int) -> dict[str, Any]:
 
 async def one(suite: Any, settings: Any, url: str, mode: str) -> dict[str, float]:
     from evalloop.llm import AnthropicClient
-    from evalloop.pipeline import arun_suite
-    from evalloop.services import build_services, close_services
+    from evalloop.loop.pipeline import arun_suite
+    from evalloop.run.services import build_services, close_services
 
     client = AnthropicClient(api_key="bench", base_url=url, concurrency=16, prompt_cache=mode != "a")
     services, _ = build_services(settings, client=client, cache="off", engine="llm", batch=mode == "c")

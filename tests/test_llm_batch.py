@@ -14,8 +14,8 @@ from evalloop.errors import EvalloopError
 from evalloop.history.batches import batches_of
 from evalloop.history.store import HistoryStore
 from evalloop.llm.anthropic_batches import AnthropicBatches
-from evalloop.pipeline import arun_suite
-from evalloop.suites import Suite
+from evalloop.loop.pipeline import arun_suite
+from evalloop.suites.models import Suite
 from support.messages_server import LLMServer, Reply, Seen
 
 TARGET = '''

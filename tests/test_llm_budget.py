@@ -13,8 +13,8 @@ import yaml
 
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
-from evalloop.pipeline import arun_suite
-from evalloop.suites import Suite
+from evalloop.loop.pipeline import arun_suite
+from evalloop.suites.models import Suite
 from support.cli import cli
 from support.messages_server import LLMServer, Reply, Seen
 

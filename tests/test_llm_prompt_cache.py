@@ -13,9 +13,9 @@ from evalloop.config import load_settings
 from evalloop.llm import AnthropicClient, LLMRequest, Message, OpenAICompatClient, usage_scope
 from evalloop.llm.pricing import cost_usd, min_cacheable
 from evalloop.llm.types import TokenUsage
-from evalloop.pipeline import arun_suite
+from evalloop.loop.pipeline import arun_suite
 from evalloop.report.summary import run_summary
-from evalloop.suites import Suite
+from evalloop.suites.models import Suite
 from support.messages_server import LLMServer, Reply, Seen
 
 LONG = "Grade with care. " * 1100   # ≈ 4,700 tokens by the server's count: above Haiku 4.5's 4,096

@@ -4,7 +4,8 @@
 texts of HTTP clients and database drivers carry the URLs they were given). Messages, logs,
 reports and history go through these before they are shown or stored. :func:`install_log_redaction`
 makes every log record's message go through it, and quiets httpx's
-per-request INFO lines (each names the full URL). :func:`check_url` validates a configured URL.
+per-request INFO lines (each names the full URL). It knows nothing of settings or errors:
+checking a configured URL is :mod:`evalloop.config`'s.
 """
 
 from __future__ import annotations
@@ -56,39 +57,6 @@ def redact_text(text: str) -> str:
     if not text or "://" not in text:
         return text
     return _URL.sub(lambda m: redact_url(m.group(0)), text)
-
-
-BASE_URL_ENV = ("ANTHROPIC_BASE_URL", "EVALLOOP_LLM_BASE_URL", "EVALLOOP_JUDGE_BASE_URL")
-
-
-def check_settings(settings: Any, where: str | None = None) -> None:
-    """Check the URLs a configuration names (webhook, memory service, LLM servers) as it loads,
-    not at the first send; and make sure this process's log lines carry no credential."""
-    import os
-
-    check_url(settings.webhook_url, setting="webhook_url", where=where)
-    check_url(settings.memory_url, setting="memory_url", where=where)
-    for name in BASE_URL_ENV:
-        check_url(os.environ.get(name), setting=name, where="environment")
-    install_log_redaction()
-
-
-def check_url(value: str | None, *, setting: str, schemes: tuple[str, ...] = ("http", "https"),
-              where: str | None = None) -> None:
-    """Raise ConfigError (with the URL redacted) unless ``value`` is an absolute URL of ``schemes``."""
-    from evalloop.errors import ConfigError
-
-    if not value:
-        return
-    try:
-        parts = urlsplit(value)
-        port_ok = parts.port is None or 0 < parts.port < 65536
-    except ValueError:
-        parts, port_ok = None, False
-    if parts is None or not port_ok or parts.scheme.lower() not in schemes or not parts.hostname:
-        raise ConfigError(f"setting '{setting}' is not a usable {'/'.join(schemes)} URL: '{redact_url(value)}'",
-                          where=where,
-                          hint=f"give an absolute URL like https://host/path (schemes: {', '.join(schemes)})")
 
 
 _installed = False

@@ -27,13 +27,13 @@ def doctor(
 
     Example: [bold]evalloop doctor --repair[/bold]
     """
-    from evalloop.health import check_all
+    from evalloop.history.health import check_all
 
     settings = settings_for(project)
     checks = check_all(settings)
     repairs = []
     if repair and not all(c.ok for c in checks):
-        from evalloop.repair import repair as do_repair
+        from evalloop.history.repair import repair as do_repair
 
         repairs = do_repair(settings, checks)
         checks = check_all(settings)

@@ -15,10 +15,10 @@ from evalloop.errors import FixtureError
 
 if TYPE_CHECKING:
     from evalloop.config import Settings
-    from evalloop.pipeline import RunReport
+    from evalloop.loop.pipeline import RunReport
     from evalloop.report.filters import CaseFilter
     from evalloop.scoring.registry import Registry
-    from evalloop.suites import Suite
+    from evalloop.suites.models import Suite
 
 CaseOpt = Annotated[list[str] | None, typer.Option(
     "-k", "--case", metavar="PATTERN",
@@ -97,9 +97,9 @@ def run(
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
     with lifecycle.setting_up():  # what loads here lives until the end: no collections meanwhile
-        from evalloop.outcome import exit_code_of, failure_lines
+        from evalloop.loop.outcome import exit_code_of, failure_lines
         from evalloop.report.terminal import closing_line, print_run
-        from evalloop.signals import terminate_as_interrupt
+        from evalloop.run.signals import terminate_as_interrupt
 
         if resume:
             resume, suite, repeat = _resumed(resume, suite, all_suites, project)
@@ -155,11 +155,11 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
              tag: list[str] | None, project: Path | None) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
     """The settings, scorers and suites of a run, every suite checked before any runs (a bad one
     stops nothing half-way), and the case filter."""
-    import evalloop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
+    import evalloop.loop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
     from evalloop.report.filters import CaseFilter
-    from evalloop.runner import prepare
+    from evalloop.run.runner import prepare
     from evalloop.scoring.registry import discover
-    from evalloop.suite_lookup import find_suite, suites_for_all
+    from evalloop.suites.lookup import find_suite, suites_for_all
 
     which = CaseFilter(patterns=case or [], tags=tag or [])
     settings = settings_for(project)
@@ -179,8 +179,8 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
 def _resumed(ref: str, suite: list[str] | None, all_suites: bool,
              project: Path | None) -> tuple[str, list[str], dict]:
     """The id and suite of the batch run ``ref`` (which must be resumable) and the options it repeats."""
-    from evalloop.batchmode import resumable, resume_options
     from evalloop.history.store import HistoryStore
+    from evalloop.run.batchmode import resumable, resume_options
 
     if suite or all_suites:
         raise FixtureError("--resume runs the suite of the run it resumes", where="--resume",
@@ -194,7 +194,7 @@ def _notify(report: RunReport, settings) -> None:
     import logging
 
     from evalloop.errors import EvalloopError
-    from evalloop.sinks import LogSink, build_sinks, notify
+    from evalloop.scheduling.sinks import LogSink, build_sinks, notify
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -237,7 +237,7 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
 
 
 async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:
-    from evalloop.pipeline import arun_suite
+    from evalloop.loop.pipeline import arun_suite
 
     if not show_progress:
         return await arun_suite(suite, settings=settings, registry=registry, **options)

@@ -20,18 +20,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from evalloop.llm.errors import LLMError
+from evalloop.llm.errors import BudgetExceeded
 from evalloop.llm.pricing import BATCH, CACHE_WRITE, Price, estimate_tokens, price_for
 from evalloop.llm.prompt_cache import prefix_tokens
 from evalloop.llm.types import LLMRequest, LLMResponse
 
 _BUDGET: ContextVar[Budget | None] = ContextVar("evalloop_budget", default=None)
-
-
-class BudgetExceeded(LLMError):
-    """An LLM call refused because its estimate would take the run past its cost budget.
-
-    Not one case's failure: the run stops starting cases (see :func:`evalloop.llm.errors.is_case_level`)."""
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Typed errors of the LLM layer, all :class:`evalloop.errors.EvalloopError` subclasses.
 
-Whose failure each one is (:mod:`evalloop.failures`): a reply the model made that cannot be used
+Whose failure each one is (:mod:`evalloop.run.failures`): a reply the model made that cannot be used
 (:class:`ReplyParseError`, :class:`RefusalError`) is the target's; a call that failed
 (:class:`LLMCallFailed`, including :class:`MalformedReply`) or could not connect
 (:class:`LLMConnectionFailed`) is the infrastructure's.
@@ -57,6 +57,11 @@ class LLMConnectionFailed(ConnectionFailed, LLMError):
     """The LLM server could not be reached (connection refused, DNS, TLS) after retries."""
 
 
+class BudgetExceeded(LLMError):
+    """An LLM call refused because its estimate would take the run past its cost budget
+    (:mod:`evalloop.llm.budget`). Not one case's failure: the run stops starting cases."""
+
+
 RUN_LEVEL_STATUS = {404}  # a model that does not exist fails every case alike: stop the run
 
 
@@ -66,8 +71,6 @@ def is_case_level(exc: BaseException) -> bool:
     replay miss, a spent cost budget — anything that would fail every case alike)."""
     if not isinstance(exc, LLMError) or isinstance(exc, ConnectionFailed):
         return False
-    from evalloop.llm.budget import BudgetExceeded
-
     if isinstance(exc, BudgetExceeded):
         return False
     return not (isinstance(exc, LLMCallFailed) and exc.status in RUN_LEVEL_STATUS)

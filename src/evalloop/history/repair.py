@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from evalloop.config import Settings
-from evalloop.health import Check
+from evalloop.history.health import Check
 
 
 class Repair(BaseModel):

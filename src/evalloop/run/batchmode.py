@@ -15,11 +15,11 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from evalloop.context import Services
 from evalloop.errors import FixtureError
 from evalloop.history.models import Run, RunStatus
 from evalloop.history.store import HistoryStore
 from evalloop.llm.batching import BatchingClient
+from evalloop.run.context import Services
 
 BATCH_IN_FLIGHT = 10_000
 """Cases in flight at once in batch mode (each waits on its batch; a waiting case costs little)."""
