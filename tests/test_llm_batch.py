@@ -153,3 +153,39 @@ def test_a_batch_run_killed_mid_poll_is_resumed_without_submitting_twice(tmp_pat
         assert again.returncode == 2 and "completed: there is nothing to resume" in again.stderr
         unknown = cli(tmp_path, "run", "--resume", "nope", env=env)
         assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr
+
+
+# -- a schedule's runs in batch mode under a budget -----------------------------------------------
+def test_a_schedule_runs_in_batch_mode_under_its_budget(tmp_path, monkeypatch):
+    from datetime import UTC, datetime
+
+    import yaml
+
+    from evalloop.scheduling.scheduler import add_schedule, list_schedules
+    from support.project import wait_for
+    from support.scheduling import serving
+
+    (tmp_path / "sut.py").write_text(TARGET)
+    (tmp_path / "fixtures").mkdir()
+    suite = judged(12).model_dump(mode="json", exclude={"path"}, exclude_none=True)
+    (tmp_path / "fixtures" / "judged.yaml").write_text(yaml.safe_dump(suite))
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "EVALLOOP_")):
+            monkeypatch.delenv(name)
+    budget = 6 * (1000 * 1.0 + 100 * 5.0) / 1e6 / 2  # six batched judge calls
+    with LLMServer(answer) as server:
+        for name, value in {"ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": server.url, "PYTHONPATH": str(tmp_path),
+                            "EVALLOOP_BATCH_POLL": "0.05", "EVALLOOP_BATCH_WINDOW": "0.02"}.items():
+            monkeypatch.setenv(name, value)
+        settings = load_settings(tmp_path)
+        info = add_schedule(settings, ["judged"], every="1h", job_id="nightly", first_run=datetime.now(UTC),
+                            batch=True, max_cost=budget)
+        assert info.options == {"batch": True, "max_cost": budget}
+        store = HistoryStore(settings.database_url)
+        with serving(settings):
+            assert wait_for(lambda: any(r.status == "completed" for r in store.runs("judged")), timeout=60)
+        assert server.batches.submissions >= 1
+    (run,) = store.runs("judged")
+    assert run.batched_calls == run.llm_calls > 0 and run.cost_usd <= budget
+    assert not run.valid and run.invalid_reason.startswith("stopped at the cost budget")
+    assert list_schedules(settings)[0].last_verdict == "invalid run"

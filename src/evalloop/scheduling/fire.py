@@ -42,10 +42,16 @@ class FireResult:
     summary: dict[str, Any] | None = None
 
 
-def fire_argv(project_dir: str, suite: str) -> list[str]:
-    """The command of one suite's fire: this interpreter, the installed evalloop, as a CLI run."""
+def fire_argv(project_dir: str, suite: str, options: dict[str, Any] | None = None) -> list[str]:
+    """The command of one suite's fire: this interpreter, the installed evalloop, as a CLI run;
+    a schedule's ``options`` (``batch``, ``max_cost``) as the run's flags."""
+    extra: list[str] = []
+    if (options or {}).get("batch"):
+        extra.append("--batch")
+    if (options or {}).get("max_cost") is not None:
+        extra += ["--max-cost", repr(float(options["max_cost"]))]  # type: ignore[index]
     return [sys.executable, "-m", "evalloop", "run", "--suite", suite, "--project", str(project_dir),
-            "--json", "--no-cases", "--no-fail-on-regression", "--notify"]
+            "--json", "--no-cases", "--no-fail-on-regression", "--notify", *extra]
 
 
 def verdict_from_summary(doc: dict[str, Any]) -> str:
@@ -63,14 +69,15 @@ def verdict_from_summary(doc: dict[str, Any]) -> str:
 
 
 def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: Processes | None = None,
-             stop_requested: Callable[[], bool] = lambda: False) -> FireResult:
+             stop_requested: Callable[[], bool] = lambda: False,
+             options: dict[str, Any] | None = None) -> FireResult:
     """Run one suite in a fresh process and wait for it; never raises for what the run did."""
     env = {**os.environ, "EVALLOOP_PROJECT": str(project_dir), "NO_COLOR": "1",
            "EVALLOOP_FIRE_PARENT": str(os.getpid())}  # the fire ends if the scheduler dies
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(fire_argv(project_dir, suite), stdout=stdout, stderr=stderr,
+            proc = subprocess.Popen(fire_argv(project_dir, suite, options), stdout=stdout, stderr=stderr,
                                     stdin=subprocess.DEVNULL, cwd=project_dir, env=env,
                                     start_new_session=True)  # a terminal's Ctrl-C is the scheduler's
         except OSError as exc:
