@@ -148,6 +148,8 @@ def test_a_batch_run_killed_mid_poll_is_resumed_without_submitting_twice(tmp_pat
         assert doc["valid"] and doc["batched_calls"] == 12 and doc["scorers"][0]["current"] == pytest.approx(0.7)
         assert f"resumed run {killed}: 12 request(s) collected from its batches, nothing submitted again" \
             in resumed.stderr
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("select status from runs where id = ?", (killed,)).fetchone()[0] == "failed"
 
         again = cli(tmp_path, "run", "--resume", doc["run_id"], "--json", env=env)
         assert again.returncode == 2 and "completed: there is nothing to resume" in again.stderr
