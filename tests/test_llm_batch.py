@@ -191,3 +191,27 @@ def test_a_schedule_runs_in_batch_mode_under_its_budget(tmp_path, monkeypatch):
     assert run.batched_calls == run.llm_calls > 0 and run.cost_usd <= budget
     assert not run.valid and run.invalid_reason.startswith("stopped at the cost budget")
     assert list_schedules(settings)[0].last_verdict == "invalid run"
+
+
+# -- the OpenAI-compatible client: /v1/files + /v1/batches ----------------------------------------
+async def test_the_openai_compatible_client_batches_through_v1_batches(project, monkeypatch):
+    from evalloop.llm import OpenAICompatClient
+    from evalloop.run.services import build_services, close_services
+
+    def openai_answer(seen: Seen) -> Reply:
+        return Reply.of_tool({"score": 60, "issues": [], "strengths": []}, input_tokens=1000, output_tokens=100)
+
+    with LLMServer(openai_answer) as server:
+        server.script(Reply.server_error(), Reply(batch_result="expired"))
+        client = OpenAICompatClient(server.openai_url, "claude-haiku-4-5")
+        services, _ = build_services(load_settings(project), client=client, cache="off", batch=True)
+        try:
+            report = await arun_suite(judged(10), settings=load_settings(project), services=services)
+        finally:
+            await close_services(services)
+        assert server.openai_batches.submissions == 1 and server.batches.submissions == 0
+    run = report.outcome.run
+    summary = report.outcome.summaries["llm-rubric"]
+    assert summary.errored == 2 and summary.n == 8 and summary.mean == pytest.approx(0.6)
+    assert run.batched_calls == run.llm_calls == 8
+    assert run.cost_usd == pytest.approx(8 * (1000 * 1.0 + 100 * 5.0) / 1e6 / 2)

@@ -196,8 +196,10 @@ class LLMServer:
         self.max_active = 0
         self.prefixes: set[str] = set()  # prompt-cache entries (never expire here)
         from .message_batches import BatchDesk
+        from .openai_batches import OpenAIBatchDesk
 
         self.batches = BatchDesk(self)
+        self.openai_batches = OpenAIBatchDesk(self)
         self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._thread: threading.Thread | None = None
 
@@ -265,6 +267,16 @@ class LLMServer:
         finally:
             self._done()
 
+    def answer_openai(self, seen: Seen) -> tuple[int, dict[str, Any]]:
+        """The status and body of a chat-completion reply to ``seen`` (an OpenAI batch line's)."""
+        reply = self._next(seen)
+        try:
+            if reply.status >= 400 or reply.raw_body is not None:
+                return (reply.status if reply.status >= 400 else 500), _error_body(reply, True)
+            return 200, _chat_completion(seen, reply)
+        finally:
+            self._done()
+
     def peek(self) -> Reply | None:
         """The next scripted reply, left in the queue."""
         with self._lock:
@@ -294,7 +306,8 @@ class LLMServer:
 
             def do_GET(self) -> None:  # noqa: N802
                 path = self.path.split("?")[0]
-                status, payload, jsonl = server.batches.get(path)
+                desk = server.batches if path.startswith("/v1/messages/") else server.openai_batches
+                status, payload, jsonl = desk.get(path)
                 if jsonl is not None:
                     self._send_bytes(status, jsonl, {}, "application/binary")
                 else:
@@ -310,6 +323,10 @@ class LLMServer:
                 path = self.path.split("?")[0]
                 if path.startswith("/v1/messages/batches"):
                     status, payload, _ = server.batches.post(path, body)
+                    self._send(status, payload, {})
+                    return
+                if path in ("/v1/files", "/v1/batches"):
+                    status, payload = server.openai_batches.post(path, raw, self.headers.get("content-type", ""))
                     self._send(status, payload, {})
                     return
                 seen = Seen(path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address[:2])

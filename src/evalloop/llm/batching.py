@@ -211,9 +211,14 @@ def batching(client: LLMClient) -> BatchingClient | None:
 def batch_backend(client: LLMClient) -> BatchBackend | None:
     """The batch API of ``client``'s provider, or ``None`` when evalloop has none for it."""
     from evalloop.llm.anthropic_client import AnthropicClient
+    from evalloop.llm.openai_client import OpenAICompatClient
 
     if isinstance(client, AnthropicClient):
         from evalloop.llm.anthropic_batches import AnthropicBatches
 
         return AnthropicBatches(client)
+    if isinstance(client, OpenAICompatClient):
+        from evalloop.llm.openai_batches import OpenAIBatches
+
+        return OpenAIBatches(client)
     return None

@@ -118,12 +118,26 @@ class OpenAICompatClient(ClosingClient):
         return body
 
     async def _attempt(self, request: LLMRequest) -> LLMResponse:
+        reply = self.checked(await self.http("POST", self.url, json=self._body(request)))
         try:
-            reply = await self._http.post(self.url, json=self._body(request))
+            data = reply.json()
+        except ValueError as error:
+            raise MalformedReply(f"not a chat completion: the body is not JSON ({reply.text[:60]!r})",
+                                 status=reply.status_code, where=self.url, hint=_MALFORMED_HINT) from error
+        return self.read(request, data, status=reply.status_code)
+
+    async def http(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        """One HTTP request to the server; a transport failure or timeout as a :class:`TransientError`."""
+        try:
+            return await self._http.request(method, url, **kw)
         except httpx.TimeoutException as error:
             raise TransientError("timeout", f"no reply within {self.policy.timeout:g} s") from error
         except httpx.TransportError as error:
             raise TransientError("connection", f"{type(error).__name__}: {error}") from error
+
+    def checked(self, reply: httpx.Response) -> httpx.Response:
+        """``reply`` if it succeeded; a retryable status as a :class:`TransientError`, a rejected key
+        as a :class:`ConfigError`, another failure as :class:`LLMCallFailed`."""
         if reply.status_code in RETRYABLE_STATUS:
             raise TransientError(
                 "status",
@@ -134,25 +148,28 @@ class OpenAICompatClient(ClosingClient):
         if reply.status_code in (401, 403):
             raise ConfigError(
                 f"the server rejected the key ({reply.status_code})",
-                where=self.url,
+                where=str(reply.request.url),
                 hint="check EVALLOOP_LLM_API_KEY",
             )
         if reply.status_code >= 400:
             raise LLMCallFailed(
                 f"HTTP {reply.status_code}: {_error_text(reply)}",
                 status=reply.status_code,
-                where=self.url,
+                where=str(reply.request.url),
             )
+        return reply
+
+    def read(self, request: LLMRequest, data: Any, *, status: int = 200, batch: bool = False) -> LLMResponse:
+        """The :class:`LLMResponse` of a chat completion (a live reply's or a batch line's body)."""
         try:
-            data = reply.json()
-        except ValueError as error:
-            raise MalformedReply(f"not a chat completion: the body is not JSON ({reply.text[:60]!r})",
-                                 status=reply.status_code, where=self.url, hint=_MALFORMED_HINT) from error
-        try:
-            return self._response(request, data)
+            return self._response(request, data, batch)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
             raise MalformedReply(f"not a chat completion: {type(error).__name__}: {error}",
-                                 status=reply.status_code, where=self.url, hint=_MALFORMED_HINT) from error
+                                 status=status, where=self.url, hint=_MALFORMED_HINT) from error
+
+    def body(self, request: LLMRequest) -> dict[str, Any]:
+        """The chat-completion body of ``request`` (a live call's and a batch line's)."""
+        return self._body(request)
 
     def _response(self, request: LLMRequest, data: dict[str, Any], batch: bool = False) -> LLMResponse:
         choice = data["choices"][0]
