@@ -106,41 +106,54 @@ async def test_failed_batch_results_follow_the_live_rule(project, monkeypatch):
 
 
 # -- resuming a batch run killed while it polls ---------------------------------------------------
-def test_a_batch_run_killed_mid_poll_is_resumed_without_submitting_twice(tmp_path):
-    import json
+def batch_project(tmp_path, server, n: int = 12) -> dict[str, str]:
+    """A project whose suite is in batch mode, and the environment of its runs."""
+    import yaml
+
+    (tmp_path / "sut.py").write_text(TARGET)
+    (tmp_path / "fixtures").mkdir()
+    suite = judged(n).model_dump(mode="json", exclude={"path"}, exclude_none=True)
+    (tmp_path / "fixtures" / "judged.yaml").write_text(yaml.safe_dump({**suite, "batch": True}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "EVALLOOP_"))}
+    return {**env, "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": server.url, "PYTHONPATH": str(tmp_path),
+            "EVALLOOP_BATCH_POLL": "0.05", "EVALLOOP_BATCH_WINDOW": "0.02", "NO_COLOR": "1"}
+
+
+def killed_mid_poll(tmp_path, server, env) -> str:
+    """Start a batch run, kill -9 it while it polls its (held) batch; the killed run's id."""
     import signal
     import sqlite3
     import subprocess
     import time
 
-    import yaml
+    from support.cli import EVALLOOP
 
-    from support.cli import EVALLOOP, cli
+    server.batches.held.set()  # the batch stays in progress: the run polls
+    proc = subprocess.Popen([EVALLOOP, "run", "--suite", "judged", "--no-cache", "--json"], cwd=tmp_path,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while server.batches.polls < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert server.batches.polls >= 3, proc.stderr.read().decode() if proc.poll() is not None else "no polls"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+        (killed, status), = conn.execute("select id, status from runs").fetchall()
+        recorded = conn.execute("select count(*) from run_batches where run_id = ?", (killed,)).fetchone()[0]
+    assert status == "running" and recorded == 1 and server.batches.submissions == 1
+    server.batches.held.clear()  # the batch ends while nobody waits on it
+    return killed
 
-    (tmp_path / "sut.py").write_text(TARGET)
-    (tmp_path / "fixtures").mkdir()
-    suite = judged(12).model_dump(mode="json", exclude={"path"}, exclude_none=True)
-    (tmp_path / "fixtures" / "judged.yaml").write_text(yaml.safe_dump({**suite, "batch": True}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "EVALLOOP_"))}
-    db = tmp_path / "history" / "evalloop.db"
+
+def test_a_batch_run_killed_mid_poll_is_resumed_without_submitting_twice(tmp_path):
+    import json
+    import sqlite3
+
+    from support.cli import cli
+
     with LLMServer(answer) as server:
-        env.update(ANTHROPIC_API_KEY="test", ANTHROPIC_BASE_URL=server.url, PYTHONPATH=str(tmp_path),
-                   EVALLOOP_BATCH_POLL="0.05", EVALLOOP_BATCH_WINDOW="0.02", NO_COLOR="1")
-        server.batches.held.set()  # the batch stays in progress: the run polls
-        proc = subprocess.Popen([EVALLOOP, "run", "--suite", "judged", "--no-cache", "--json"], cwd=tmp_path,
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while server.batches.polls < 3 and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        assert server.batches.polls >= 3, proc.stderr.read().decode() if proc.poll() is not None else "no polls"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=10)
-        with sqlite3.connect(db) as conn:
-            (killed, status), = conn.execute("select id, status from runs").fetchall()
-            recorded = conn.execute("select count(*) from run_batches where run_id = ?", (killed,)).fetchone()[0]
-        assert status == "running" and recorded == 1 and server.batches.submissions == 1
-
-        server.batches.held.clear()  # the batch ends while nobody waits on it
+        env = batch_project(tmp_path, server)
+        killed = killed_mid_poll(tmp_path, server, env)
         resumed = cli(tmp_path, "run", "--resume", killed[:12], "--no-cache", "--json", env=env)
         assert resumed.returncode == 0, resumed.stderr
         assert server.batches.submissions == 1 and server.batches.submitted_requests == 12  # nothing twice
@@ -148,13 +161,36 @@ def test_a_batch_run_killed_mid_poll_is_resumed_without_submitting_twice(tmp_pat
         assert doc["valid"] and doc["batched_calls"] == 12 and doc["scorers"][0]["current"] == pytest.approx(0.7)
         assert f"resumed run {killed}: 12 request(s) collected from its batches, nothing submitted again" \
             in resumed.stderr
-        with sqlite3.connect(db) as conn:
+        with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
             assert conn.execute("select status from runs where id = ?", (killed,)).fetchone()[0] == "failed"
 
         again = cli(tmp_path, "run", "--resume", doc["run_id"], "--json", env=env)
         assert again.returncode == 2 and "completed: there is nothing to resume" in again.stderr
         unknown = cli(tmp_path, "run", "--resume", "nope", env=env)
         assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr
+
+
+def test_the_next_scheduled_fire_resumes_a_killed_batch_run(tmp_path, monkeypatch):
+    import json
+
+    from evalloop.scheduling.scheduler import run_scheduled_job
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        killed = killed_mid_poll(tmp_path, server, env)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        (run_id,) = run_scheduled_job(str(tmp_path), ["judged"], job_id="nightly")
+        assert server.batches.submissions == 1  # collected, not paid again
+        store = HistoryStore(load_settings(tmp_path).database_url)
+        run = store.get_run(run_id)
+        assert run.status == "completed" and run.valid and run.batched_calls == 12
+        assert json.loads(run.notes)["resumed_from"] == killed
+        assert len(batches_of(store, run_id)) == 12  # kept under the new run: it can be resumed in turn
+        (later,) = run_scheduled_job(str(tmp_path), ["judged"], job_id="nightly")
+        after = store.get_run(later)  # nothing left to resume; the replies come from the response cache
+        assert "resumed_from" not in json.loads(after.notes) and after.cache_hits == 12
+        assert server.batches.submissions == 1
 
 
 # -- a schedule's runs in batch mode under a budget -----------------------------------------------

@@ -23,11 +23,17 @@ def record_batch(store: HistoryStore, run_id: str, provider: str, batch_id: str,
         conn.execute(insert(BATCHES), row.row())
 
 
+def batch_rows(store: HistoryStore, run_id: str) -> list[tuple[str, str, list[str]]]:
+    """The batches of ``run_id`` as (provider, batch id, custom_ids), oldest first."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(select(BATCHES.c.provider, BATCHES.c.batch_id, BATCHES.c.custom_ids)
+                            .where(BATCHES.c.run_id == run_id).order_by(BATCHES.c.id)).all()
+    return [(provider, batch_id, json.loads(ids or "[]")) for provider, batch_id, ids in rows]
+
+
 def batches_of(store: HistoryStore, run_id: str) -> dict[str, str]:
     """The requests ``run_id`` sent in batches: custom_id -> batch id."""
     known: dict[str, str] = {}
-    with store.engine.connect() as conn:
-        for batch_id, ids in conn.execute(select(BATCHES.c.batch_id, BATCHES.c.custom_ids)
-                                          .where(BATCHES.c.run_id == run_id).order_by(BATCHES.c.id)):
-            known.update(dict.fromkeys(json.loads(ids or "[]"), batch_id))
+    for _, batch_id, ids in batch_rows(store, run_id):
+        known.update(dict.fromkeys(ids, batch_id))
     return known

@@ -37,17 +37,21 @@ def batching_clients(services: Services) -> list[BatchingClient]:
 
 def wire(services: Services, store: HistoryStore, resume: str | None) -> Callable[[Run], None] | None:
     """Seed the batch clients with ``resume``'s batches; the callback that, once the run exists,
-    records each batch the clients submit. ``None`` when the run is not in batch mode."""
-    from evalloop.history.batches import batches_of, record_batch
+    records each batch the clients submit (and ``resume``'s batches again, under the new run, so
+    a resumed run killed in turn can be resumed). ``None`` when the run is not in batch mode."""
+    from evalloop.history.batches import batch_rows, record_batch
 
     clients = batching_clients(services)
     if not clients:
         return None
-    known = batches_of(store, resume) if resume else {}
+    inherited = batch_rows(store, resume) if resume else []
     for client in clients:
-        client.known.update(known)
+        for _, batch_id, ids in inherited:
+            client.known.update(dict.fromkeys(ids, batch_id))
 
     def begin(run: Run) -> None:
+        for provider, batch_id, ids in inherited:
+            record_batch(store, run.id, provider, batch_id, ids)
         for client in clients:
             client.on_submit = partial(record_batch, store, run.id)
 
@@ -79,6 +83,18 @@ def resumable(store: HistoryStore, ref: str) -> Run:
         raise FixtureError(f"run {run.id} submitted no batch: there is nothing to collect", where="--resume",
                            hint="only a run in batch mode (--batch) that submitted a batch can be resumed")
     return run
+
+
+def unfinished(store: HistoryStore, suite: str) -> str | None:
+    """The id of ``suite``'s newest run if it is a batch run that died (or was interrupted) after
+    submitting: the next scheduled fire resumes it instead of paying again. ``None`` otherwise."""
+    from evalloop.history.batches import batch_rows
+
+    store.reap_dead_runs()  # a run left 'running' by a killed fire is failed now
+    newest = store.runs(suite, limit=1)
+    if newest and newest[0].status in (RunStatus.FAILED, RunStatus.INTERRUPTED) and batch_rows(store, newest[0].id):
+        return newest[0].id
+    return None
 
 
 def resume_options(run: Run) -> dict[str, Any]:

@@ -44,13 +44,14 @@ class FireResult:
 
 def fire_argv(project_dir: str, suite: str, options: dict[str, Any] | None = None) -> list[str]:
     """The command of one suite's fire: this interpreter, the installed evalloop, as a CLI run;
-    a schedule's ``options`` (``batch``, ``max_cost``) as the run's flags."""
-    extra: list[str] = []
-    if (options or {}).get("batch"):
-        extra.append("--batch")
-    if (options or {}).get("max_cost") is not None:
-        extra += ["--max-cost", repr(float(options["max_cost"]))]  # type: ignore[index]
-    return [sys.executable, "-m", "evalloop", "run", "--suite", suite, "--project", str(project_dir),
+    a schedule's ``options`` (``batch``, ``max_cost``) as the run's flags, and ``resume`` (a run id)
+    to collect a killed batch run's batches instead of submitting again."""
+    options = options or {}
+    which = ["--resume", str(options["resume"])] if options.get("resume") else ["--suite", suite]
+    extra = ["--batch"] if options.get("batch") else []
+    if options.get("max_cost") is not None:
+        extra += ["--max-cost", repr(float(options["max_cost"]))]
+    return [sys.executable, "-m", "evalloop", "run", *which, "--project", str(project_dir),
             "--json", "--no-cases", "--no-fail-on-regression", "--notify", *extra]
 
 

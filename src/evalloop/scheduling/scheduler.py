@@ -122,9 +122,14 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
             if CONTROL.hard.is_set():
                 result = FireResult("interrupted", detail="scheduler stopped mid-run")
             else:
+                from evalloop.run.batchmode import unfinished
+
+                resume = unfinished(HistoryStore(url), suite)  # a batch run a killed fire left behind
+                if resume:
+                    log.info("%s: %s: resuming batch run %s", job_id, suite, resume)
                 result = run_fire(str(settings.project_dir), suite, timeout=settings.fire_timeout_seconds,
                                   processes=CONTROL.processes, stop_requested=CONTROL.hard.is_set,
-                                  options=options)
+                                  options={**(options or {}), **({"resume": resume} if resume else {})})
         finally:
             lock.release()
         if result.status == "interrupted":
