@@ -25,10 +25,15 @@ from typing import Any, Protocol
 
 from evalloop.llm.budget import within_budget
 from evalloop.llm.cache import cache_key
+from evalloop.llm.errors import LLMCallFailed
+from evalloop.llm.retry import RETRYABLE_STATUS
 from evalloop.llm.types import ClosingClient, LLMClient, LLMRequest, LLMResponse
 from evalloop.llm.usage import record_usage
 
 log = logging.getLogger("evalloop.llm.batching")
+BATCH_RETRIES = 1
+"""How often a request whose batch result failed with a retryable status is sent again (each time
+in a later batch, which may take hours)."""
 OnSubmit = Callable[[str, str, list[str]], None]  # (provider, batch id, custom_ids)
 
 
@@ -77,20 +82,32 @@ class BatchingClient(ClosingClient):
         custom_id = f"{key}-{self._occurrences[key]}"
         prices = getattr(self.inner, "prices", {})
         response = await within_budget(request, prices, lambda: self._call(custom_id, request), batch=True)
-        record_usage(response)
+        record_usage(response, response.retries)
         return response
 
     async def _call(self, custom_id: str, request: LLMRequest) -> LLMResponse:
-        batch_id = self.known.get(custom_id)
-        if batch_id is None:
-            batch_id = await self._enqueue(custom_id, request)
-        else:
-            self.resumed += 1
-        collector = self._collectors.get(batch_id)
-        if collector is None:
-            collector = self._collectors[batch_id] = self._spawn(self._collect(batch_id))
-        results = await asyncio.shield(collector)
-        return self.backend.response(results.get(custom_id), request)
+        """One request's reply; a result failed with a retryable status (overloaded, rate limited,
+        a server error) goes out once more in a later batch, as a live call would be retried."""
+        for attempt in range(BATCH_RETRIES + 1):
+            key = custom_id if attempt == 0 else f"{custom_id}-r{attempt}"
+            batch_id = self.known.get(key)
+            if batch_id is None:
+                batch_id = await self._enqueue(key, request)
+            else:
+                self.resumed += 1
+            collector = self._collectors.get(batch_id)
+            if collector is None:
+                collector = self._collectors[batch_id] = self._spawn(self._collect(batch_id))
+            results = await asyncio.shield(collector)
+            try:
+                response = self.backend.response(results.get(key), request)
+            except LLMCallFailed as error:
+                if error.status not in RETRYABLE_STATUS or attempt == BATCH_RETRIES:
+                    raise
+                continue
+            response.retries = attempt
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- submitting -------------------------------------------------------------------------------
     def _enqueue(self, custom_id: str, request: LLMRequest) -> asyncio.Future[str]:
