@@ -10,10 +10,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from evalloop.llm.types import LLMResponse
+
+RUN_TOTALS: dict[str, Any] = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
+                               "cache_hits": 0, "llm_retries": 0, "cache_write_tokens": 0, "cache_read_tokens": 0,
+                               "batched_calls": 0}
+"""A run's LLM totals at zero, by the run's column names (see :meth:`UsageTotals.move_to`)."""
 
 _SCOPES: ContextVar[tuple[UsageTotals, ...]] = ContextVar("evalloop_llm_usage", default=())
 
@@ -56,6 +61,20 @@ class UsageTotals:
         self.cost_usd += response.cost_usd
         if response.uncached_prefix and self.note is None:
             self.note = response.uncached_prefix
+
+    def move_to(self, totals: dict[str, Any]) -> None:
+        """Add these counts to a run's ``totals`` (the keys of :data:`RUN_TOTALS`, the run's
+        columns), and start counting again from zero."""
+        totals["cost_usd"] += self.cost_usd
+        totals["input_tokens"] += self.input_tokens
+        totals["output_tokens"] += self.output_tokens
+        totals["llm_calls"] += self.calls
+        totals["cache_hits"] += self.cache_hits
+        totals["llm_retries"] += self.retries
+        totals["cache_write_tokens"] += self.cache_write_tokens
+        totals["cache_read_tokens"] += self.cache_read_tokens
+        totals["batched_calls"] += self.batched
+        self.clear()
 
     def clear(self) -> None:
         """Start counting again from zero (the runner reads a worker's scope case by case)."""

@@ -30,7 +30,7 @@ from evalloop.llm.budget import Budget, budget_scope
 from evalloop.llm.cache import current_epoch as _EPOCH
 from evalloop.llm.errors import BudgetExceeded
 from evalloop.llm.errors import is_case_level as _is_case_level
-from evalloop.llm.usage import UsageTotals, close_scope, open_scope
+from evalloop.llm.usage import RUN_TOTALS, UsageTotals, close_scope, open_scope
 from evalloop.redact import redact_text
 from evalloop.run.bound import BoundScorer
 from evalloop.run.calling import is_awaitable
@@ -266,9 +266,7 @@ class _RunState:
         self.calls = 0
         self.first_case_error = ""
         self.tagged = False
-        self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
-                       "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0,
-                       "cache_write_tokens": 0, "cache_read_tokens": 0, "batched_calls": 0}
+        self.totals: dict[str, Any] = {**RUN_TOTALS, "target_failures": 0, "infra_failures": 0}
         self.notices: list[str] = []
         self.budget: Budget | None = None
         # looked up once, not per case
@@ -380,19 +378,9 @@ class _RunState:
 
     def count_usage(self, usage: UsageTotals) -> None:
         """Add what a case's LLM calls used to the run's totals, and start the scope again."""
-        totals = self.totals
-        totals["cost_usd"] += usage.cost_usd
-        totals["input_tokens"] += usage.input_tokens
-        totals["output_tokens"] += usage.output_tokens
-        totals["llm_calls"] += usage.calls
-        totals["cache_hits"] += usage.cache_hits
-        totals["llm_retries"] += usage.retries
-        totals["cache_write_tokens"] += usage.cache_write_tokens
-        totals["cache_read_tokens"] += usage.cache_read_tokens
-        totals["batched_calls"] += usage.batched
         if usage.note is not None and not self.notices:  # said once per run
             self.notices.append(usage.note)
-        usage.clear()
+        usage.move_to(self.totals)
 
     def flush(self) -> None:
         cases, scores = self.case_rows, self.score_rows
