@@ -14,14 +14,19 @@ MAX_SHOWN = 10
 @app.command()
 @friendly
 def compare(
-    run_a: Annotated[str, typer.Argument(help="The earlier run (id or unique prefix).")],
-    run_b: Annotated[str, typer.Argument(help="The later run (id or unique prefix).")],
+    run_a: Annotated[str, typer.Argument(
+        metavar="RUN_A", help="The earlier run: an id, a unique prefix, or 'last' for the newest.")],
+    run_b: Annotated[str | None, typer.Argument(
+        metavar="RUN_B", help="The later run (default: RUN_A, compared with the completed run of its "
+                              "suite before it).", show_default=False)] = None,
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
     """Show per-scorer deltas from RUN_A to RUN_B and the cases that flipped.
 
-    Example: [bold]evalloop compare 20250101T030000 20250102T030000[/bold]
+    With one run, compare it with the completed run of its suite before it.
+
+    Example: [bold]evalloop compare last[/bold]
     """
     from rich.table import Table
 
@@ -32,7 +37,18 @@ def compare(
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
     assert store is not None
-    a, b = find_run(store, run_a, settings.database_url), find_run(store, run_b, settings.database_url)
+    if run_b is None:
+        from evalloop.errors import EvalloopError
+        from evalloop.report.cases import previous_completed
+
+        b = find_run(store, run_a, settings.database_url)
+        before = previous_completed(store, b.suite, b.id)
+        if before is None:
+            raise EvalloopError(f"run {b.id} of suite '{b.suite}' has no completed run before it",
+                                where=settings.database_url, hint="give two runs: evalloop compare RUN_A RUN_B")
+        a = find_run(store, before, settings.database_url)
+    else:
+        a, b = find_run(store, run_a, settings.database_url), find_run(store, run_b, settings.database_url)
     diff = diff_runs(store, a, b)
     if json_out:
         print(diff.model_dump_json(indent=2))

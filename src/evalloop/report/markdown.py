@@ -145,7 +145,8 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
                   f"{len(suite.memories)} failure memor{'y' if len(suite.memories) == 1 else 'ies'} "
                   "stored for this suite</summary>", ""]
         for m in suite.memories[:MAX_MEMORIES]:
-            lines += [f"Run {_code(m.run_id, cell=False)}:" if m.run_id else "Memory:", "", "```text",
+            state = f" ({m.state})" if m.state else ""
+            lines += [f"Run {_code(m.run_id, cell=False)}{state}:" if m.run_id else f"Memory{state}:", "", "```text",
                       *_clip_lines(m.information.replace("```", "ʼʼʼ")), "```", ""]
         lines += ["</details>", ""]
     return lines

@@ -134,6 +134,15 @@ class MemoryNote(BaseModel):
     scorer: str | None = None
     run_id: str | None = None
     created_at: datetime | None = None
+    status: str | None = None  # open, resolved, accepted (evalloop.learning.incidents.State)
+    chronic_cases: list[str] = Field(default_factory=list)  # failing before the regression too: kept apart
+
+    @property
+    def state(self) -> str:
+        """``open``, or ``open; chronic (failing before it too): c19``."""
+        if not self.chronic_cases:
+            return self.status or ""
+        return f"{self.status or ''}; chronic (failing before it too): {', '.join(self.chronic_cases[:8])}"
 
 
 class SuiteTrend(BaseModel):
@@ -388,5 +397,7 @@ def read_memories(memory_file: Path | None, suite: str,
             id=record.id, information=record.information, tags=list(record.tags),
             scorer=scorer if isinstance(scorer, str) else None,
             run_id=run_id if isinstance(run_id, str) else None, created_at=record.created_at,
+            status=str(meta["status"]) if meta.get("status") else None,
+            chronic_cases=[str(c) for c in chronic] if isinstance(chronic := meta.get("chronic_cases"), list) else [],
         ))
     return notes, "" if notes else "no failure memories for this suite"
