@@ -254,3 +254,13 @@ async def test_the_openai_compatible_client_batches_through_v1_batches(project, 
     assert summary.errored == 1 and summary.n == 9 and summary.mean == pytest.approx(0.6)
     assert run.batched_calls == run.llm_calls == 9
     assert run.cost_usd == pytest.approx(9 * (1000 * 1.0 + 100 * 5.0) / 1e6 / 2)
+
+
+async def test_a_batch_run_does_not_apply_the_per_case_timeout(project, monkeypatch):
+    suite = judged(4, "sut:ask").model_copy(update={"timeout": 0.3})
+    with LLMServer(answer) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        server.batches.delay = 0.8  # longer than the suite's timeout
+        report = await arun_suite(suite, settings=load_settings(project), cache="off", engine="llm", batch=True)
+    assert report.outcome.run.target_failures == 0 and report.outcome.run.batched_calls == 8
+    assert "batch mode: the suite's timeout (0.3 s) is not applied; a case waits for its batch" in report.notices

@@ -141,6 +141,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     on_begin = batchmode.wire(services, store, resume)
     if on_begin is not None:  # every case in flight: a batch carries a whole stage of the run
         concurrency = batchmode.BATCH_IN_FLIGHT
+        notices += batchmode.without_deadline(prepared)
     outcome = await execute(
         prepared, store, services=services, epochs=epochs, limit=limit,
         concurrency=concurrency, default_concurrency=settings.concurrency,

@@ -20,6 +20,7 @@ from evalloop.history.models import Run, RunStatus
 from evalloop.history.store import HistoryStore
 from evalloop.llm.batching import BatchingClient
 from evalloop.run.context import Services
+from evalloop.run.runner import PreparedRun
 
 BATCH_IN_FLIGHT = 10_000
 """Cases in flight at once in batch mode (each waits on its batch; a waiting case costs little)."""
@@ -56,6 +57,16 @@ def wire(services: Services, store: HistoryStore, resume: str | None) -> Callabl
             client.on_submit = partial(record_batch, store, run.id)
 
     return begin
+
+
+def without_deadline(prepared: PreparedRun) -> list[str]:
+    """A batch run's cases wait for their batches (minutes to hours): the suite's per-case
+    ``timeout`` is not applied, and the run says so (a notice, or none)."""
+    timeout = prepared.suite.timeout
+    if timeout is None:
+        return []
+    prepared.suite = prepared.suite.model_copy(update={"timeout": None})
+    return [f"batch mode: the suite's timeout ({timeout:g} s) is not applied; a case waits for its batch"]
 
 
 def resume_notice(services: Services, resume: str) -> str:
