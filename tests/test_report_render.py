@@ -136,7 +136,8 @@ def test_html_is_self_contained_and_draws_the_charts(trends):
     assert "baseline: mean of the 5 runs before" in page and "band: min–max of those runs" in page
     assert "Regression in the latest run of 1 suite" in page
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; co" in page
-    assert page.count("<tr><td class=\"nowrap\"><code>") == 8  # one row per run with cost, latency
+    runs = page[page.index('<table class="runs">'):]
+    assert runs[:runs.index("</table>")].count("<tr><td><code>") == 8  # one row per run with cost, latency
 
 
 def test_markdown_for_a_pull_request(trends):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, friendly, out, settings_for
+
+if TYPE_CHECKING:
+    from evalloop.report.diff import ScorerDelta
 
 MAX_SHOWN = 10
 
@@ -33,6 +36,7 @@ def compare(
     from evalloop.history.runlog import synced_store
     from evalloop.report.diff import diff_runs, find_run
     from evalloop.report.format import num
+    from evalloop.report.layout import Record, note, table_or_records
 
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
@@ -55,26 +59,37 @@ def compare(
         return
     console = out()
     suites = a.suite if a.suite == b.suite else f"{a.suite} → {b.suite}"
-    console.print(f"[bold]{suites}[/bold]  {a.id} → {b.id}")
+    note(console, f"{suites}  {a.id} → {b.id}", indent=0, hang=4, style="bold")
     table = Table(show_edge=False, pad_edge=False)
     for col in ("scorer", "A", "A 95% CI", "B", "B 95% CI", "delta", "relative", "p", "paired",
                 "newly failing", "newly passing"):
-        table.add_column(col, justify="left" if col == "scorer" else "right")
+        table.add_column(col, justify="left" if col == "scorer" else "right", no_wrap=True)
+    records = []
     for d in diff.scorers:
-        table.add_row(d.scorer, num(d.mean_a), _ci(d.ci_a), num(d.mean_b), _ci(d.ci_b),
-                      "—" if d.delta is None else f"{d.delta:+.3f}",
-                      "—" if d.relative is None else f"{d.relative:+.1%}",
-                      "—" if d.p_value is None else f"{d.p_value:.3g}{d.stars}", str(d.common_cases),
-                      str(len(d.newly_failing)), str(len(d.newly_passing)))
-    console.print(table)
-    for d in diff.scorers:
-        for label, cases in (("newly failing", d.newly_failing), ("newly passing", d.newly_passing)):
-            if cases:
-                more = f" (+{len(cases) - MAX_SHOWN} more)" if len(cases) > MAX_SHOWN else ""
-                console.print(f"  {d.scorer} {label}: {', '.join(cases[:MAX_SHOWN])}{more}")
+        delta = "—" if d.delta is None else f"{d.delta:+.3f}"
+        relative = "—" if d.relative is None else f"{d.relative:+.1%}"
+        p = "—" if d.p_value is None else f"{d.p_value:.3g}{d.stars}"
+        table.add_row(d.scorer, num(d.mean_a), _ci(d.ci_a), num(d.mean_b), _ci(d.ci_b), delta, relative, p,
+                      str(d.common_cases), str(len(d.newly_failing)), str(len(d.newly_passing)))
+        records.append(Record(d.scorer, [
+            f"A {num(d.mean_a)} (95% CI {_ci(d.ci_a)}) → B {num(d.mean_b)} (95% CI {_ci(d.ci_b)})",
+            f"delta {delta} ({relative}) · p {p} · {d.common_cases} paired cases",
+            *(f"{label} ({len(cases)}): {_some(cases)}" for label, cases in _flips(d) if cases)]))
+    if table_or_records(console, table, records):
+        for d in diff.scorers:
+            for label, cases in _flips(d):
+                if cases:
+                    note(console, f"{d.scorer} {label}: {_some(cases)}")
+
+
+def _flips(d: ScorerDelta) -> list[tuple[str, list[str]]]:
+    return [("newly failing", d.newly_failing), ("newly passing", d.newly_passing)]
+
+
+def _some(cases: list[str]) -> str:
+    more = f" (+{len(cases) - MAX_SHOWN} more)" if len(cases) > MAX_SHOWN else ""
+    return ", ".join(cases[:MAX_SHOWN]) + more
 
 
 def _ci(ci: tuple[float, float] | None) -> str:
     return "—" if ci is None else f"{ci[0]:.2f}–{ci[1]:.2f}"
-
-

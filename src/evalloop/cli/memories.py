@@ -37,8 +37,9 @@ def _rows(found: list) -> list[dict]:
 
 
 def _print(rows: list[dict], json_out: bool) -> None:
-    from rich.table import Table
-    from rich.text import Text
+    """Each memory stacked (a table would squeeze its text into a narrow column): its id, score
+    and date, its tags, then its text wrapped to the terminal, a blank line between memories."""
+    from evalloop.report.layout import Record, print_records
 
     if json_out:
         print(json.dumps(rows, indent=2, default=str))
@@ -46,14 +47,19 @@ def _print(rows: list[dict], json_out: bool) -> None:
     if not rows:
         out().print("no memories found")
         return
-    table = Table(show_edge=False, pad_edge=False, show_lines=True)
-    for col in ("id", "score", "tags", "information"):
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        score = f"{row['score']:.3f}" if row["score"] is not None else ""
-        text = row["information"] if not row["incident"] else f"incident — {row['incident']}\n{row['information']}"
-        table.add_row(row["id"], score, ",".join(row["tags"]), Text(text))
-    out().print(table)
+    console = out()
+    for i, row in enumerate(rows):
+        head = [row["id"]]
+        if row["score"] is not None:
+            head.append(f"score {row['score']:.3f}")
+        if row["created_at"]:
+            head.append(str(row["created_at"])[:16].replace("T", " "))
+        if i:
+            console.print()
+        lines = [f"tags: {', '.join(row['tags']) or '—'}"]
+        if row["incident"]:
+            lines.append(f"incident — {row['incident']}")
+        print_records(console, [Record("  ".join(head), [*lines, row["information"]])])
 
 
 @memories_app.command("find")

@@ -97,19 +97,24 @@ def _print_table(trends: TrendReport) -> None:
     from rich.table import Table
 
     from evalloop.report.format import num, pct
+    from evalloop.report.layout import Record, table_or_records
     from evalloop.report.markdown import sparkline
     from evalloop.report.terminal import VERDICT_STYLE
 
     table = Table(show_edge=False, pad_edge=False)
     for col in ("suite", "scorer", "runs", "latest", "baseline", "drop", "verdict", "trend"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=True)
+    records = []
     for s in trends.suites:
         for t in s.scorers:
             p = t.latest
             verdict = (p.verdict if p else None) or ""
             style = VERDICT_STYLE.get(verdict, "")
+            trend = sparkline([q.mean for q in t.points])
             table.add_row(s.suite, t.scorer, str(len(t.points)), num(p.mean if p else None),
                           num(p.baseline if p else None), pct(p.drop if p else None),
-                          f"[{style}]{verdict}[/]" if style else verdict,
-                          sparkline([q.mean for q in t.points]))
-    out().print(table)
+                          f"[{style}]{verdict}[/]" if style else verdict, trend)
+            records.append(Record(f"{s.suite}: {t.scorer}", [
+                f"latest {num(p.mean if p else None)} · baseline {num(p.baseline if p else None)} · "
+                f"drop {pct(p.drop if p else None)} · {verdict or '—'} · {len(t.points)} runs {trend}"]))
+    table_or_records(out(), table, records)

@@ -34,6 +34,7 @@ def show(
     from evalloop.history.runlog import synced_store
     from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
     from evalloop.report.diff import find_run
+    from evalloop.report.layout import note
     from evalloop.report.terminal import print_history
 
     settings = settings_for(project)
@@ -61,10 +62,10 @@ def show(
     newly_failing = sum(1 for v in views if v.change == "newly failing")
     newly_passing = sum(1 for v in views if v.change == "newly passing")
     against = f" against run {previous}" if previous else " (no earlier completed run to compare with)"
-    console.print(f"{len(views)} case(s){' matching' if which.active else ''}: {failing} failing, "
-                  f"{newly_failing} newly failing, {newly_passing} newly passing{against}", highlight=False)
+    note(console, f"{len(views)} case(s){' matching' if which.active else ''}: {failing} failing, "
+         f"{newly_failing} newly failing, {newly_passing} newly passing{against}", indent=0)
     for item in incidents:
-        console.print(f"incident {item['id']} — {item['line']}", highlight=False, markup=False)
+        note(console, f"incident {item['id']} — {item['line']}", indent=0)
 
 
 def _incidents(settings: Settings, suite: str, run_id: str) -> list[dict[str, Any]]:

@@ -352,7 +352,8 @@ def describe(record: Any) -> str | None:
         return None
 
     def listed(ids: Sequence[str]) -> str:
-        return f"({len(ids)}) {', '.join(ids[:8])}{', …' if len(ids) > 8 else ''}" if ids else "(0)"
+        return f"({len(ids)}) {', '.join(ids[:8])}{f' and {len(ids) - 8} more' if len(ids) > 8 else ''}" \
+            if ids else "(0)"
 
     line = (f"{meta.get('scorer')}: {meta.get('status')}, runs seen {meta.get('runs_seen', 1)}; "
             f"regression cases {listed(list(meta.get('failing_cases') or []))}")
