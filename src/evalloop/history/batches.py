@@ -20,7 +20,7 @@ def record_batch(store: HistoryStore, run_id: str, provider: str, batch_id: str,
     """Keep one submitted batch of ``run_id``."""
     row = RunBatch(run_id=run_id, provider=provider, batch_id=batch_id, custom_ids=json.dumps(custom_ids))
     with store.engine.begin() as conn:
-        conn.execute(insert(BATCHES), row.row())
+        conn.execute(insert(BATCHES), row.model_dump(exclude={"id"}))
 
 
 def batch_rows(store: HistoryStore, run_id: str) -> list[tuple[str, str, list[str]]]:

@@ -51,20 +51,20 @@ JUDGE_SYSTEM = "You are a strict evaluator of an AI memory system."
 
 
 async def ask_judge(ctx: Any, schema: type[M], instructions: str, data: str, *,
-                    model: str | None = None) -> M | Score:
+                    model: str | None = None, system: str = JUDGE_SYSTEM) -> M | Score:
     """Ask the run's judge for a ``schema`` object; a skipped or errored Score when it cannot.
 
-    ``instructions`` (the task, rubric, examples: the same for every case) are the system prompt,
-    marked for prompt caching; ``data`` (the case's fenced texts and anything else that changes
-    per case) is the message."""
+    ``system`` (who the judge is) and ``instructions`` (the task, rubric, examples: the same for
+    every case) are the system prompt, marked for prompt caching; ``data`` (the case's fenced
+    texts and anything else that changes per case) is the message."""
     client = getattr(getattr(ctx, "services", None), "judge", None)
     if client is None:
         return Score.skip(NO_JUDGE)
     from evalloop.llm.structured import structured
 
     try:
-        return await structured(client, schema, prompt=data, model=model,
-                                system=f"{JUDGE_SYSTEM}\n\n{instructions}", max_tokens=512, cache_prefix=True)
+        return await structured(client, schema, prompt=data, model=model, max_tokens=512, cache_prefix=True,
+                                system="\n\n".join(part for part in (system, instructions) if part))
     except EvalloopError as exc:
         if not is_case_level(exc):  # no connection, a rejected key, a replay miss: stop the run
             raise
