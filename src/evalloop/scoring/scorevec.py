@@ -30,26 +30,26 @@ def ids_digest(ids: Sequence[str]) -> str:
 class CaseScores(Mapping[str, float]):
     """A read-only case id → score view of a vector (NaN entries are absent)."""
 
-    __slots__ = ("ids", "values")
+    __slots__ = ("ids", "_values")
 
     def __init__(self, ids: Sequence[str], values: np.ndarray) -> None:
-        self.ids, self.values = ids, values
+        self.ids, self._values = ids, values  # not `values`: that is Mapping.values()
 
     def __getitem__(self, case_id: str) -> float:
         for i, known in enumerate(self.ids):  # a lookup is rare (reports); iteration is the use
-            if known == case_id and not math.isnan(self.values[i]):
-                return float(self.values[i])
+            if known == case_id and not math.isnan(self._values[i]):
+                return float(self._values[i])
         raise KeyError(case_id)
 
     def __iter__(self) -> Iterator[str]:
-        for i in np.flatnonzero(~np.isnan(self.values)):
+        for i in np.flatnonzero(~np.isnan(self._values)):
             yield self.ids[int(i)]
 
     def __len__(self) -> int:
-        return int(np.count_nonzero(~np.isnan(self.values)))
+        return int(np.count_nonzero(~np.isnan(self._values)))
 
     def items(self):  # type: ignore[override]
-        values = self.values
+        values = self._values
         return ((self.ids[int(i)], float(values[i])) for i in np.flatnonzero(~np.isnan(values)))
 
 

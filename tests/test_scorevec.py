@@ -1,0 +1,21 @@
+"""The case id → score view of a score vector behaves as the Mapping its type says."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from evalloop.run.runner import ScorerResult
+
+
+def test_a_scorer_results_scores_are_a_whole_mapping():
+    result = ScorerResult(scorer="exact", kind="exact", threshold=0.5, pass_mark=0.5, policy={},
+                          ids=["a", "b", "c"], vector=[1.0, math.nan, 0.5])
+    scores = result.scores
+    assert dict(scores) == {"a": 1.0, "c": 0.5}
+    assert list(scores.keys()) == ["a", "c"]
+    assert list(scores.values()) == [1.0, 0.5]  # was TypeError: an array attribute hid Mapping.values()
+    assert list(scores.items()) == [("a", 1.0), ("c", 0.5)]
+    assert "b" not in scores and len(scores) == 2
+    assert isinstance(np.mean(list(scores.values())), float)
