@@ -248,7 +248,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items.extend(made)
         # counted like collected items (the "collected N items" line, other plugins' bookkeeping)
         config.hook.pytest_collectreport(report=pytest.CollectReport(
-            f"evalloop/{run.suite.name}", "passed", None, made))
+            f"evalloop/{run.suite.name}", "passed", None, [*made]))
 
 
 def _prepare(config: pytest.Config, name: str) -> SuiteRun:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
-try:  # recent Typer vendors Click under typer._click; older ones use Click itself
+if TYPE_CHECKING:  # checked against the Typer this project installs
     from typer._click import exceptions as _click_errors
-except ImportError:  # pragma: no cover
-    import click.exceptions as _click_errors
+else:
+    try:  # recent Typer vendors Click under typer._click; older ones use Click itself
+        from typer._click import exceptions as _click_errors
+    except ImportError:  # pragma: no cover
+        import click.exceptions as _click_errors
 
 from evalloop.cli import (  # noqa: F401  (they register commands)
     accept,

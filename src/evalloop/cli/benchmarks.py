@@ -13,6 +13,7 @@ from evalloop.errors import FixtureError
 
 if TYPE_CHECKING:
     from evalloop.retrieval.loaders import ImportReport
+    from evalloop.retrieval.suite_compare import Difference
 
 # the options `bench generate` and `bench import` share: the suite they write
 RetrieverOpt = Annotated[str, typer.Option(help="Suite target: bm25, hybrid, memory, or module:Class.")]
@@ -233,9 +234,9 @@ def import_cmd(
                 f"model and a judge: [bold]evalloop run --suite {qa_file}[/bold]", highlight=False)
 
 
-def _cell(value: float | None, diff: object = None) -> str:
+def _cell(value: float | None, diff: Difference | None = None) -> str:
     text = "—" if value is None else f"{value:.3f}"
-    if diff is not None and getattr(diff, "p_value", None) is not None:
+    if diff is not None and diff.p_value is not None:
         from evalloop.verdicts.stats import stars
 
         text += f" ({diff.diff:+.3f}{stars(diff.p_value)})"

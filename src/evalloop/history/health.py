@@ -91,12 +91,12 @@ def check_history(settings: Settings) -> Check:
         message = db_message(exc)
         if "runs" in message and ("no such table" in message or "does not exist" in message):
             return Check(store="history database", where=where, state="missing", detail="no runs table yet")
-        problem = store_error(exc, store="history database", where=where) if is_db_error(exc) else None
-        unreachable = problem is None or problem.what.startswith("cannot reach")
+        error = store_error(exc, store="history database", where=where) if is_db_error(exc) else None
+        unreachable = error is None or error.what.startswith("cannot reach")
         return Check(store="history database", where=where, state="unreachable" if unreachable else "failing",
                      detail=redact_message(message),
                      recover="check history_url, the server and the network" if unreachable
-                     else (problem.hint if problem and problem.hint else "run `evalloop doctor`"))
+                     else (error.hint if error and error.hint else "run `evalloop doctor`"))
     return Check(store="history database", where=where, state="ok", detail=f"{runs} runs")
 
 

@@ -157,8 +157,9 @@ class DatabaseLock:
         if self.held:
             return True
         now = time.time()
-        row = {"owner": self.owner, "acquired_at": now, "expires_at": now + self.stale_seconds,
-               "refreshed_at": now, "beat_seconds": beat_interval(self.stale_seconds)}
+        row: dict[str, float | str] = {"owner": self.owner, "acquired_at": now,
+                                       "expires_at": now + self.stale_seconds,
+                                       "refreshed_at": now, "beat_seconds": beat_interval(self.stale_seconds)}
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(LOCKS).values(name=self.name, **row))

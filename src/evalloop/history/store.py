@@ -150,11 +150,13 @@ class HistoryStore(metaclass=_MappedErrors):
             if self.engine.dialect.name == "sqlite":
                 # The DB-API executemany is several times faster than Core's parameter handling
                 # for these flat rows; other databases take the portable path.
-                cursor = conn.connection.driver_connection.cursor()
+                driver: Any = conn.connection.driver_connection  # sqlite3's: executemany takes any iterable
+                cursor = driver.cursor()
                 for table, rows, columns in ((RESULTS, cases, CASE_RESULT_COLUMNS),
                                              (SCORES, scores, CASE_SCORE_COLUMNS)):
                     if not rows:
                         continue
+                    values: Iterable[Any]
                     if type(rows[0]) is tuple:
                         names, values = list(columns), rows
                     else:

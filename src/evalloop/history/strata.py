@@ -106,7 +106,7 @@ def strata_means(store: HistoryStore, run_id: str, *, tags: Iterable[str] | None
     overall = {s: _mean([v for (c, sc), v in case_value.items() if sc == s]) for s in scorers}
 
     def macro(of: list[StratumRow]) -> dict[str, float | None]:
-        return {s: _mean([r.means[s] for r in of if r.means[s] is not None]) for s in scorers}
+        return {s: _mean([m for r in of if (m := r.means[s]) is not None]) for s in scorers}
 
     return StrataReport(run_id=run_id, scorers=scorers, n=len(case_tags), overall=overall,
                         macro=macro(rows), strata=rows, scopes=scopes,

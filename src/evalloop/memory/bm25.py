@@ -185,13 +185,14 @@ class Bm25Index:
         return (rowids, np.bincount(where, weights=np.concatenate(parts), minlength=rowids.size),
                 np.bincount(where, weights=mass, minlength=rowids.size))
 
-    def top(self, phrases: Sequence[Phrase], limit: int, allowed: Sequence[int] | None = None) -> list[int]:
+    def top(self, phrases: Sequence[Phrase], limit: int,
+            allowed: Sequence[int] | np.ndarray | None = None) -> list[int]:
         """The ``limit`` best rowids for ``phrases`` (only ``allowed`` ones if given), best
         first, ties by rowid as FTS5's ``ORDER BY rank`` breaks them."""
         return self.top_covered(phrases, limit, allowed)[0]
 
     def top_covered(self, phrases: Sequence[Phrase], limit: int,
-                    allowed: Sequence[int] | None = None) -> tuple[list[int], float]:
+                    allowed: Sequence[int] | np.ndarray | None = None) -> tuple[list[int], float]:
         """:meth:`top`, and the largest matched IDF mass among the rows returned."""
         rowids, scores, mass = self.scored(phrases)
         if allowed is not None and rowids.size:

@@ -33,7 +33,11 @@ class Embedder(Protocol):
     """Turns texts into L2-normalised float32 vectors of a fixed dimension."""
 
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:
+        """The vector dimension (an attribute, or a property that may probe the model once)."""
+        ...
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Return an array of shape (len(texts), dim), dtype float32, rows L2-normalised."""

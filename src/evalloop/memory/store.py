@@ -3,6 +3,7 @@ by reciprocal rank fusion, with exact tag filters and JSON metadata."""
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import threading
@@ -361,7 +362,7 @@ class MemoryStore:
     def __len__(self) -> int:
         return self.count()
 
-    def find(self, query: str, limit: int = 5, tags: TagsInput = None) -> list[FoundMemory]:
+    def find(self, query: str, limit: int = 5, tags: TagsInput = None) -> builtins.list[FoundMemory]:
         """Hybrid search: full-text (BM25) and vector candidates fused by weighted reciprocal rank
         fusion (:class:`Fusion`), restricted to memories carrying all ``tags`` (exact match)."""
         if limit <= 0 or not query.strip():

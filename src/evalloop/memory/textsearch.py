@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalloop.memory.bm25 import Bm25Index, Phrase, UnreadableIndex
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
@@ -136,14 +139,14 @@ class TextSearcher:
         kept = self._kept(text)
         return _match(kept) if kept else None
 
-    def search(self, text: str, limit: int, allowed: Sequence[int] | None = None) -> list[int]:
+    def search(self, text: str, limit: int, allowed: Sequence[int] | np.ndarray | None = None) -> list[int]:
         """Memory pks best first by BM25 (only ``allowed`` ones if given). Scored in NumPy
         (:class:`Bm25Index`) when every kept word is one FTS5 term; a word FTS5 splits into
         a phrase (``foo_bar``) goes through FTS5's own ``ORDER BY rank``."""
         return self.search_covered(text, limit, allowed)[0]
 
     def search_covered(self, text: str, limit: int,
-                       allowed: Sequence[int] | None = None) -> tuple[list[int], float | None]:
+                       allowed: Sequence[int] | np.ndarray | None = None) -> tuple[list[int], float | None]:
         """:meth:`search`, and how much of the query the best lexical match covers: the share
         of the query words' IDF mass (words no memory holds count fully) held by the returned
         memory that holds the most. ``None`` when FTS5 ranked the query itself."""

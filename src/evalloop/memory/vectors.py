@@ -100,7 +100,7 @@ def _top(rowids: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
     return [(int(rowids[i]), float(scores[i])) for i in order if np.isfinite(scores[i])]
 
 
-def exact_scores(conn: Any, rowids: Sequence[int], query: np.ndarray, k: int) -> list[Hit]:
+def exact_scores(conn: Any, rowids: Sequence[int] | np.ndarray, query: np.ndarray, k: int) -> list[Hit]:
     """Exact cosine top-k among ``rowids``, reading their vectors from ``memory_vectors``."""
     found: list[int] = []
     blobs: list[bytes] = []
@@ -126,7 +126,7 @@ class VectorIndex(Protocol):
 
     def remove(self, rowids: Sequence[int]) -> None: ...
 
-    def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | None) -> list[Hit]: ...
+    def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | np.ndarray | None) -> list[Hit]: ...
 
 
 class SqliteVecIndex:
@@ -164,7 +164,7 @@ class SqliteVecIndex:
     def remove(self, rowids: Sequence[int]) -> None:
         self.conn.executemany("DELETE FROM memory_vec_bits WHERE rowid = ?", [(int(r),) for r in rowids])
 
-    def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | None) -> list[Hit]:
+    def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | np.ndarray | None) -> list[Hit]:
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=np.int64).tolist()  # Python ints, for SQLite
         if allowed is not None and len(allowed) <= EXACT_FILTER_LIMIT:
@@ -245,7 +245,7 @@ class NumpyIndex:
         self._bits[:, :n] = self._bits[:, : self._n][:, keep]
         self._n = n
 
-    def _positions(self, allowed: Sequence[int]) -> np.ndarray:
+    def _positions(self, allowed: Sequence[int] | np.ndarray) -> np.ndarray:
         """Where the ``allowed`` rowids that are indexed sit (rowids are kept ascending: loaded
         in order, appended above the largest, removed in place), in ascending order."""
         rowids = self._rowids[: self._n]
@@ -253,7 +253,7 @@ class NumpyIndex:
         at = np.minimum(np.searchsorted(rowids, wanted), max(self._n - 1, 0))
         return at[rowids[at] == wanted] if self._n else at[:0]
 
-    def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | None) -> list[Hit]:
+    def search(self, query: np.ndarray, k: int, allowed: Sequence[int] | np.ndarray | None) -> list[Hit]:
         if self._data_version() != self._version:
             self._load()
         rowids = self._rowids[: self._n]

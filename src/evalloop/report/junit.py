@@ -32,7 +32,7 @@ class _Cell:
 def junit_xml(reports: Sequence[RunReport], store: HistoryStore) -> str:
     """The JUnit XML document for the given runs."""
     root = ET.Element("testsuites", name="evalloop")
-    totals = defaultdict(int)
+    totals: defaultdict[str, int] = defaultdict(int)
     for report in reports:
         suite_el = _testsuite(report, store)
         root.append(suite_el)
@@ -63,7 +63,7 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
     for name, value in (("run_id", run.id), ("code_version", run.code_version or ""),
                         ("fingerprint", run.fingerprint_hash), ("valid", str(run.valid).lower())):
         ET.SubElement(props, "property", name=name, value=value)
-    counts = defaultdict(int)
+    counts: defaultdict[str, int] = defaultdict(int)
     for bound in report.prepared.scorers:
         classname = f"{run.suite}.{bound.name}"
         for case_id, cell in sorted(cells[bound.name].items()):

@@ -87,7 +87,7 @@ def generate_corpus(weeks: int = 4, mode: Mode = "fast", seed: int = 42) -> Synt
             )
         )  # type: ignore[arg-type]
 
-    fact_templates = [(topic, t) for topic, (_, ts) in T.TOPICS.items() for t in ts]
+    fact_templates: list[tuple[str | None, str]] = [(topic, t) for topic, (_, ts) in T.TOPICS.items() for t in ts]
     for week in range(weeks):
         pick = random.Random(f"{seed}:select:{week}")
         if week == 0:
@@ -105,7 +105,7 @@ def generate_corpus(weeks: int = 4, mode: Mode = "fast", seed: int = 42) -> Synt
                         chain=chain,
                         version=version,
                     )
-        pools = {
+        pools: dict[str, list[tuple[str | None, str]]] = {
             "facts": fact_templates,
             "preferences": [(None, t) for t in T.PREFERENCES],
             "entities": [(None, t) for t in T.ENTITIES],
@@ -187,7 +187,8 @@ def fact_grades(corpus: SyntheticCorpus, q: SubstringQuery, facts: list[Fact]) -
             continue
         target = (
             (q.set == "old_memory" and f.kind == "edge")
-            or (q.set == "current_state" and f.chain == q.kind and f.version == len(T.EVOLUTION[f.chain]) - 1)
+            or (q.set == "current_state" and f.chain is not None and f.chain == q.kind
+                and f.version == len(T.EVOLUTION[f.chain]) - 1)
             or (q.set == "change_awareness" and f.chain == q.kind)
         )
         grades[str(f.id)] = 2 if target else 1
@@ -233,8 +234,8 @@ def to_dataset(
         grades = fact_grades(corpus, q, facts)
         if delivery == "journal":
             by_file: dict[str, int] = {}
-            for fid, g in grades.items():
-                for path in owner[int(fid)]:
+            for fact_id, g in grades.items():
+                for path in owner[int(fact_id)]:
                     by_file[path] = max(g, by_file.get(path, 0))
             grades = by_file
         if not grades:

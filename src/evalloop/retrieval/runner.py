@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from evalloop.errors import TargetError
 from evalloop.retrieval.dataset import Dataset
 from evalloop.retrieval.metrics import DEFAULT_KS, MetricTable, evaluate
-from evalloop.retrieval.types import Retriever, RetrieverLike, Run, as_retriever, retriever_name
+from evalloop.retrieval.types import Doc, Retriever, RetrieverLike, Run, as_retriever, retriever_name
 
 
 class RetrievalResult(BaseModel):
@@ -54,7 +54,14 @@ class RetrievalResult(BaseModel):
         return "\n".join(lines)
 
 
-def build_index(retriever: Any, dataset: Dataset) -> tuple[float | None, int | None]:
+class HasCorpus(Protocol):
+    """What :func:`build_index` reads of a dataset: its documents (a :class:`Dataset`, or a slice of one)."""
+
+    @property
+    def corpus(self) -> Sequence[Doc]: ...
+
+
+def build_index(retriever: Any, dataset: HasCorpus) -> tuple[float | None, int | None]:
     """Call the optional ``build_index`` hook (timed) and ``index_size_bytes``."""
     build_s = None
     hook = getattr(retriever, "build_index", None)

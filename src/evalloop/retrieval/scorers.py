@@ -73,13 +73,14 @@ def _ir_scorer(metric: str, default_k: int | None, name: str, fixed: bool) -> Ca
     doc = {"recall": "Share of relevant docs in the top k", "precision": "Relevant docs in the top k / k",
            "ndcg": "nDCG of the top k (graded gains, log2 discount)", "hit": "1 if any relevant doc "
            "is in the top k", "mrr": "Reciprocal rank of the first relevant doc"}[metric]
-    if fixed:
-        def fn(input: Any, output: Any, expected: Any, relevance_level: int = 1) -> Score:
-            return _ir(output, expected, metric, default_k, relevance_level)
-    else:
-        def fn(input: Any, output: Any, expected: Any, k: int | None = default_k,
-               relevance_level: int = 1) -> Score:
-            return _ir(output, expected, metric, k, relevance_level)
+    def at_fixed_k(input: Any, output: Any, expected: Any, relevance_level: int = 1) -> Score:
+        return _ir(output, expected, metric, default_k, relevance_level)
+
+    def at_any_k(input: Any, output: Any, expected: Any, k: int | None = default_k,
+                 relevance_level: int = 1) -> Score:
+        return _ir(output, expected, metric, k, relevance_level)
+
+    fn: Callable[..., Score] = at_fixed_k if fixed else at_any_k  # a fixed k is not a parameter
     fn.__name__ = fn.__qualname__ = name.replace("@", "_at_").replace("-", "_")
     fn.__doc__ = (doc.replace("top k", f"top {default_k}") if fixed else doc) + " (per query)."
     return scorer(name, description=fn.__doc__, binary=metric == "hit", min_score=0)(fn)
@@ -134,7 +135,7 @@ def qa_recall(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
 # -- substring relevance (seed 000) ---------------------------------------------------------
 
 def _substring(input: Any, output: Any, expected: Any, k: int) -> Any:
-    data = dict(expected) if isinstance(expected, Mapping) else {"expected": list(expected or [])}
+    data: dict[str, Any] = dict(expected) if isinstance(expected, Mapping) else {"expected": list(expected or [])}
     data.setdefault("set", (input or {}).get("set", "standard") if isinstance(input, Mapping) else "standard")
     from evalloop.retrieval.substring import SubstringQuery, score_query
 

@@ -8,7 +8,7 @@ relevance density and token spend expose the advantage large chunks get from sub
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -162,7 +162,8 @@ def _ir(rows: Sequence[SubstringQueryResult]) -> dict[str, float | None]:
     return out
 
 
-def score_results(queries: Sequence[SubstringQuery], results: dict[str, Sequence[str]], k: int = 5) -> SubstringReport:
+def score_results(queries: Sequence[SubstringQuery], results: Mapping[str, Sequence[str]],
+                  k: int = 5) -> SubstringReport:
     """Score result texts already collected (``query_id -> texts``) for every scorable query."""
     rows = [score_query(q, list(results.get(q.query_id, []))[:k]) for q in queries if q.scorable]
     by_set: dict[str, list[SubstringQueryResult]] = {}

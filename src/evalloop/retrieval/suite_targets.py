@@ -13,6 +13,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -289,7 +290,7 @@ class ScenarioTarget(_Measured):
         replies = []
         for text in map(str, turns):
             if _is_question(text):
-                replies.append(" ".join(self.timed(lambda t=text: memory.search(t, self.k))))
+                replies.append(" ".join(self.timed(partial(memory.search, text, self.k))))
             else:
                 memory.add(text)
                 replies.append("Noted.")
@@ -303,7 +304,7 @@ class ScenarioTarget(_Measured):
         if callable(getattr(bot, "reset", None)):
             bot.reset()
         send = getattr(bot, "send", None) or bot
-        return [str(self.timed(lambda t=t: send(t))) for t in turns]
+        return [str(self.timed(partial(send, t))) for t in turns]
 
 
 _QUESTION_WORDS = ("what", "which", "who", "whom", "where", "when", "why", "how", "do", "does",

@@ -114,8 +114,8 @@ def _import(ref: str, project_dir: Path | None) -> Any:
                           f"{type(exc).__name__}: {exc}",
                           hint="run `python -c 'import " + module_name + "'` to see why") from None
     finally:
-        for path in added:
-            sys.path.remove(path)
+        for entry in added:
+            sys.path.remove(entry)
     obj: Any = module
     for part in attr.split("."):
         try:

@@ -53,7 +53,9 @@ def start(url: str, *, job_id: str, fire_id: str, suite: str, owner: str,
             job_id=job_id, fire_id=fire_id, suite=suite, owner=owner, status=status,
             detail=(detail or "")[:1000] or None, started_at=now,
             ended_at=None if status == "running" else now))
-        return int(result.inserted_primary_key[0])
+        key = result.inserted_primary_key
+        assert key is not None  # SQLAlchemy types it Optional; an INSERT of one row has one
+        return int(key[0])
 
 
 def finish(url: str, entry_id: int, *, status: str, verdict: str | None = None,

@@ -330,7 +330,7 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
         else:
             log.warning("interrupting the run in progress")
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, on_signal)

@@ -240,11 +240,11 @@ class Suite(BaseModel):
         clashes = set(ordered[1:][ordered[1:] == ordered[:-1]].tolist())
         if clashes:
             seen: set[str] = set()
-            for line, case in self._sources():
+            for at, case in self._sources():
                 if hash(case.id) not in clashes:
                     continue
                 if case.id in seen:
-                    where = f"{where_file}:{line}" if line else where_file
+                    where = f"{where_file}:{at}" if at else where_file
                     raise FixtureError(f"duplicate case id '{case.id}'", where=where,
                                        hint="give every case a unique id")
                 seen.add(case.id)
@@ -319,6 +319,7 @@ def _yaml_case_lines(text: str) -> list[int]:
     try:
         for ev in yaml.parse(text, Loader=YAML_LOADER):
             if in_cases and len(stack) == 2 and isinstance(ev, starts):
+                assert ev.start_mark is not None  # the parser marks every event it makes
                 lines.append(ev.start_mark.line + 1)
             if len(stack) == 1 and isinstance(ev, starts):  # a key or a value of the root mapping
                 if expecting_key:

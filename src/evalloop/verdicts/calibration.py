@@ -128,7 +128,7 @@ async def acalibrate(
                     skipped = score.message
                 elif not score.errored:
                     matrix[i][r] = score.value
-        rows = [row for row in matrix if all(v is not None for v in row)]
+        rows = [[v for v in row if v is not None] for row in matrix if None not in row]  # graded in every repeat
         if skipped and not rows:
             result.note = skipped
             continue

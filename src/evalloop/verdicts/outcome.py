@@ -27,8 +27,11 @@ from evalloop.verdicts.verdict import VerdictStatus
 class Judged(Protocol):
     """What :func:`run_outcome` reads of a judged run (a :class:`~evalloop.verdicts.baseline.Comparison`)."""
 
-    run: Any
-    scorers: Sequence[Any]
+    @property
+    def run(self) -> Any: ...
+
+    @property
+    def scorers(self) -> Sequence[Any]: ...
 
 #: worst first: the one order every summary of a run uses
 ORDER: tuple[VerdictStatus, ...] = (

@@ -130,7 +130,7 @@ def _interval(boot: NDArray[np.float64], theta: float, jack: NDArray[np.float64]
     if method == "percentile":
         qs = (tail, 1.0 - tail)
     else:
-        share = (np.count_nonzero(boot < theta) + np.count_nonzero(boot <= theta)) / (2 * resamples)
+        share = float(np.count_nonzero(boot < theta) + np.count_nonzero(boot <= theta)) / (2 * resamples)
         share = min(max(share, 0.5 / resamples), 1.0 - 0.5 / resamples)
         z0 = _NORMAL.inv_cdf(share)
         dev = jack.mean() - jack

@@ -376,7 +376,7 @@ def decide_aligned(
     fields.update(
         n_paired=len(shared_rows), n_unpaired=n_added + len(removed_rows), added=n_added,
         added_mean=_mean(current[usedm & ~in_window]), removed=len(removed_rows),
-        removed_mean=_mean([_mean(row[~np.isnan(row)]) for row in used_runs[removed_rows]]),
+        removed_mean=_mean([m for row in used_runs[removed_rows] if (m := _mean(row[~np.isnan(row)])) is not None]),
     )
     if not len(shared_rows):
         return verdict(
