@@ -19,3 +19,11 @@ def test_a_scorer_results_scores_are_a_whole_mapping():
     assert list(scores.items()) == [("a", 1.0), ("c", 0.5)]
     assert "b" not in scores and len(scores) == 2
     assert isinstance(np.mean(list(scores.values())), float)
+
+
+def test_the_items_view_reads_the_vector_once_and_is_a_real_view():
+    scores = ScorerResult(scorer="exact", kind="exact", threshold=0.5, pass_mark=0.5, policy={},
+                          ids=["a", "b", "c"], vector=[0.25, math.nan, 1.0]).scores
+    items = scores.items()
+    assert len(items) == 2 and ("a", 0.25) in items and ("b", 0.0) not in items
+    assert list(items) == list(items) == [("a", 0.25), ("c", 1.0)]  # iterable again, not a one-shot generator

@@ -196,7 +196,7 @@ def resolve_embedder(spec: str | None) -> Embedder:
         from evalloop.memory.embedders_http import HTTPEmbedder
 
         model, _, base_url = arg.partition("@")
-        return HTTPEmbedder(base_url=base_url, model=model, api=kind)  # type: ignore[arg-type]
+        return HTTPEmbedder(base_url=base_url, model=model, api="openai" if kind == "openai" else "ollama")
     raise ConfigError(
         f"unknown embedder {spec!r}",
         where="embedder spec",

@@ -85,7 +85,7 @@ def generate_corpus(weeks: int = 4, mode: Mode = "fast", seed: int = 42) -> Synt
                 kind=kind,
                 **extra,
             )
-        )  # type: ignore[arg-type]
+        )
 
     fact_templates: list[tuple[str | None, str]] = [(topic, t) for topic, (_, ts) in T.TOPICS.items() for t in ts]
     for week in range(weeks):
@@ -166,7 +166,7 @@ def build_queries() -> list[SubstringQuery]:
             SubstringQuery(
                 query_id=f"chg_{i:02d}",
                 text=text,
-                set=kind,  # type: ignore[arg-type]
+                set=kind,
                 expected=new if kind == "current_state" else old + new,
                 old_keywords=old,
                 new_keywords=new,

@@ -85,7 +85,7 @@ class CallableRetriever:
 def as_retriever(obj: RetrieverLike) -> Retriever:
     """Return ``obj`` if it is a Retriever, or wrap a bare callable."""
     if hasattr(obj, "retrieve"):
-        return obj  # type: ignore[return-value]
+        return obj
     if callable(obj):
         return CallableRetriever(obj)
     raise TypeError(f"{obj!r} is neither a Retriever nor a callable retrieve(query, k)")

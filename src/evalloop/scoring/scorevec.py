@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,9 +48,19 @@ class CaseScores(Mapping[str, float]):
     def __len__(self) -> int:
         return int(np.count_nonzero(~np.isnan(self._values)))
 
-    def items(self):  # type: ignore[override]
-        values = self._values
-        return ((self.ids[int(i)], float(values[i])) for i in np.flatnonzero(~np.isnan(values)))
+    def items(self) -> ItemsView[str, float]:
+        return _Items(self)
+
+
+class _Items(ItemsView[str, float]):
+    """A :class:`CaseScores`' items read in one pass over the vector (the generic view would look
+    each id up: quadratic)."""
+
+    _mapping: CaseScores
+
+    def __iter__(self) -> Iterator[tuple[str, float]]:
+        ids, values = self._mapping.ids, self._mapping._values
+        return ((ids[int(i)], float(values[i])) for i in np.flatnonzero(~np.isnan(values)))
 
 
 class Vector:
