@@ -83,6 +83,7 @@ class VariantResult(BaseModel):
     p_value: dict[str, float | None] = Field(default_factory=dict)
     n_paired: dict[str, int] = Field(default_factory=dict)
     seconds: float = Field(0.0, description="wall time of the variant's run, memory reading included")
+    cost_usd: float = Field(0.0, description="what the variant's LLM calls cost")
 
     def significant(self, scorer: str, alpha: float = ALPHA) -> bool:
         p, d = self.p_value.get(scorer), self.diff.get(scorer)
@@ -111,12 +112,12 @@ def _paired_p(x: Sequence[float], y: Sequence[float]) -> float | None:
     return float(paired_permutation_test(x, y, alternative="two-sided").p_value)
 
 
-async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Sequence[str] = DEFAULT_VARIANTS,
+async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Sequence[str | Variant] = DEFAULT_VARIANTS,
                  registry: Registry | None = None, limit: int | None = None, engine: str | None = None,
                  model: str | None = None, on: On = "held-out") -> LearnCheck:
     """Run ``suite`` once per variant on the same cases (its held-out part, or ``on="all"``)
     and compare each with the first."""
-    parsed = [parse_variant(v) for v in variants]
+    parsed = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
     if len({v.name for v in parsed}) != len(parsed):
         raise ConfigError("two variants share a name", where="--variant", hint="give each variant its own name")
     base = suite if isinstance(suite, Suite) else find_suite(str(suite), settings.project_dir)
@@ -157,7 +158,7 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
                 variant=v.name, inject=v.inject, params=v.params,
                 injected_memories=[] if v.inject == "off" else open_ids[: settings.inject_limit],
                 means={s: report.outcome.summaries[s].mean for s in names},
-                seconds=time.perf_counter() - started))
+                seconds=time.perf_counter() - started, cost_usd=report.outcome.run.cost_usd or 0.0))
         store.engine.dispose()
     scorers = [s.name for s in base.scorers]
     for result, cases in zip(results, per_case, strict=True):
