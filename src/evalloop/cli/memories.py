@@ -131,9 +131,15 @@ def prompt_enhance(
     except OSError as exc:
         raise EvalloopError(f"cannot read prompt file: {exc.strerror}", where=str(prompt_file)) from None
     injection.require_memories(settings)
+    from evalloop.suites.lookup import find_suite
+
+    try:  # the suite itself, so that an incident showing one of its held-out cases is left out
+        which: object = find_suite(suite, settings.project_dir)
+    except EvalloopError:
+        which = suite  # a suite no longer in the project: its incidents as stored
     adapter = injection.open_adapter(settings)
     try:
-        found = injection.failure_patterns(adapter, suite, query=query, limit=limit)
+        found = injection.failure_patterns(adapter, which, query=query, limit=limit)  # type: ignore[arg-type]
     finally:
         injection.close_adapter(adapter)
     if not found:

@@ -57,6 +57,7 @@ from pydantic import BaseModel
 
 from evalloop.errors import ConfigError, EvalloopError
 from evalloop.learning import feedback
+from evalloop.learning.heldout import without_held_out
 from evalloop.verdicts.baseline import Comparison, ScorerComparison
 from evalloop.verdicts.verdict import VerdictStatus
 
@@ -228,23 +229,6 @@ def _learn_only(details: _Details) -> _Details:
                     {s: keep(m) for s, m in details.reasons.items()}, details.baseline, held)
 
 
-def _without_held_out(record: Any, held: Collection[str]) -> Any:
-    """A stored incident as the lifecycle reads it: held-out cases dropped from what it remembers
-    (an incident written before the split, or under another one)."""
-    meta = record.metadata
-    if not held:
-        return record
-    drop = lambda ids: [c for c in ids or [] if c not in held]  # noqa: E731
-    clean = {**meta, "failing_cases": drop(meta.get("failing_cases")),
-             "chronic_cases": drop(meta.get("chronic_cases")),
-             "corrections": [c for c in meta.get("corrections") or []
-                             if isinstance(c, dict) and c.get("id") not in held]}
-    shown = set(meta.get("still_failing") or []) | set(meta.get("failing_cases") or [])
-    if shown & set(held):  # its text may show a held-out case: it is written again from learn cases
-        clean["rewrite"] = True
-    return record.model_copy(update={"metadata": clean})
-
-
 def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | None = None,
           outputs: Mapping[str, str | None] | None = None,
           scores: Mapping[str, Mapping[str, float]] | None = None,
@@ -281,7 +265,7 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
 
 def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, details: _Details) -> Learned | None:
     suite = comparison.run.suite
-    records = [_without_held_out(getattr(r, "record", r), details.held_out)
+    records = [without_held_out(getattr(r, "record", r), details.held_out)
                for r in incidents(adapter, suite, s.scorer, status=None)]
     current = next((r for r in records if r.metadata.get("status") == State.OPEN), None)
     remembered = list(current.metadata.get("failing_cases") or []) if current is not None else []

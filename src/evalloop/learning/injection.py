@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from evalloop.config import Settings
 from evalloop.errors import ConfigError, EvalloopError
 from evalloop.learning import feedback
+from evalloop.learning.heldout import remembered
 from evalloop.learning.incidents import incidents
 from evalloop.suites.models import Suite
 
@@ -46,13 +47,6 @@ def close_adapter(adapter: Any) -> None:
     close = getattr(adapter, "close", None)
     if close is not None:
         close()
-
-
-def remembered(record: Any) -> set[str]:
-    """Every case an incident's text or corrections may show: its remembered, shown and corrected cases."""
-    meta = getattr(record, "metadata", None) or {}
-    ids = set(meta.get("failing_cases") or []) | set(meta.get("still_failing") or [])
-    return ids | {str(c.get("id")) for c in meta.get("corrections") or [] if isinstance(c, dict)}
 
 
 def lesson_records(adapter: Any, suite: str | Suite, limit: int = PATTERN_LIMIT) -> tuple[list[Any], list[str]]:
