@@ -163,6 +163,8 @@ class Suite(BaseModel):
     target_threads: bool = False
     window: int | None = Field(default=None, ge=1, le=100)
     verdict: dict[str, Any] = Field(default_factory=dict)
+    max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
+    batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
     holdout: Holdout = Field(default_factory=Holdout)
     cases: list[Case] | str | None = None
     dataset: str | None = None
@@ -203,6 +205,12 @@ class Suite(BaseModel):
             if not 0.0 < value < 1.0:
                 raise ValueError(f"threshold for '{name}' must be between 0 and 1, got {value}")
         return self
+
+    @property
+    def scorer_labels(self) -> list[str]:
+        """The names this suite's scores are stored and shown under (``as:`` names, ``hit@5``…),
+        in the suite's order: what every command reads results by."""
+        return [ref.label for ref in self.scorers]
 
     @cached_property
     def cases_file(self) -> Path | None:
