@@ -49,7 +49,7 @@ def print_run(report: RunReport, console: Console) -> None:
     for s in report.comparison.scorers:
         _print_details(s, console)
     held = report.extras.get("held_out") or {}
-    if held.get("n") and held["n"] < held.get("of", 0):
+    if held.get("n") and held["n"] < held.get("of", 0) and any(m is not None for m in held["means"].values()):
         shown = [f"{s} {num(m)} (whole {num(held['whole'].get(s))})" for s, m in held["means"].items()]
         note(console, f"held-out cases ({held['n']} of {held['of']}, never in a lesson): " + " · ".join(shown))
     if report.outcome.case_errors:
