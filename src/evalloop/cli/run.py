@@ -54,6 +54,9 @@ def run(
     case: CaseOpt = None,
     tag: TagOpt = None,
     concurrency: Annotated[int | None, typer.Option(min=1, metavar="N", help="Cases in flight at once.")] = None,
+    held_out: Annotated[bool, typer.Option(
+        "--held-out", help="Only the suite's held-out cases (never in a lesson): the verdict on them alone, "
+                           "against the same cases of the baseline runs.")] = False,
     fail_on_regression: FailOpt = False,
     no_fail: NoFailOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every failing case with its "
@@ -120,14 +123,14 @@ def run(
         settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project)
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
-               "select": _selector(which) if which.active else None, "max_cost": max_cost,
-               "batch": batch, "resume": resume, "nightly": nightly}
+               "select": None, "max_cost": max_cost, "batch": batch, "resume": resume, "nightly": nightly}
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
     for loaded in suites:  # the checked suites are run as loaded: their cases are validated once
         with terminate_as_interrupt():  # SIGTERM (systemd, docker stop) ends the run like Ctrl-C
-            reports.append(asyncio.run(_run_one(loaded, settings, registry, options, show_progress)))
+            chosen = {**options, "select": _selector(which, loaded if held_out else None)}
+            reports.append(asyncio.run(_run_one(loaded, settings, registry, chosen, show_progress)))
         for notice in reports[-1].notices:
             if notice not in said:
                 said.add(notice)
@@ -214,8 +217,14 @@ def _notify(report: RunReport, settings) -> None:
     notify(report, sinks)
 
 
-def _selector(which: CaseFilter):
-    return lambda c: which.keeps_id(c.id) and which.keeps_tags(c.tags)
+def _selector(which: CaseFilter, held_out_of: Suite | None = None):
+    """The cases a run keeps (None: all): the case filter's, and with ``--held-out`` the suite's
+    held-out part only."""
+    if not which.active and held_out_of is None:
+        return None
+    split = held_out_of.holdout if held_out_of is not None else None
+    return lambda c: (which.keeps_id(c.id) and which.keeps_tags(c.tags)
+                      and (split is None or split.held_out(c.id, c.tags)))
 
 
 def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -> dict:
