@@ -4,7 +4,6 @@ itself) is opened ``mode=ro`` — or ``immutable=1`` when even its WAL index can
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sqlalchemy import create_engine
@@ -26,10 +25,10 @@ def sqlite_path(url: str) -> Path | None:
 
 def cannot_write(url: str) -> bool:
     """Whether a SQLite history exists but cannot be written here (a read-only mount or file)."""
+    from evalloop.access import diagnose
+
     path = sqlite_path(url)
-    if path is None or not path.is_file():
-        return False
-    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+    return path is not None and path.is_file() and diagnose(path) is not None
 
 
 def readonly_engine(url: str) -> Engine:

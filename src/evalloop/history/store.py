@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from evalloop.errors import EvalloopError, is_db_error, store_error
+from evalloop.errors import EvalloopError, db_message, is_db_error, store_error
 from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.models import CaseResult, CaseScore, Record, Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.redact import redact_text
@@ -114,7 +114,8 @@ class HistoryStore(metaclass=_MappedErrors):
             if lease.acquire():
                 _LEASES[(self.url, run_id)] = lease
         except Exception as exc:  # noqa: BLE001 - without a lease the run is only never reaped
-            log.warning("run %s has no lease (%s): if its process dies it stays 'running'", run_id, exc)
+            log.warning("run %s has no lease (%s): if its process dies it stays 'running'", run_id,
+                        db_message(exc) if is_db_error(exc) else exc)
 
     def _end_lease(self, run_id: str) -> None:
         lease = _LEASES.pop((self.url, run_id), None)
