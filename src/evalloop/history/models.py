@@ -154,6 +154,12 @@ class Run(Record):
     notes: str = "{}"
     origin: str = "local"
 
+    @property
+    def system_fingerprint(self) -> str:
+        """The fingerprint a run reports (``--json``, JUnit): the system under test, without
+        injected failure memories and case files (a run of an older evalloop: the full hash)."""
+        return self.base_fingerprint or self.fingerprint_hash
+
 
 @_table("scorer_summaries", indexed=("run_id", "scorer"), refs={"run_id": "runs.id"})
 class ScorerSummary(Record):
