@@ -30,8 +30,11 @@ def compare(
     from evalloop.report.format import num
 
     settings = settings_for(project)
-    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
-    assert store is not None
+    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log, create=False)
+    if store is None:  # nothing to compare, and nothing created
+        from evalloop.cli.history import no_runs_yet
+
+        raise no_runs_yet(settings)
     a, b = find_run(store, run_a, settings.database_url), find_run(store, run_b, settings.database_url)
     diff = diff_runs(store, a, b)
     if json_out:

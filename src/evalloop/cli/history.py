@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.cli.run import CaseOpt, TagOpt
+from evalloop.errors import EvalloopError
+
+if TYPE_CHECKING:
+    from evalloop.config import Settings
 
 history_app = typer.Typer(help="Stored runs; `export`/`import` move them to and from the run log.")
 app.add_typer(history_app, name="history")
@@ -42,8 +46,15 @@ def history(
 
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log,
-                         suites=[suite] if suite else None)
-    assert store is not None
+                         suites=[suite] if suite else None, create=False)
+    if store is None:  # no database and no run log: say so, and create nothing
+        if run_id:
+            raise no_runs_yet(settings)
+        if json_out:
+            print("[]")
+        else:
+            out().print(f"no runs yet{f' for {suite}' if suite else ''} in {redact_url(settings.database_url)}")
+        return
     if not store.readonly:
         reaped = store.reap_dead_runs()
         if reaped:
@@ -125,3 +136,11 @@ def history_import(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
         out().print(f"{name}: {n} run(s) imported")
     if not counts:
         out().print(f"no run logs in {settings.history_dir}")
+
+
+def no_runs_yet(settings: Settings) -> EvalloopError:
+    """The one line for a reading command where there is no history yet (nothing is created)."""
+    from evalloop.redact import redact_url
+
+    return EvalloopError("no runs yet", where=redact_url(settings.database_url),
+                         hint="run `evalloop run --suite NAME` first")

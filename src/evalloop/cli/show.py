@@ -27,22 +27,20 @@ def show(
 
     Example: [bold]evalloop show last --failed[/bold]
     """
-    from evalloop.cli.history import _suite_or_none
+    from evalloop.cli.history import _suite_or_none, no_runs_yet
     from evalloop.history.runlog import synced_store
     from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
     from evalloop.report.diff import find_run
     from evalloop.report.terminal import print_history
 
     settings = settings_for(project)
-    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
-    assert store is not None
+    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log, create=False)
+    if store is None:  # nothing to show, and nothing created
+        raise no_runs_yet(settings)
     if run_id == "last":
         newest = store.runs(None, limit=1)
         if not newest:
-            from evalloop.errors import EvalloopError
-
-            raise EvalloopError("no runs yet", where=settings.database_url,
-                                hint="run `evalloop run --suite NAME` first")
+            raise no_runs_yet(settings)
         run = newest[0]
     else:
         run = find_run(store, run_id, settings.database_url)
