@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalloop.calling import is_awaitable
+from evalloop.calling import is_awaitable, traceback_of
 from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError, FixtureError
 from evalloop.failures import Failure, TargetTimeout, classify
@@ -295,6 +295,7 @@ class _RunState:
         self.ids[row] = case_id
         ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services) if self.wants_ctx else None
         error: str | None = None
+        trace: str | None = None
         failure: Failure | None = None
         output: Any = None
         started = time.perf_counter()
@@ -315,6 +316,7 @@ class _RunState:
         except Exception as exc:
             # exception texts carry URLs: redacted before they reach history or a report
             error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
+            trace = traceback_of(exc)
         latency_ms = (time.perf_counter() - started) * 1000.0
         scores: list[Score] = []
         for bound, _, _ in self.scoring:
@@ -350,7 +352,7 @@ class _RunState:
         # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
         self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None,
                                None if error else dumps(output), error, failure.value if failure else None,
-                               latency_ms, cost, input_tokens, output_tokens))
+                               latency_ms, cost, input_tokens, output_tokens, trace))
         if tags:
             self.tagged = True
         plain = case.expect == "pass"  # no scorer treats it as a known-bad control

@@ -224,7 +224,7 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
                        previous_run=previous_completed(store, report.suite.name, run_id))
     if views:
         out().print(f"failing cases ({len(views)}):")
-        print_cases(views, out())
+        print_cases(views, out(), tracebacks=True)
 
 
 async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:

@@ -19,6 +19,8 @@ def show(
     case: CaseOpt = None,
     tag: TagOpt = None,
     limit: Annotated[int | None, typer.Option(min=1, metavar="N", help="Show at most N cases.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show the traceback of each case "
+                                          "whose target raised.")] = False,
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
@@ -59,7 +61,7 @@ def show(
     if suite is None:
         err().print(f"suite '{run.suite}' is not found now: inputs and expected values are not shown",
                     markup=False)
-    print_cases(views, console, limit=limit)
+    print_cases(views, console, limit=limit, tracebacks=verbose)
     failing = sum(1 for v in views if not v.passed)
     newly_failing = sum(1 for v in views if v.change == "newly failing")
     newly_passing = sum(1 for v in views if v.change == "newly passing")

@@ -202,6 +202,7 @@ class CaseResult(Record):
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    traceback: str | None = None  # the target's exception: its own frames (evalloop's left out)
 
 
 @_table("case_scores", refs={"run_id": "runs.id"},

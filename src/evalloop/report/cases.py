@@ -52,6 +52,7 @@ class CaseView(BaseModel):
     expected: Any = None
     output: Any = None
     error: str | None = None
+    traceback: str | None = None  # the target's exception, its own frames
     failure: str | None = None
     latency_ms: float = 0.0
     epochs: int = 1
@@ -110,7 +111,7 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
             change = "newly passing" if passed else "newly failing"
         views.append(CaseView(
             case_id=case_id, tags=[t for t in (first.tags or "").split(",") if t],
-            output=_output(first.output), error=first.error, failure=first.failure,
+            output=_output(first.output), error=first.error, traceback=first.traceback, failure=first.failure,
             latency_ms=sum(r.latency_ms for r in rows) / len(rows), epochs=len(rows),
             passed=passed, scores=per_scorer, change=change,
             input=case.input if case is not None else None,
@@ -184,8 +185,9 @@ def _short(value: Any, limit: int = SHOWN_CHARS) -> str:
 
 
 def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | None = None,
-                total: int | None = None) -> None:
-    """Each case: id, verdict, tags, input, expected, output (or error), every score and message."""
+                total: int | None = None, tracebacks: bool = False) -> None:
+    """Each case: id, verdict, tags, input, expected, output (or error, with ``tracebacks`` its
+    traceback), every score and message."""
     shown = views if limit is None else views[:limit]
     for v in shown:
         mark = "[green]pass[/]" if v.passed else "[red]FAIL[/]"
@@ -196,6 +198,9 @@ def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | Non
         console.print(f"  expected: {_escape(_short(v.expected))}", highlight=False)
         if v.error:
             console.print(f"  error:    {_escape(_short(v.error))}", highlight=False)
+            if tracebacks and v.traceback:
+                for line in v.traceback.rstrip().splitlines():
+                    console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
         else:
             console.print(f"  output:   {_escape(_short(v.output))}", highlight=False)
         for s in v.scores:
