@@ -64,7 +64,7 @@ def traced_peaks(settings) -> dict:
     import asyncio
     import tracemalloc
 
-    import evalloop.pipeline as pipeline
+    import evalloop.loop.pipeline as pipeline
 
     peaks: dict[str, float] = {}
 
@@ -102,7 +102,7 @@ def measure(n: int) -> dict:
 
 
 def baseline_rss() -> float:
-    out = subprocess.run([sys.executable, "-c", "import resource, evalloop.cli, evalloop.runner;"
+    out = subprocess.run([sys.executable, "-c", "import resource, evalloop.cli, evalloop.run.runner;"
                           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"],
                          capture_output=True, text=True, check=True)
     return float(out.stdout)

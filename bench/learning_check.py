@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from evalloop import load_settings, run_suite
-from evalloop.learncheck import acheck
+from evalloop.loop.learncheck import acheck
 from evalloop.reference.memory_ops import decide_local
 
 WRAPPER = '''

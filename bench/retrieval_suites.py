@@ -17,9 +17,9 @@ from pathlib import Path
 
 from evalloop.config import load_settings
 from evalloop.retrieval.suite_compare import SUITE_TARGETS, TargetComparison, compare_targets
-from evalloop.stats import stars
-from evalloop.suite_lookup import discover_suites
-from evalloop.suites import PACKAGE_FIXTURES, load_suite
+from evalloop.suites.lookup import discover_suites
+from evalloop.suites.models import PACKAGE_FIXTURES, load_suite
+from evalloop.verdicts.stats import stars
 
 TARGETS = ("bm25", "hybrid", "memory[text_weight=0]", "memory[vector_weight=0]", "memory")
 NAMES = {"memory[text_weight=0]": "memory, dense side alone", "memory[vector_weight=0]":

@@ -1,6 +1,6 @@
 """LLM-bound run throughput: a 1,000-case `decide` suite on the llm engine through the real runner.
 
-``evalloop.pipeline.run_suite`` (suite loading, runner, scorers, history writes, baseline
+``evalloop.loop.pipeline.run_suite`` (suite loading, runner, scorers, history writes, baseline
 comparison) with ``engine="llm"`` and no cache, against a loopback Messages-API server that
 takes 200 ms per call, at concurrency 32. The ideal is cases * latency / concurrency (6.25 s);
 the target is within 1.20x of it (issue #16). A bare ``AnthropicClient`` loop making the same calls at the
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from evalloop.config import load_settings  # noqa: E402
 from evalloop.llm import AnthropicClient  # noqa: E402
 from evalloop.llm.structured import structured  # noqa: E402
-from evalloop.pipeline import run_suite  # noqa: E402
+from evalloop.loop.pipeline import run_suite  # noqa: E402
 from evalloop.reference.memory_ops import Decision, system_prompt  # noqa: E402
 from evalloop.untrusted import fence  # noqa: E402
 from support.messages_server import LLMServer, Reply, Seen  # noqa: E402

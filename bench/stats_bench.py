@@ -1,4 +1,4 @@
-"""Speed of evalloop.stats beside SciPy on the same data, measured side by side in one run.
+"""Speed of evalloop.verdicts.stats beside SciPy on the same data, measured side by side in one run.
 
 Target: a paired permutation test with 10,000 permutations over 1,000 cases in under 0.5 s.
 Usage: ``python bench/stats_bench.py [--cases 1000] [--permutations 10000] [--repeats 3]``.
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats as sp
 
-from evalloop import stats
+from evalloop.verdicts import stats
 
 
 def _best(fn: Callable[[], object], repeats: int) -> tuple[float, object]:

@@ -20,10 +20,10 @@ from pathlib import Path
 import yaml
 
 from evalloop import load_settings, run_suite
-from evalloop.baseline import ScorerComparison
 from evalloop.history import HistoryStore
+from evalloop.run.services import build_services
 from evalloop.scoring.registry import discover
-from evalloop.services import build_services
+from evalloop.verdicts.baseline import ScorerComparison
 
 TARGET = '''
 import json

@@ -47,7 +47,7 @@ from scipy.stats import binomtest, norm
 sys.path.insert(0, str(Path(__file__).parent))
 from verdict_lab import Lab  # noqa: E402
 
-from evalloop.verdict import VerdictStatus  # noqa: E402
+from evalloop.verdicts.verdict import VerdictStatus  # noqa: E402
 
 RULES = ("evidence", "threshold", "paired")
 Z = float(norm.ppf(0.975))

@@ -6,14 +6,14 @@ import pytest
 
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
-from evalloop.pipeline import run_suite
+from evalloop.loop.pipeline import run_suite
 from evalloop.report.strata import strata_means
 from evalloop.retrieval import run_qa, run_substring_queries, text_search
-from evalloop.retrieval.suite import load_corpus, load_substring_queries, qa_dataset
+from evalloop.retrieval.scorers import ndcg, scenario_accuracy
+from evalloop.retrieval.suite_data import load_corpus, load_substring_queries, qa_dataset
 from evalloop.retrieval.suite_targets import TextMemory, retriever_factory
-from evalloop.scoring.retrieval import ndcg, scenario_accuracy
-from evalloop.suite_lookup import find_suite
-from evalloop.suites import PACKAGE_FIXTURES
+from evalloop.suites.lookup import find_suite
+from evalloop.suites.models import PACKAGE_FIXTURES
 
 DATA = PACKAGE_FIXTURES / "data"
 

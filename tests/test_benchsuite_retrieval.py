@@ -8,10 +8,11 @@ import pytest
 
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
-from evalloop.pipeline import run_suite
+from evalloop.loop.pipeline import run_suite
 from evalloop.report.strata import latency_summary, strata_means
 from evalloop.retrieval import Fts5Bm25Retriever, run_retriever
-from evalloop.retrieval.suite import dataset_cases, retrieval_dataset
+from evalloop.retrieval.suite import dataset_cases
+from evalloop.retrieval.suite_data import retrieval_dataset
 from evalloop.retrieval.suite_targets import (
     MemoryStoreRetriever,
     RetrieverTarget,
@@ -21,8 +22,8 @@ from evalloop.retrieval.suite_targets import (
 )
 from evalloop.retrieval.types import Doc
 from evalloop.scoring.registry import discover
-from evalloop.suite_lookup import find_suite
-from evalloop.suites import PACKAGE_FIXTURES
+from evalloop.suites.lookup import find_suite
+from evalloop.suites.models import PACKAGE_FIXTURES
 
 BENCH = PACKAGE_FIXTURES / "data" / "memory-bench"
 
@@ -106,7 +107,7 @@ def test_own_retriever_class_and_bare_callable(tmp_path, monkeypatch, settings):
     suite = find_suite("retrieval-bm25", settings.project_dir)
     target = RetrieverTarget(retriever="myret:none", dataset=str(BENCH))
     assert target({"query": "anything"}) == [] and target.run_stats()["n_queries"] == 1
-    from evalloop.runner import prepare
+    from evalloop.run.runner import prepare
 
     prepared = prepare(suite, discover(tmp_path), target_params={"retriever": "myret:Last"})
     assert prepared.fingerprint["target_fingerprint"]["retriever"] == "myret:Last"

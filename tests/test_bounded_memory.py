@@ -15,9 +15,9 @@ import tracemalloc
 import pytest
 
 from evalloop import load_settings, run_suite
-from evalloop.baseline import compare_run
 from evalloop.history import HistoryStore, runlog
-from evalloop.scorevec import Vector
+from evalloop.scoring.scorevec import Vector
+from evalloop.verdicts.baseline import compare_run
 from support.project import make_project
 
 N = 20_000
@@ -80,11 +80,11 @@ def test_the_comparison_holds_one_window_matrix(big, monkeypatch):
     stacked copy (flips) and a reordered copy (the paired test): 12.5 bytes a case and run at
     its peak, against 8.3 now.
     Row blocks are made small here, so their fixed-size temporaries do not pass for per-case cost."""
-    import evalloop.stats
-    import evalloop.verdict
+    import evalloop.verdicts.stats
+    import evalloop.verdicts.verdict
 
-    monkeypatch.setattr(evalloop.verdict, "_BLOCK_ROWS", 512)
-    monkeypatch.setattr(evalloop.stats, "_BLOCK_ROWS", 512)
+    monkeypatch.setattr(evalloop.verdicts.verdict, "_BLOCK_ROWS", 512)
+    monkeypatch.setattr(evalloop.verdicts.stats, "_BLOCK_ROWS", 512)
     settings, reports = big
     store = HistoryStore(settings.database_url)
     report = reports[-1]

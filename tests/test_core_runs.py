@@ -9,9 +9,9 @@ import pytest
 from evalloop import load_settings, run_suite
 from evalloop.errors import ScorerError, TargetError
 from evalloop.history import CaseResult, CaseScore, HistoryStore, Run, RunStatus
-from evalloop.runner import execute, prepare
+from evalloop.run.runner import execute, prepare
 from evalloop.scoring.registry import discover
-from evalloop.suite_lookup import find_suite
+from evalloop.suites.lookup import find_suite
 from support.project import controlled_suite, make_project, write_answers
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from evalloop.errors import FixtureError
-from evalloop.suite_lookup import discover_suites, find_suite
-from evalloop.suites import load_suite
+from evalloop.suites.lookup import discover_suites, find_suite
+from evalloop.suites.models import load_suite
 
 GOOD = """\
 name: demo
@@ -151,7 +151,7 @@ TRICKY_LINES = [
 def _reference(line: str) -> tuple[str | None, str | None]:
     """What the full path says of one line (with its newline, as read): (case id, error), from
     json.loads and then the model."""
-    from evalloop.suites import _case
+    from evalloop.suites.models import _case
 
     try:
         data = json.loads(line + "\n")

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from evalloop.config import load_settings
-from evalloop.pipeline import arun_suite
-from evalloop.suites import Suite
+from evalloop.loop.pipeline import arun_suite
+from evalloop.suites.models import Suite
 from support.messages_server import LLMServer, Reply, Seen
 
 CASES = [

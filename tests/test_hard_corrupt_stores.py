@@ -112,7 +112,7 @@ def test_doctor_names_each_damaged_store_and_how_to_recover(tmp_path):
 async def test_a_damaged_llm_cache_never_stops_a_run(tmp_path, llm_server, monkeypatch):  # noqa: F811
     from evalloop.errors import StoreError
     from evalloop.llm import LLMRequest, Message
-    from evalloop.services import build_services, close_services
+    from evalloop.run.services import build_services, close_services
 
     root = make_project(tmp_path / "p", {"s": SUITE})
     cache = root / "history" / "llm-cache.db"
@@ -191,7 +191,7 @@ def test_a_run_with_a_damaged_llm_cache_goes_on_and_says_so_in_one_line(tmp_path
     """The real CLI on the llm engine: every call goes to the server, the run completes."""
     import yaml
 
-    from evalloop.suites import PACKAGE_FIXTURES
+    from evalloop.suites.models import PACKAGE_FIXTURES
     from support.messages_server import LLMServer
 
     similarity = yaml.safe_load((PACKAGE_FIXTURES / "similarity.yaml").read_text(encoding="utf-8"))
@@ -219,8 +219,8 @@ def test_a_scheduled_run_logs_the_damaged_store_it_went_on_without(tmp_path):
     import time
     from datetime import UTC, datetime
 
-    from evalloop.scheduler import add_schedule
     from evalloop.scheduling import ledger
+    from evalloop.scheduling.scheduler import add_schedule
     from support.project import wait_for
 
     root = make_project(tmp_path / "p", {"s": SUITE})

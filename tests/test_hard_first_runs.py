@@ -22,7 +22,7 @@ from support.project import make_project
 N = 8
 CHILD = textwrap.dedent("""
     import os, sys, time
-    import evalloop.cli, evalloop.pipeline, evalloop.scheduler  # the slow part, before the barrier
+    import evalloop.cli, evalloop.loop.pipeline, evalloop.scheduling.scheduler  # the slow part, before the barrier
     barrier = sys.argv[1]
     open(f"{barrier}.ready.{os.getpid()}", "w").close()
     while not os.path.exists(barrier):

@@ -11,9 +11,9 @@ import time
 
 from sqlalchemy import insert, update
 
+from evalloop.history.locks import LOCKS, DatabaseLock, current_holder, engine_for
 from evalloop.history.models import Run, RunStatus, utcnow
 from evalloop.history.store import HistoryStore
-from evalloop.locks import LOCKS, DatabaseLock, current_holder, engine_for
 from evalloop.scheduling import ledger
 
 HOST = socket.gethostname()
@@ -51,7 +51,7 @@ def test_a_live_lock_of_another_container_with_the_same_host_and_pid_is_not_take
 
 
 def test_a_lock_of_a_dead_process_of_this_namespace_is_taken_at_once(history_url):
-    from evalloop.locks import process_owner
+    from evalloop.history.locks import process_owner
 
     mine = process_owner()
     host, pid, token = mine.split(":", 2)
@@ -111,7 +111,7 @@ def test_a_scheduler_killed_mid_run_leaves_no_running_rows(tmp_path):
     from pathlib import Path
 
     from evalloop.config import load_settings
-    from evalloop.scheduler import add_schedule
+    from evalloop.scheduling.scheduler import add_schedule
     from support.project import SLOW_TARGET, make_project, slow_suite, wait_for
 
     root = make_project(tmp_path / "p", {"slow": slow_suite(40, 0.2)}, target=SLOW_TARGET)

@@ -12,7 +12,7 @@ from evalloop.config import load_settings
 from evalloop.history import runlog
 from evalloop.history.models import RunStatus
 from evalloop.history.store import HistoryStore
-from evalloop.pipeline import run_suite
+from evalloop.loop.pipeline import run_suite
 from support.project import make_project
 
 SUITE = {"name": "logged", "target": "sut:echo", "scorers": ["equals"],

@@ -17,9 +17,9 @@ import pytest
 from evalloop.config import load_settings
 from evalloop.errors import ConfigError, EvalloopError
 from evalloop.llm import AnthropicClient, LLMRequest, Message
-from evalloop.pipeline import run_suite
+from evalloop.loop.pipeline import run_suite
 from evalloop.redact import redact_text, redact_url
-from evalloop.sinks import WebhookSink, notify
+from evalloop.scheduling.sinks import WebhookSink, notify
 from support.project import TARGET, make_project
 from support.webhook_server import closed_port_url, webhook_server
 
@@ -123,8 +123,8 @@ def test_a_scheduler_logs_no_webhook_token_and_no_database_password(tmp_path, mo
     import signal
     from datetime import UTC, datetime
 
-    from evalloop.scheduler import add_schedule
     from evalloop.scheduling import ledger
+    from evalloop.scheduling.scheduler import add_schedule
     from support.project import controlled_suite, wait_for, write_answers
 
     url = pg_server.create_database().replace("postgres@", "postgres:sk-ant-PASS1@", 1)

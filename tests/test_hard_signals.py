@@ -72,7 +72,7 @@ def test_a_stop_timeout_interrupts_a_scheduled_run_before_the_supervisor_kills_i
 def _scheduler_running(tmp_path: Path, options: list[str]) -> tuple[Path, HistoryStore, subprocess.Popen]:
     from datetime import UTC, datetime
 
-    from evalloop.scheduler import add_schedule
+    from evalloop.scheduling.scheduler import add_schedule
 
     root = make_project(tmp_path / "p", {"slow": slow_suite(40, 0.2)}, target=SLOW_TARGET)
     settings = load_settings(root)

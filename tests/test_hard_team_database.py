@@ -9,8 +9,8 @@ from evalloop.config import load_settings
 from evalloop.history import runlog
 from evalloop.history.models import RunStatus
 from evalloop.history.store import HistoryStore
-from evalloop.pipeline import run_suite
-from evalloop.scheduler import add_schedule, list_schedules, remove_schedule
+from evalloop.loop.pipeline import run_suite
+from evalloop.scheduling.scheduler import add_schedule, list_schedules, remove_schedule
 from support.project import controlled_suite, make_project, write_answers
 
 

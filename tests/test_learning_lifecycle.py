@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalloop import learning, load_settings, run_suite
-from evalloop.learncheck import acheck
+from evalloop import load_settings, run_suite
+from evalloop.learning import incidents as learning
+from evalloop.loop.learncheck import acheck
 from evalloop.memory.store import MemoryStore
 from evalloop.reference.memory_ops import decide_local
 from support.messages_server import LLMServer, Reply, Seen
@@ -244,7 +245,7 @@ def test_learn_check_cli(tmp_path):
 
 
 def test_feedback_text_without_cases_and_the_budget_over_several_memories():
-    from evalloop import feedback
+    from evalloop.learning import feedback
     from evalloop.memory.records import MemoryRecord
 
     bare = feedback.information(feedback.Incident(suite="s", scorer="x", kind="heuristic", current=0.5,

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalloop import learning, load_settings, run_suite
+from evalloop import load_settings, run_suite
+from evalloop.learning import incidents as learning
 from evalloop.memory.store import MemoryStore
 
 WRAPPER = '''

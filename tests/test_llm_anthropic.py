@@ -163,8 +163,8 @@ MALFORMED = {
 
 @pytest.mark.parametrize("name", MALFORMED)
 async def test_a_200_that_is_not_a_message_is_malformed_and_not_retried(llm_server, make_client, name):  # noqa: F811
-    from evalloop.failures import Failure, classify
     from evalloop.llm.errors import MalformedReply, is_case_level
+    from evalloop.run.failures import Failure, classify
 
     reply, why = MALFORMED[name]
     llm_server.script(reply)

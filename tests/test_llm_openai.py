@@ -134,8 +134,8 @@ MALFORMED = [Reply(raw_body=b"<html>proxy error</html>"), Reply.html(), Reply.em
 @pytest.mark.parametrize("reply", MALFORMED, ids=["html-as-json", "html", "empty", "truncated", "choice-str",
                                                   "list", "content-list"])
 async def test_a_body_that_is_not_a_chat_completion_is_malformed_and_not_retried(llm_server, client, reply):  # noqa: F811
-    from evalloop.failures import Failure, classify
     from evalloop.llm.errors import MalformedReply, is_case_level
+    from evalloop.run.failures import Failure, classify
 
     llm_server.script(reply)
     with pytest.raises(MalformedReply, match="not a chat completion") as caught:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from evalloop import learning, load_settings, run_suite
+from evalloop import load_settings, run_suite
+from evalloop.learning import incidents as learning
 from evalloop.memory.adapters import HTTPMemoryAdapter, HTTPMemoryConfig
 from support.mem0_server import Mem0Server, mem0_server, needs_mem0  # noqa: F401
 from test_learning_lifecycle import make

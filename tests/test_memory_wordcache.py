@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from evalloop.memory import StaticEmbedder, default_embedder, wordcache
-from evalloop.memory.embedders import normalise_rows
+from evalloop.memory.vectors import normalise_rows
 from evalloop.memory.wordcache import ChunkPooler
 
 ODD_TEXTS = [

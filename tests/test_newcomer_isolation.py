@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from evalloop.errors import is_db_error, store_error
-from evalloop.suite_lookup import discover_suites, suites_for_all
-from evalloop.suites import PACKAGE_FIXTURES
-from evalloop.targets import resolve_target
+from evalloop.run.targets import resolve_target
+from evalloop.suites.lookup import discover_suites, suites_for_all
+from evalloop.suites.models import PACKAGE_FIXTURES
 from support.cli import cli
 
 POISON = "raise RuntimeError('this copy of evalloop must never be imported')\n"

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from evalloop.config import load_settings
-from evalloop.pipeline import arun_suite
-from evalloop.suites import PACKAGE_FIXTURES, Suite
+from evalloop.loop.pipeline import arun_suite
+from evalloop.suites.models import PACKAGE_FIXTURES, Suite
 from support.messages_server import LLMServer, Reply, Seen
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")

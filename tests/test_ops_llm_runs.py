@@ -18,8 +18,8 @@ import yaml
 from evalloop.config import load_settings
 from evalloop.errors import ConfigError
 from evalloop.llm.clients import client_from_env
-from evalloop.pipeline import arun_suite
-from evalloop.suites import PACKAGE_FIXTURES, Suite
+from evalloop.loop.pipeline import arun_suite
+from evalloop.suites.models import PACKAGE_FIXTURES, Suite
 from support.messages_server import LLMServer, Reply, Seen
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evalloop.suite_lookup import find_suite
+from evalloop.suites.lookup import find_suite
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 NOTICE = ("no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL): memory operations run on the local engine; "

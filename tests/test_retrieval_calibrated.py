@@ -14,7 +14,7 @@ from evalloop.memory.search import Fusion
 from evalloop.retrieval.dataset import load_dataset
 from evalloop.retrieval.retrievers import parse_spec, retriever_factory
 from evalloop.retrieval.runner import run_retriever
-from evalloop.suites import PACKAGE_FIXTURES
+from evalloop.suites.models import PACKAGE_FIXTURES
 from support.cli import cli
 
 BENCH = PACKAGE_FIXTURES / "data" / "memory-bench"

@@ -16,7 +16,7 @@ from evalloop import load_settings, run_suite
 from evalloop.history.store import HistoryStore
 from evalloop.retrieval.runner import build_index
 from evalloop.retrieval.substring import run_substring_queries, text_search
-from evalloop.retrieval.suite import load_corpus, load_substring_queries
+from evalloop.retrieval.suite_data import load_corpus, load_substring_queries
 from evalloop.retrieval.suite_targets import RetrieverTarget, _Corpus, retriever_factory
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")

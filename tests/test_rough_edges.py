@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from evalloop.cli import app
 from evalloop.config import load_settings
-from evalloop.pipeline import run_suite
+from evalloop.loop.pipeline import run_suite
 from support.cli import EVALLOOP, cli
 from support.project import make_project
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from evalloop import load_settings, run_suite
-from evalloop.failures import Failure, classify
 from evalloop.history import HistoryStore
+from evalloop.run.failures import Failure, classify
 from support.project import TARGET, make_project
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
@@ -164,7 +164,7 @@ def test_classify_tells_the_product_from_the_infrastructure():
     import httpx
 
     from evalloop.llm.errors import LLMCallFailed, MalformedReply, RefusalError, ReplyParseError
-    from evalloop.targets import TargetTimeout
+    from evalloop.run.targets import TargetTimeout
 
     infra = [ConnectionRefusedError(111, "refused"), ConnectionResetError(), BrokenPipeError(),
              TimeoutError("read timed out"), OSError(101, "Network is unreachable"),
@@ -193,8 +193,8 @@ def test_classify_tells_the_product_from_the_infrastructure():
 
 # -- the calling machinery itself -------------------------------------------------------------
 async def test_a_hung_thread_is_replaced_and_a_targets_own_timeout_is_not_the_deadline():
-    from evalloop.calling import call
-    from evalloop.failures import TargetTimeout
+    from evalloop.run.calling import call
+    from evalloop.run.failures import TargetTimeout
 
     def work(seconds: float, value: int) -> int:
         time.sleep(seconds)

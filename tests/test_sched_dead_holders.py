@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 
 from evalloop.cli import app
 from evalloop.config import load_settings
+from evalloop.history.locks import LOCKS, DatabaseLock, current_holder, engine_for
 from evalloop.history.models import Run, RunStatus
 from evalloop.history.store import HistoryStore
-from evalloop.locks import LOCKS, DatabaseLock, current_holder, engine_for
-from evalloop.scheduler import CONTROL, run_scheduled_job, serve
 from evalloop.scheduling import ledger
+from evalloop.scheduling.scheduler import CONTROL, run_scheduled_job, serve
 from support.project import SLOW_TARGET as SLOW
 from support.project import make_project, slow_suite, wait_for
 
@@ -88,7 +88,7 @@ def test_scheduler_start_reaps_dead_runs_first(project):
 def hold_lock_then_die(url: str, stale: float) -> int:
     script = textwrap.dedent(f"""
         import time
-        from evalloop.locks import DatabaseLock
+        from evalloop.history.locks import DatabaseLock
         assert DatabaseLock({url!r}, "suite:slow", stale_seconds={stale}).acquire()
         print("held", flush=True)
         time.sleep(120)

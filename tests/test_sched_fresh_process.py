@@ -10,9 +10,9 @@ import yaml
 
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
-from evalloop.scheduler import add_schedule
 from evalloop.scheduling import ledger
 from evalloop.scheduling.fire import verdict_from_summary
+from evalloop.scheduling.scheduler import add_schedule
 from support.project import wait_for
 from support.scheduling import serving
 

@@ -14,7 +14,8 @@ import pytest
 
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
-from evalloop.scheduler import (
+from evalloop.scheduling import ledger
+from evalloop.scheduling.scheduler import (
     ScheduleError,
     add_schedule,
     list_schedules,
@@ -22,7 +23,6 @@ from evalloop.scheduler import (
     remove_schedule,
     resume_schedule,
 )
-from evalloop.scheduling import ledger
 from support.project import make_project, wait_for
 from support.scheduling import serving
 
@@ -68,7 +68,7 @@ def test_schedules_persist_across_restarts_and_record_their_last_run(settings):
     assert nightly_next.strftime("%H:%M") == "02:30"
 
     # a restart: the persisted job is due again (moved into the past), and runs once more
-    from evalloop.scheduler import _admin
+    from evalloop.scheduling.scheduler import _admin
 
     with _admin(settings) as scheduler:
         scheduler.modify_job("soon", next_run_time=datetime.now(UTC))
@@ -146,3 +146,26 @@ def test_cli_add_list_remove_and_bad_input(settings):
     assert cli("schedule", "remove", "n1").exit_code == 0
     gone = cli("schedule", "remove", "n1")
     assert gone.exit_code == 2 and "no schedule 'n1'" in gone.stderr
+
+
+def test_a_schedule_stored_before_the_package_layout_still_loads(settings):
+    """A job stored when the job function was ``evalloop.scheduler:run_scheduled_job`` (before
+    scheduling/ held it) keeps running: APScheduler would otherwise fail to import the function
+    and drop the job from the store."""
+    import pickle
+
+    from sqlalchemy import create_engine, text
+
+    from evalloop.scheduling.scheduler import JOB_FUNC, JOBS_TABLE
+
+    add_schedule(settings, ["echo"], every="1h", job_id="old")
+    engine = create_engine(settings.database_url)
+    with engine.begin() as conn:
+        (blob,) = conn.execute(text(f"SELECT job_state FROM {JOBS_TABLE} WHERE id = 'old'")).one()
+        state = pickle.loads(blob)
+        assert state["func"] == JOB_FUNC
+        state["func"] = "evalloop.scheduler:run_scheduled_job"
+        conn.execute(text(f"UPDATE {JOBS_TABLE} SET job_state = :s WHERE id = 'old'"), {"s": pickle.dumps(state)})
+    engine.dispose()
+    assert [s.id for s in list_schedules(settings)] == ["old"]
+    assert [s.id for s in list_schedules(settings)] == ["old"]  # and it stays

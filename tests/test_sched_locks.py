@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from evalloop.locks import DatabaseLock, LockBusy, claim_fire, current_holder
+from evalloop.history.locks import DatabaseLock, LockBusy, claim_fire, current_holder
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_heartbeat_keeps_a_long_holder_alive(url):
 def test_lock_is_exclusive_across_processes(url):
     script = textwrap.dedent(f"""
         import sys, time
-        from evalloop.locks import DatabaseLock
+        from evalloop.history.locks import DatabaseLock
         lock = DatabaseLock({url!r}, "suite:x", stale_seconds=30)
         assert lock.acquire()
         print("held", flush=True)

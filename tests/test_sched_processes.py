@@ -16,8 +16,8 @@ import pytest
 from evalloop.config import load_settings
 from evalloop.history.models import CaseResult, RunStatus
 from evalloop.history.store import HistoryStore
-from evalloop.scheduler import add_schedule
 from evalloop.scheduling import ledger
+from evalloop.scheduling.scheduler import add_schedule
 from support.project import SLOW_TARGET, make_project, slow_suite, wait_for
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")

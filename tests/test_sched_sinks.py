@@ -8,9 +8,9 @@ import pytest
 
 from evalloop import load_settings, run_suite
 from evalloop.errors import ConfigError
-from evalloop.scheduler import list_schedules, run_scheduled_job
 from evalloop.scheduling import ledger
-from evalloop.sinks import (
+from evalloop.scheduling.scheduler import list_schedules, run_scheduled_job
+from evalloop.scheduling.sinks import (
     CallableSink,
     LogSink,
     WebhookSink,

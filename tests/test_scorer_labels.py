@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from evalloop.suites import Suite, load_suite
+from evalloop.suites.models import Suite, load_suite
 from support.cli import cli
 from support.project import make_project
 

@@ -11,14 +11,14 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-import evalloop.suite_lookup
-import evalloop.suites
+import evalloop.suites.lookup
+import evalloop.suites.models
 from evalloop import load_settings, run_suite
 from evalloop.cli import app
 from evalloop.history import HistoryStore, runlog
-from evalloop.runner import ScorerResult
-from evalloop.scorevec import align
-from evalloop.verdict import VerdictPolicy, decide, decide_aligned
+from evalloop.run.runner import ScorerResult
+from evalloop.scoring.scorevec import align
+from evalloop.verdicts.verdict import VerdictPolicy, decide, decide_aligned
 from support.project import make_project
 
 HEAVY = ("sqlalchemy", "sqlmodel", "numpy", "pydantic", "anthropic", "httpx", "apscheduler", "jinja2",
@@ -57,8 +57,8 @@ def test_help_imports_no_heavy_library():
 
 
 def test_cli_constants_match_their_sources():
-    from evalloop import learning
     from evalloop.cli import memories, report
+    from evalloop.learning import incidents as learning
     from evalloop.report import trends
 
     assert memories.PATTERN_LIMIT == learning.PATTERN_LIMIT
@@ -69,13 +69,13 @@ def test_cli_run_reads_the_cases_file_twice_not_three_times(tmp_path, monkeypatc
     """Once to validate (before anything is written), once to run: never a third time."""
     root = jsonl_project(tmp_path)
     opened = []
-    real = evalloop.suites._iter_jsonl
+    real = evalloop.suites.models._iter_jsonl
 
     def counting(path):
         opened.append(path)
         return real(path)
 
-    monkeypatch.setattr(evalloop.suites, "_iter_jsonl", counting)
+    monkeypatch.setattr(evalloop.suites.models, "_iter_jsonl", counting)
     result = CliRunner().invoke(app, ["run", "--suite", "speedy", "--project", str(root)])
     assert result.exit_code == 0, result.output
     assert len(opened) == 2
@@ -83,7 +83,7 @@ def test_cli_run_reads_the_cases_file_twice_not_three_times(tmp_path, monkeypatc
 
 def test_a_changed_cases_file_is_validated_again(tmp_path):
     root = jsonl_project(tmp_path, n=4)
-    suite = evalloop.suite_lookup.find_suite("speedy", root)
+    suite = evalloop.suites.lookup.find_suite("speedy", root)
     assert suite.validate_cases() == 4
     with suite.cases_file.open("a") as f:
         f.write(json.dumps({"id": "case-0", "input": "dup"}) + "\n")

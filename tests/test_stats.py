@@ -1,4 +1,4 @@
-"""evalloop.stats agrees with SciPy within Monte-Carlo tolerance; calibration maths holds."""
+"""evalloop.verdicts.stats agrees with SciPy within Monte-Carlo tolerance; calibration maths holds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from evalloop import power, stats
+from evalloop.verdicts import power, stats
 
 
 def _mean_diff(a, b, axis=-1):

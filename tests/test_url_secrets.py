@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from evalloop.config import load_settings
-from evalloop.pipeline import run_suite
+from evalloop.loop.pipeline import run_suite
 from evalloop.redact import redact_text, redact_url
-from evalloop.sinks import WebhookSink, notify
+from evalloop.scheduling.sinks import WebhookSink, notify
 from support.cli import EVALLOOP
 from support.messages_server import LLMServer, Reply
 from support.project import make_project
@@ -60,7 +60,7 @@ def test_a_token_in_a_webhook_path_is_never_logged(tmp_path, caplog):
 
 
 def similarity_project(root: Path) -> Path:
-    from evalloop.suites import PACKAGE_FIXTURES
+    from evalloop.suites.models import PACKAGE_FIXTURES
 
     similarity = yaml.safe_load((PACKAGE_FIXTURES / "similarity.yaml").read_text(encoding="utf-8"))
     (root / "fixtures").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""evalloop.verdict: one vocabulary, the evidence rule, watches, case sets, baseline 0, controls."""
+"""evalloop.verdicts.verdict: one vocabulary, the evidence rule, watches, case sets, baseline 0, controls."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats as sp
 
-from evalloop import stats
-from evalloop.verdict import VerdictPolicy, VerdictStatus, count_flips, decide
+from evalloop.verdicts import stats
+from evalloop.verdicts.verdict import VerdictPolicy, VerdictStatus, count_flips, decide
 
 POLICY = VerdictPolicy(threshold=0.15, permutations=4_000, resamples=2_000)
 

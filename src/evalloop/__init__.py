@@ -14,24 +14,26 @@ from evalloop.lazy import lazy_exports
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Case": "evalloop.suites", "Suite": "evalloop.suites", "find_suite": "evalloop.suite_lookup",
-    "load_suite": "evalloop.suites",
-    "Comparison": "evalloop.baseline", "ScorerComparison": "evalloop.baseline",
-    "compare_run": "evalloop.baseline",
+    "Case": "evalloop.suites.models", "Suite": "evalloop.suites.models", "load_suite": "evalloop.suites.models",
+    "find_suite": "evalloop.suites.lookup",
+    "Comparison": "evalloop.verdicts.baseline", "ScorerComparison": "evalloop.verdicts.baseline",
+    "compare_run": "evalloop.verdicts.baseline",
     "Settings": "evalloop.config", "load_settings": "evalloop.config",
     "EvalloopError": "evalloop.errors",
     "HistoryStore": "evalloop.history", "Run": "evalloop.history",
-    "enhance_prompt": "evalloop.learning", "failure_patterns": "evalloop.learning",
-    "learn": "evalloop.learning",
-    "RunReport": "evalloop.pipeline", "arun_suite": "evalloop.pipeline", "run_suite": "evalloop.pipeline",
+    "enhance_prompt": "evalloop.learning.incidents", "failure_patterns": "evalloop.learning.incidents",
+    "learn": "evalloop.learning.incidents",
+    "RunReport": "evalloop.loop.pipeline", "arun_suite": "evalloop.loop.pipeline",
+    "run_suite": "evalloop.loop.pipeline",
     "Score": "evalloop.score", "ScorerKind": "evalloop.score",
     "Registry": "evalloop.scoring.registry", "discover": "evalloop.scoring.registry",
     "scorer": "evalloop.scoring.registry",
-    "Verdict": "evalloop.verdict", "VerdictPolicy": "evalloop.verdict", "decide": "evalloop.verdict",
+    "Verdict": "evalloop.verdicts.verdict", "VerdictPolicy": "evalloop.verdicts.verdict",
+    "decide": "evalloop.verdicts.verdict",
     "MemoryStore": "evalloop.memory", "MemoryAdapter": "evalloop.memory",
     "HTTPMemoryAdapter": "evalloop.memory", "FoundMemory": "evalloop.memory",
     "default_embedder": "evalloop.memory", "resolve_embedder": "evalloop.memory",
-    "Sink": "evalloop.sinks", "register_sink": "evalloop.sinks",
+    "Sink": "evalloop.scheduling.sinks", "register_sink": "evalloop.scheduling.sinks",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -40,11 +42,11 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs
-    from evalloop.baseline import Comparison, ScorerComparison, compare_run  # noqa: F401
     from evalloop.config import Settings, load_settings  # noqa: F401
     from evalloop.errors import EvalloopError  # noqa: F401
     from evalloop.history import HistoryStore, Run  # noqa: F401
-    from evalloop.learning import enhance_prompt, failure_patterns, learn  # noqa: F401
+    from evalloop.learning.incidents import enhance_prompt, failure_patterns, learn  # noqa: F401
+    from evalloop.loop.pipeline import RunReport, arun_suite, run_suite  # noqa: F401
     from evalloop.memory import (  # noqa: F401
         FoundMemory,
         HTTPMemoryAdapter,
@@ -53,10 +55,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         default_embedder,
         resolve_embedder,
     )
-    from evalloop.pipeline import RunReport, arun_suite, run_suite  # noqa: F401
+    from evalloop.scheduling.sinks import Sink, register_sink  # noqa: F401
     from evalloop.score import Score, ScorerKind  # noqa: F401
     from evalloop.scoring.registry import Registry, discover, scorer  # noqa: F401
-    from evalloop.sinks import Sink, register_sink  # noqa: F401
-    from evalloop.suite_lookup import find_suite  # noqa: F401
-    from evalloop.suites import Case, Suite, load_suite  # noqa: F401
-    from evalloop.verdict import Verdict, VerdictPolicy, decide  # noqa: F401
+    from evalloop.suites.lookup import find_suite  # noqa: F401
+    from evalloop.suites.models import Case, Suite, load_suite  # noqa: F401
+    from evalloop.verdicts.baseline import Comparison, ScorerComparison, compare_run  # noqa: F401
+    from evalloop.verdicts.verdict import Verdict, VerdictPolicy, decide  # noqa: F401

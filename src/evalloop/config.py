@@ -10,11 +10,12 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalloop.errors import ConfigError
-from evalloop.redact import check_settings
+from evalloop.redact import install_log_redaction, redact_url, remember_secrets
 
 CONFIG_FILE = "evalloop.toml"
 
@@ -97,6 +98,11 @@ class Settings(BaseModel):
             return path if path.is_absolute() else self.project_dir / path
         return self.history_dir / "memory.db"
 
+    @property
+    def cache_file(self) -> Path:
+        """The LLM response cache (only a cache: ``evalloop doctor --repair`` may move it aside)."""
+        return self.history_dir / "llm-cache.db"
+
 
 _ENV = {
     "EVALLOOP_HISTORY_URL": "history_url",
@@ -166,3 +172,35 @@ def load_settings(project_dir: Path | None = None, **overrides: Any) -> Settings
     # webhook/memory/LLM base URLs are checked now; credentials are kept out of logs
     check_settings(settings, str(source) if source else None)
     return settings
+
+
+BASE_URL_ENV = ("ANTHROPIC_BASE_URL", "EVALLOOP_LLM_BASE_URL", "EVALLOOP_JUDGE_BASE_URL")
+
+
+def check_settings(settings: Settings, where: str | None = None) -> None:
+    """Check the URLs a configuration names (webhook, memory service, LLM servers) as it loads,
+    not at the first send; and make sure this process's log lines carry no credential."""
+    check_url(settings.webhook_url, setting="webhook_url", where=where)
+    check_url(settings.memory_url, setting="memory_url", where=where)
+    for name in BASE_URL_ENV:
+        check_url(os.environ.get(name), setting=name, where="environment")
+    for url in (settings.webhook_url, settings.memory_url, settings.history_url,
+                *(os.environ.get(name) for name in BASE_URL_ENV)):
+        remember_secrets(url)  # masked wherever a server echoes them
+    install_log_redaction()
+
+
+def check_url(value: str | None, *, setting: str, schemes: tuple[str, ...] = ("http", "https"),
+              where: str | None = None) -> None:
+    """Raise ConfigError (with the URL redacted) unless ``value`` is an absolute URL of ``schemes``."""
+    if not value:
+        return
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or not port_ok or parts.scheme.lower() not in schemes or not parts.hostname:
+        raise ConfigError(f"setting '{setting}' is not a usable {'/'.join(schemes)} URL: '{redact_url(value)}'",
+                          where=where,
+                          hint=f"give an absolute URL like https://host/path (schemes: {', '.join(schemes)})")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from evalloop.redact import redact_text
+
 
 class EvalloopError(Exception):
     """An error caused by user input or environment; the CLI prints it as one line.
@@ -13,8 +15,6 @@ class EvalloopError(Exception):
     exit_code: int = 2
 
     def __init__(self, what: str, *, where: str | None = None, hint: str | None = None) -> None:
-        from evalloop.redact import redact_text
-
         # a URL's credentials never enter a message (it may be shown, logged or stored)
         self.what = redact_text(what)
         self.where = redact_text(where) if where else where
@@ -22,8 +22,6 @@ class EvalloopError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
-        from evalloop.redact import redact_text
-
         parts = [f"{self.where}: {self.what}" if self.where else self.what]
         if self.hint:
             parts.append(self.hint)
@@ -127,8 +125,6 @@ def store_error(exc: BaseException, *, store: str, where: str | None,
     The cause is named from the driver's message: a damaged file, a lock held too long, a
     schema another process was creating, a missing file or permission, an unreachable server.
     """
-    from evalloop.redact import redact_text
-
     message = db_message(exc)
     low = message.lower()
     if is_damage(message):

@@ -1,7 +1,7 @@
 """The verdict policy: how one scorer's run is judged (rule, threshold, significance, flaky cases).
 
 A plain settings model, shared by the runner (which binds one to every scorer of a suite and
-stores it with the run) and :mod:`evalloop.verdict` (which applies it). It knows no statistics.
+stores it with the run) and :mod:`evalloop.verdicts.verdict` (which applies it). It knows no statistics.
 """
 
 from __future__ import annotations

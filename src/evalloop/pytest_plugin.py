@@ -1,6 +1,6 @@
 """The pytest plugin: ``pytest --evalloop-suite NAME`` runs a suite as tests, and the ``evalloop`` fixture.
 
-Each suite is run once, through :func:`evalloop.pipeline.run_suite`, so the run is stored in
+Each suite is run once, through :func:`evalloop.loop.pipeline.run_suite`, so the run is stored in
 the history, compared with its baseline and learnt from like any other (``--evalloop-no-history``
 keeps it in a throwaway database and writes no failure memory or run log instead). Every case ×
 scorer becomes one test item:
@@ -12,7 +12,7 @@ scorer becomes one test item:
 
 The suite runs when its first item runs, so ``--collect-only`` runs nothing. A summary of each
 run's verdicts is printed at the end; a run that fails its verdict (a regression, a broken scorer,
-an invalid run: :mod:`evalloop.outcome`) fails the session (exit 1) even when every case passed,
+an invalid run: :mod:`evalloop.loop.outcome`) fails the session (exit 1) even when every case passed,
 unless ``--evalloop-no-fail-on-regression`` is given.
 """
 
@@ -31,10 +31,10 @@ import pytest
 if TYPE_CHECKING:
     from evalloop.config import Settings
     from evalloop.history.store import HistoryStore
-    from evalloop.pipeline import RunReport
-    from evalloop.runner import PreparedRun
+    from evalloop.loop.pipeline import RunReport
+    from evalloop.run.runner import PreparedRun
     from evalloop.scoring.registry import Registry
-    from evalloop.suites import Suite
+    from evalloop.suites.models import Suite
 
 RUNS_KEY = pytest.StashKey[list["SuiteRun"]]()
 TMPDIR_KEY = pytest.StashKey[str]()
@@ -132,7 +132,7 @@ class SuiteRun:
             raise SuiteFailed(f"suite '{self.suite.name}' did not run: {_one_line(self.error)}")
 
     def _run(self) -> None:
-        from evalloop.pipeline import run_suite
+        from evalloop.loop.pipeline import run_suite
 
         _read_log(self.store, self.log_dir, self.suite.name)
         self.report = run_suite(self.suite, settings=self.settings, registry=self.registry,
@@ -253,8 +253,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def _prepare(config: pytest.Config, name: str) -> SuiteRun:
     from evalloop.history.store import HistoryStore
-    from evalloop.pipeline import load
-    from evalloop.runner import prepare
+    from evalloop.loop.pipeline import load
+    from evalloop.run.runner import prepare
     from evalloop.scoring.registry import discover
 
     settings = _settings(config)
@@ -298,7 +298,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    from evalloop.outcome import exit_code_of
+    from evalloop.loop.outcome import exit_code_of
 
     runs = config.stash.get(RUNS_KEY, [])
     reports = [r.report for r in runs if r.report is not None]
@@ -335,19 +335,19 @@ class Evalloop:
 
     def suite(self, name: str) -> Suite:
         """A suite of the project by name or path."""
-        from evalloop.pipeline import load
+        from evalloop.loop.pipeline import load
 
         return load(name, self.settings)
 
     def run(self, suite: str | Path | Suite, **kwargs: Any) -> RunReport:
         """Run a suite (stored in this history) and compare it with its baseline."""
-        from evalloop.pipeline import run_suite
+        from evalloop.loop.pipeline import run_suite
 
         kwargs.setdefault("settings", self.settings)
         kwargs.setdefault("registry", self.registry)
         kwargs.setdefault("store", self.history)
         if self._log_dir is not None and kwargs["store"] is self.history:
-            from evalloop.pipeline import load
+            from evalloop.loop.pipeline import load
 
             _read_log(self.history, self._log_dir, load(suite, self.settings).name)
         return run_suite(suite, **kwargs)

@@ -14,7 +14,8 @@ token, are therefore never shown whole.
 :func:`remember_secrets` was told about (userinfo, token-like path segments, path parameters and
 secret query values of configured URLs). :func:`install_log_redaction` makes every log record's
 message go through it, and quiets httpx's per-request INFO lines (each names the full URL).
-:func:`check_url` validates a configured URL.
+It knows nothing of settings or errors: checking a configured URL (and telling
+:func:`remember_secrets` about it) is :mod:`evalloop.config`'s.
 """
 
 from __future__ import annotations
@@ -138,42 +139,6 @@ def remember_secrets(url: str | None) -> None:
         if _is_secret(key) and len(value) >= 4:
             found.add(value)
     _remembered.update(found)
-
-
-BASE_URL_ENV = ("ANTHROPIC_BASE_URL", "EVALLOOP_LLM_BASE_URL", "EVALLOOP_JUDGE_BASE_URL")
-
-
-def check_settings(settings: Any, where: str | None = None) -> None:
-    """Check the URLs a configuration names (webhook, memory service, LLM servers) as it loads,
-    not at the first send; and make sure this process's log lines carry no credential."""
-    import os
-
-    check_url(settings.webhook_url, setting="webhook_url", where=where)
-    check_url(settings.memory_url, setting="memory_url", where=where)
-    for name in BASE_URL_ENV:
-        check_url(os.environ.get(name), setting=name, where="environment")
-    for url in (settings.webhook_url, settings.memory_url, settings.history_url,
-                *(os.environ.get(name) for name in BASE_URL_ENV)):
-        remember_secrets(url)
-    install_log_redaction()
-
-
-def check_url(value: str | None, *, setting: str, schemes: tuple[str, ...] = ("http", "https"),
-              where: str | None = None) -> None:
-    """Raise ConfigError (with the URL redacted) unless ``value`` is an absolute URL of ``schemes``."""
-    from evalloop.errors import ConfigError
-
-    if not value:
-        return
-    try:
-        parts = urlsplit(value)
-        port_ok = parts.port is None or 0 < parts.port < 65536
-    except ValueError:
-        parts, port_ok = None, False
-    if parts is None or not port_ok or parts.scheme.lower() not in schemes or not parts.hostname:
-        raise ConfigError(f"setting '{setting}' is not a usable {'/'.join(schemes)} URL: '{redact_url(value)}'",
-                          where=where,
-                          hint=f"give an absolute URL like https://host/path (schemes: {', '.join(schemes)})")
 
 
 _installed = False

@@ -1,4 +1,5 @@
-"""Scores and scorer kinds: the value a scorer returns, and the defaults each kind carries."""
+"""Scores and scorer kinds: the value a scorer returns, whose failure a failed case is, and the
+defaults each kind carries."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from evalloop.failures import Failure
+
+class Failure(StrEnum):
+    """Whose failure a failed case is (the rule that decides it: :mod:`evalloop.run.failures`)."""
+
+    TARGET = "target"
+    INFRA = "infra"
 
 
 class ScorerKind(StrEnum):
@@ -35,7 +41,7 @@ class Score(BaseModel):
     ``errored`` means the grader could not grade (a judge that did not answer, a scorer that
     raised): the value is kept for display but excluded from means and baselines. ``skipped``
     means the scorer did not run at all (for example a judge with no LLM configured).
-    ``failure`` says whose failure a failed case is (see :mod:`evalloop.failures`): ``target``
+    ``failure`` says whose failure a failed case is (see :mod:`evalloop.run.failures`): ``target``
     (a real 0: the target raised, timed out, or its output could not be parsed) or ``infra``
     (errored: the API or the network failed).
     """

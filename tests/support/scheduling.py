@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from evalloop.scheduler import serve
+from evalloop.scheduling.scheduler import serve
 
 
 @contextmanager

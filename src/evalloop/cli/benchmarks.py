@@ -166,7 +166,7 @@ def import_cmd(
 def _cell(value: float | None, diff: object = None) -> str:
     text = "—" if value is None else f"{value:.3f}"
     if diff is not None and getattr(diff, "p_value", None) is not None:
-        from evalloop.stats import stars
+        from evalloop.verdicts.stats import stars
 
         text += f" ({diff.diff:+.3f}{stars(diff.p_value)})"
     return text

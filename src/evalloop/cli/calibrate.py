@@ -32,13 +32,13 @@ def calibrate(
 
     from rich.table import Table
 
-    from evalloop.calibration import acalibrate, store_calibrations
     from evalloop.history.store import HistoryStore
     from evalloop.report.format import pct
-    from evalloop.runner import prepare
+    from evalloop.run.runner import prepare
+    from evalloop.run.services import build_services, close_services
     from evalloop.scoring.registry import discover
-    from evalloop.services import build_services, close_services
-    from evalloop.suite_lookup import find_suite
+    from evalloop.suites.lookup import find_suite
+    from evalloop.verdicts.calibration import acalibrate, store_calibrations
 
     settings = settings_for(project)
     registry = discover(settings.project_dir)

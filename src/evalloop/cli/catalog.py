@@ -16,8 +16,8 @@ def suites_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
     """List the suites of the project (fixtures/) and the ones that ship with evalloop."""
     from rich.table import Table
 
-    from evalloop.suite_lookup import discover_suites
-    from evalloop.suites import PACKAGE_FIXTURES, load_suite
+    from evalloop.suites.lookup import discover_suites
+    from evalloop.suites.models import PACKAGE_FIXTURES, load_suite
 
     settings = settings_for(project)
     found = discover_suites(settings.project_dir)
@@ -57,9 +57,9 @@ def suites_validate(
     concurrency, epochs, timeout, window, and cases (inline, or a JSONL file path). Each case
     has id, input, expected, and optional tags, metadata, expect (pass|fail).
     """
-    from evalloop.runner import prepare
+    from evalloop.run.runner import prepare
     from evalloop.scoring.registry import discover
-    from evalloop.suite_lookup import discover_suites, find_suite
+    from evalloop.suites.lookup import discover_suites, find_suite
 
     settings = settings_for(project)
     registry = discover(settings.project_dir)

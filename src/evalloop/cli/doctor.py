@@ -33,9 +33,9 @@ def doctor(
 
     Example: [bold]evalloop doctor --repair[/bold]
     """
-    from evalloop.health import check_all
-    from evalloop.repair import plan
-    from evalloop.repair import repair as do_repair
+    from evalloop.history.health import check_all
+    from evalloop.history.repair import plan
+    from evalloop.history.repair import repair as do_repair
 
     settings = settings_for(project)
     checks = check_all(settings)

@@ -90,7 +90,7 @@ def history(
 def _suite_or_none(name: str, settings):
     """The suite as its file holds it now, for cases' input and expected (None if gone)."""
     from evalloop.errors import EvalloopError
-    from evalloop.suite_lookup import find_suite
+    from evalloop.suites.lookup import find_suite
 
     try:
         return find_suite(name, settings.project_dir)

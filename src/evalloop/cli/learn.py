@@ -34,8 +34,8 @@ def learn_check(
 
     from rich.table import Table
 
-    from evalloop.learncheck import DEFAULT_VARIANTS, acheck
-    from evalloop.stats import stars
+    from evalloop.loop.learncheck import DEFAULT_VARIANTS, acheck
+    from evalloop.verdicts.stats import stars
 
     settings = settings_for(project)
     result = asyncio.run(acheck(suite, settings=settings, variants=variant or list(DEFAULT_VARIANTS),

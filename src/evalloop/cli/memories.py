@@ -17,7 +17,7 @@ prompt_app = typer.Typer(help="Improve prompts with what past runs learned.", no
 app.add_typer(memories_app, name="memories")
 app.add_typer(prompt_app, name="prompt")
 
-#: the default of `prompt enhance --limit`: evalloop.learning.PATTERN_LIMIT (a test keeps them equal;
+#: the default of `prompt enhance --limit`: evalloop.learning.incidents.PATTERN_LIMIT (a test keeps them equal;
 #: importing learning here would slow every command's start-up)
 PATTERN_LIMIT = 3
 TagOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Only memories with this tag (repeat: all).")]
@@ -64,7 +64,7 @@ def memories_find(
 
     Example: [bold]evalloop memories find "memory similarity eval failure" --limit 3[/bold]
     """
-    from evalloop import learning
+    from evalloop.learning import incidents as learning
 
     settings = settings_for(project)
     learning.require_memories(settings)
@@ -88,7 +88,7 @@ def memories_list(
 
     Example: [bold]evalloop memories list --tag suite:similarity --tag status:open[/bold]
     """
-    from evalloop import learning
+    from evalloop.learning import incidents as learning
 
     settings = settings_for(project)
     learning.require_memories(settings)
@@ -112,7 +112,7 @@ def prompt_enhance(
 
     Example: [bold]evalloop prompt enhance prompts/decide.md --suite similarity[/bold]
     """
-    from evalloop import learning
+    from evalloop.learning import incidents as learning
 
     settings = settings_for(project)
     try:

@@ -15,10 +15,10 @@ from evalloop.errors import EvalloopError, FixtureError
 
 if TYPE_CHECKING:
     from evalloop.config import Settings
-    from evalloop.pipeline import RunReport
+    from evalloop.loop.pipeline import RunReport
     from evalloop.report.filters import CaseFilter
     from evalloop.scoring.registry import Registry
-    from evalloop.suites import Suite
+    from evalloop.suites.models import Suite
 
 CaseOpt = Annotated[list[str] | None, typer.Option(
     "-k", "--case", metavar="PATTERN",
@@ -84,9 +84,9 @@ def run(
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
     with lifecycle.setting_up():  # what loads here lives until the end: no collections meanwhile
-        from evalloop.outcome import exit_code_of, failure_lines
+        from evalloop.loop.outcome import exit_code_of, failure_lines
         from evalloop.report.terminal import closing_line, print_run
-        from evalloop.signals import terminate_as_interrupt
+        from evalloop.run.signals import terminate_as_interrupt
 
         unloaded: list[EvalloopError] = []
         settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project, unloaded)
@@ -147,11 +147,11 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
     """The settings, scorers and suites of a run, and the case filter. Every suite is checked
     before any runs; one that does not load (a bad file, a scorer of a broken ``scorers/`` file)
     goes to ``unloaded`` and the others run (a nightly ``--all`` survives one bad file)."""
-    import evalloop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
+    import evalloop.loop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
     from evalloop.report.filters import CaseFilter
-    from evalloop.runner import prepare
+    from evalloop.run.runner import prepare
     from evalloop.scoring.registry import discover
-    from evalloop.suite_lookup import find_suite, suites_for_all
+    from evalloop.suites.lookup import find_suite, suites_for_all
 
     which = CaseFilter(patterns=case or [], tags=tag or [])
     settings = settings_for(project)
@@ -185,7 +185,7 @@ def _notify(report: RunReport, settings) -> None:
     import logging
 
     from evalloop.errors import EvalloopError
-    from evalloop.sinks import LogSink, build_sinks, notify
+    from evalloop.scheduling.sinks import LogSink, build_sinks, notify
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -228,7 +228,7 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
 
 
 async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:
-    from evalloop.pipeline import arun_suite
+    from evalloop.loop.pipeline import arun_suite
 
     if not show_progress:
         return await arun_suite(suite, settings=settings, registry=registry, **options)

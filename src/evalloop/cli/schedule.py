@@ -40,7 +40,7 @@ def schedule_add(
 
     Example: [bold]evalloop schedule add --suite similarity --cron "0 3 * * *" --tz Europe/Berlin[/bold]
     """
-    from evalloop.scheduler import add_schedule
+    from evalloop.scheduling.scheduler import add_schedule
     from evalloop.scheduling.triggers import resolve_timezone
 
     settings = settings_for(project)
@@ -59,7 +59,7 @@ def schedule_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None
     """List schedules: id, suites, trigger, next run, last run and its verdict."""
     from rich.table import Table
 
-    from evalloop.scheduler import list_schedules
+    from evalloop.scheduling.scheduler import list_schedules
 
     settings = settings_for(project)
     schedules = list_schedules(settings)
@@ -83,7 +83,7 @@ def schedule_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None
 @friendly
 def schedule_remove(job_id: IdArg, project: ProjectOpt = None) -> None:
     """Remove a schedule."""
-    from evalloop.scheduler import remove_schedule
+    from evalloop.scheduling.scheduler import remove_schedule
 
     out().print(f"removed {remove_schedule(settings_for(project), job_id)}")
 
@@ -92,7 +92,7 @@ def schedule_remove(job_id: IdArg, project: ProjectOpt = None) -> None:
 @friendly
 def schedule_pause(job_id: IdArg, project: ProjectOpt = None) -> None:
     """Pause a schedule (it keeps its place; `resume` picks it up again)."""
-    from evalloop.scheduler import pause_schedule
+    from evalloop.scheduling.scheduler import pause_schedule
 
     out().print(f"paused {pause_schedule(settings_for(project), job_id)}")
 
@@ -101,7 +101,7 @@ def schedule_pause(job_id: IdArg, project: ProjectOpt = None) -> None:
 @friendly
 def schedule_resume(job_id: IdArg, project: ProjectOpt = None) -> None:
     """Resume a paused schedule from its next fire time after now."""
-    from evalloop.scheduler import resume_schedule
+    from evalloop.scheduling.scheduler import resume_schedule
 
     out().print(f"resumed {resume_schedule(settings_for(project), job_id)}")
 
@@ -123,7 +123,7 @@ def scheduler_start(
     a second one, or the timeout, interrupts it: finished cases are kept, the run is marked
     interrupted, and the exit code is 143 after SIGTERM (130 after SIGINT).
     """
-    from evalloop.scheduler import serve
+    from evalloop.scheduling.scheduler import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("apscheduler").setLevel(logging.INFO if verbose else logging.WARNING)

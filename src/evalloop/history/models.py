@@ -197,7 +197,7 @@ class CaseResult(Record):
     tags: str | None = None
     output: str | None = None
     error: str | None = None
-    failure: str | None = None  # "target" (a real 0) or "infra" (errored); see evalloop.failures
+    failure: str | None = None  # "target" (a real 0) or "infra" (errored); see evalloop.run.failures
     latency_ms: float = 0.0
     cost_usd: float = 0.0
     input_tokens: int = 0
@@ -227,7 +227,7 @@ class CaseScore(Record):
 class ScoreVector(Record):
     """One scorer's per-case scores of one run, compact: float64 per case in case order (NaN
     where a case has no grade), for the case list named by ``digest``
-    (:func:`evalloop.scorevec.ids_digest`). Baselines read it instead of the run's score rows
+    (:func:`evalloop.scoring.scorevec.ids_digest`). Baselines read it instead of the run's score rows
     when the case list is the same; the rows stay the record."""
 
     id: int | None = None

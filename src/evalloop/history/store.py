@@ -86,7 +86,7 @@ class HistoryStore(metaclass=_MappedErrors):
     # -- writing -----------------------------------------------------------------------
     def begin_run(self, run: Run) -> Run:
         """Store a new run and hold its lease (a heartbeat keeps it while this process lives)."""
-        from evalloop.locks import process_owner
+        from evalloop.history.locks import process_owner
 
         owner = process_owner()
         try:
@@ -107,7 +107,7 @@ class HistoryStore(metaclass=_MappedErrors):
         return run
 
     def _take_lease(self, run_id: str, owner: str) -> None:
-        from evalloop.locks import DatabaseLock
+        from evalloop.history.locks import DatabaseLock
 
         try:
             lease = DatabaseLock(self.engine, f"run:{run_id}", stale_seconds=RUN_LEASE_SECONDS, owner=owner)
@@ -206,7 +206,7 @@ class HistoryStore(metaclass=_MappedErrors):
         """
         from sqlalchemy import delete
 
-        from evalloop.locks import LOCKS, engine_for, owner_process, stale_reason
+        from evalloop.history.locks import LOCKS, engine_for, owner_process, stale_reason
 
         engine_for(self.engine)
         with self.engine.connect() as conn:

@@ -1,6 +1,6 @@
 """Typed errors of the LLM layer, all :class:`evalloop.errors.EvalloopError` subclasses.
 
-Whose failure each one is (:mod:`evalloop.failures`): a reply the model made that cannot be used
+Whose failure each one is (:mod:`evalloop.run.failures`): a reply the model made that cannot be used
 (:class:`ReplyParseError`, :class:`RefusalError`) is the target's; a call that failed
 (:class:`LLMCallFailed`, including :class:`MalformedReply`) or could not connect
 (:class:`LLMConnectionFailed`) is the infrastructure's.

@@ -16,12 +16,13 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from evalloop.errors import ConfigError
 from evalloop.memory import wordcache
+from evalloop.memory.vectors import normalise_rows
 from evalloop.memory.wordcache import ChunkPooler
 
 MODEL_DIR = Path(__file__).resolve().parent / "model"
@@ -38,16 +39,6 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> np.ndarray:
         """Return an array of shape (len(texts), dim), dtype float32, rows L2-normalised."""
         ...
-
-
-def normalise_rows(vectors: Any) -> np.ndarray:
-    """float32 copy of ``vectors`` (2-D) with every non-zero row scaled to unit length."""
-    arr = np.asarray(vectors, dtype=np.float32)
-    if arr.ndim == 1:
-        arr = arr[None, :]
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(arr / norms, dtype=np.float32)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 
 from evalloop.errors import ConfigError, ConnectionFailed
-from evalloop.memory.embedders import normalise_rows
+from evalloop.memory.vectors import normalise_rows
 
 Api = Literal["openai", "ollama"]
 _PATHS: dict[str, str] = {"openai": "/v1/embeddings", "ollama": "/api/embed"}

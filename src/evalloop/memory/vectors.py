@@ -4,6 +4,8 @@ exact rescoring) or, by default, NumPy: an exact matrix product on small stores,
 
 Both read the same source of truth, the ``memory_vectors`` table (rowid → float32 blob), so a
 file written on one path can be searched on the other.
+
+:func:`normalise_rows` is the one row normalisation every embedder (local or HTTP) returns through.
 """
 
 from __future__ import annotations
@@ -32,6 +34,16 @@ RESCORE = 2_000
 RESCORE_PER_HIT = 100
 _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16)
 _WORD_POPCOUNT = hasattr(np, "bitwise_count")  # NumPy >= 2
+
+
+def normalise_rows(vectors: Any) -> np.ndarray:
+    """float32 copy of ``vectors`` (2-D) with every non-zero row scaled to unit length."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
 
 
 def sign_bits(vectors: np.ndarray) -> np.ndarray:

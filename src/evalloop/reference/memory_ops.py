@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from evalloop.errors import ConfigError
-from evalloop.feedback import case_key
+from evalloop.learning.feedback import case_key
 from evalloop.untrusted import fence
 
 PROMPTS = Path(__file__).parent / "prompts"

@@ -82,7 +82,7 @@ def _output(text: str | None) -> Any:
 
 def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = None,
                suite: Any = None, previous_run: str | None = None) -> list[CaseView]:
-    """The run's cases in run order, filtered; ``suite`` (a :class:`~evalloop.suites.Suite`)
+    """The run's cases in run order, filtered; ``suite`` (a :class:`~evalloop.suites.models.Suite`)
     adds input and expected; ``previous_run`` marks the cases that newly fail or pass."""
     which = which or CaseFilter()
     marks = _pass_marks(store, run_id)

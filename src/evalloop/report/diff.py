@@ -63,7 +63,7 @@ def diff_runs(store: HistoryStore, a: Run, b: Run) -> RunDiff:
 
 def _evidence(ca: dict[str, float], cb: dict[str, float], common: list[str]) -> dict:
     """Bootstrap CIs of both means and a two-sided paired test on the cases both runs graded."""
-    from evalloop import stats
+    from evalloop.verdicts import stats
 
     out: dict = {}
     for key, scores in (("ci_a", ca), ("ci_b", cb)):

@@ -17,7 +17,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from evalloop.report.format import num, pct
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
-from evalloop.verdict import VerdictStatus
+from evalloop.verdicts.verdict import VerdictStatus
 
 TEMPLATES = Path(__file__).parent / "templates"
 WIDTH, HEIGHT, SMALL_HEIGHT = 1064, 290, 170

@@ -16,7 +16,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from evalloop.history.store import RESULTS, SCORES, HistoryStore
-from evalloop.pipeline import RunReport
+from evalloop.loop.pipeline import RunReport
 
 
 @dataclass

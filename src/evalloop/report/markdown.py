@@ -12,7 +12,7 @@ import re
 
 from evalloop.history.strata import MAX_SCOPE_ROWS, StrataReport
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
-from evalloop.verdict import VerdictStatus
+from evalloop.verdicts.verdict import VerdictStatus
 
 SPARKS = "▁▂▃▄▅▆▇█"
 MAX_CASES = 15

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalloop.pipeline import RunReport
+from evalloop.loop.pipeline import RunReport
 
 
 def run_summary(report: RunReport) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from rich.table import Table
 from evalloop.report.format import num, pct
 
 if TYPE_CHECKING:  # annotations only: printing a run needs no more than Rich and the report
-    from evalloop.baseline import ScorerComparison
     from evalloop.history.models import Run, ScorerSummary
-    from evalloop.pipeline import RunReport
+    from evalloop.loop.pipeline import RunReport
+    from evalloop.verdicts.baseline import ScorerComparison
 
 VERDICT_STYLE = {
     "regressed": "bold red", "watch": "yellow", "improved": "green",

@@ -22,7 +22,7 @@ from evalloop.history.eligibility import baseline_eligible
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
 from evalloop.history.strata import StrataReport, strata_means
-from evalloop.verdict import VerdictStatus
+from evalloop.verdicts.verdict import VerdictStatus
 
 DEFAULT_LAST = 20
 MAX_FLIPS = 50

@@ -17,7 +17,7 @@ _EXPORTS = {
     "DEFAULT_KS": "evalloop.retrieval.metrics",
     "Dataset": "evalloop.retrieval.dataset",
     "Doc": "evalloop.retrieval.types",
-    "Fact": "evalloop.retrieval.generator",
+    "Fact": "evalloop.retrieval.facts",
     "Fts5Bm25Retriever": "evalloop.retrieval.baselines",
     "MemoryTarget": "evalloop.retrieval.qa",
     "MetricTable": "evalloop.retrieval.metrics",
@@ -122,7 +122,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     )
     from evalloop.retrieval.compare import Comparison, ComparisonRow, compare
     from evalloop.retrieval.dataset import Dataset, load_dataset, write_dataset
-    from evalloop.retrieval.generator import Fact, SyntheticCorpus, generate_corpus, to_dataset
+    from evalloop.retrieval.facts import Fact
+    from evalloop.retrieval.generator import SyntheticCorpus, generate_corpus, to_dataset
     from evalloop.retrieval.hybrid import chunk_markdown
     from evalloop.retrieval.journal import journal_files, write_journals
     from evalloop.retrieval.metrics import DEFAULT_KS, MetricTable, evaluate, metric_names

@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalloop.errors import FixtureError
-from evalloop.jsonlines import iter_jsonl
 from evalloop.retrieval.types import Doc, Qrels, Query
+from evalloop.suites.jsonlines import iter_jsonl
 
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"

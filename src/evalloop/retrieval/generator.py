@@ -10,39 +10,21 @@ import random
 import re
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from evalloop.retrieval import corpus_templates as T
 from evalloop.retrieval.dataset import Dataset
+from evalloop.retrieval.facts import START, Fact
+from evalloop.retrieval.journal import journal_files
 from evalloop.retrieval.substring import SubstringQuery, is_relevant
 from evalloop.retrieval.types import Doc, Query
 
 Mode = Literal["fast", "full"]
-START = dt.date(2025, 1, 6)  # a Monday
 PER_WEEK: dict[str, dict[str, int]] = {
     "fast": {"facts": 36, "preferences": 8, "entities": 1, "decisions": 1},
     "full": {"facts": 60, "preferences": 12, "entities": 2, "decisions": 2},
 }
 JOURNAL_DAYS = (0, 2, 4)  # Mon, Wed, Fri
-
-
-class Fact(BaseModel):
-    """One generated memory with its provenance."""
-
-    id: int
-    content: str
-    category: str
-    week: int
-    day: int
-    kind: str = Field(description="template | edge | duplicate | contradiction | evolution")
-    topic: str | None = None
-    chain: str | None = None
-    version: int | None = None
-    group: str | None = None
-
-    @property
-    def date(self) -> dt.date:
-        return START + dt.timedelta(days=7 * self.week + self.day)
 
 
 class SyntheticCorpus(BaseModel):
@@ -222,8 +204,6 @@ def to_dataset(
     ``facts`` makes one document per fact; ``journal`` one per journal file (plus MEMORY.md),
     a file being as relevant as its most relevant fact.
     """
-    from evalloop.retrieval.journal import journal_files
-
     week = corpus.weeks - 1 if max_week is None else max_week
     facts = corpus.facts_up_to(week)
     queries: list[Query] = []

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalloop.retrieval.generator import Fact
+from evalloop.retrieval.facts import Fact
 
 SECTIONS = (
     ("What Happened", {"facts"}),

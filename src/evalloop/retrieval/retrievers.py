@@ -108,7 +108,7 @@ def retriever_factory(spec: str, *, embedder: str | None = None,
     if ":" not in spec:
         raise TargetError(f"unknown retriever {spec!r}",
                           hint="use bm25, hybrid, hybrid-seed000, memory, mem0, or module:Class for your own")
-    from evalloop.targets import _import
+    from evalloop.run.targets import _import
 
     obj = _import(spec, Path.cwd())
     if isinstance(obj, type):

@@ -20,13 +20,13 @@ from pydantic import BaseModel, Field, ValidationError
 from evalloop.config import Settings
 from evalloop.errors import TargetError
 from evalloop.history.store import HistoryStore
-from evalloop.pipeline import arun_suite
+from evalloop.loop.pipeline import arun_suite
 from evalloop.report.strata import StrataReport, latency_summary, strata_means
 from evalloop.retrieval.retrievers import parse_spec, retriever_factory
 from evalloop.retrieval.suite_targets import record_target_stats, target_stats
 from evalloop.scoring.registry import Registry, discover
-from evalloop.suite_lookup import find_suite
-from evalloop.suites import Suite, TargetRef
+from evalloop.suites.lookup import find_suite
+from evalloop.suites.models import Suite, TargetRef
 
 SUITE_TARGETS = "evalloop.retrieval.suite:"
 
@@ -65,7 +65,7 @@ class TargetComparison(BaseModel):
 def _paired_p(x: Sequence[float], y: Sequence[float]) -> float | None:
     """Two-sided paired permutation p-value (None when the stats module is unavailable)."""
     try:
-        from evalloop.stats import paired_permutation_test
+        from evalloop.verdicts.stats import paired_permutation_test
     except ImportError:  # pragma: no cover - stats ships with evalloop
         return None
     return float(paired_permutation_test(x, y, alternative="two-sided").p_value)

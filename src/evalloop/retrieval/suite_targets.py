@@ -30,7 +30,7 @@ from evalloop.retrieval.retrievers import (
     retriever_factory,
 )
 from evalloop.retrieval.runner import build_index
-from evalloop.retrieval.suite import qa_dataset, retrieval_corpus
+from evalloop.retrieval.suite_data import qa_dataset, retrieval_corpus
 from evalloop.retrieval.types import Doc, Retriever, retriever_name
 
 __all__ = ["ALIASES", "MemoryStoreRetriever", "QATarget", "RetrieverTarget", "ScenarioTarget",
@@ -296,7 +296,7 @@ class ScenarioTarget(_Measured):
         return replies
 
     def _user_chat(self, turns: list[str]) -> list[str]:
-        from evalloop.targets import _import
+        from evalloop.run.targets import _import
 
         obj = _import(self.chat or "", Path.cwd())
         bot = obj() if isinstance(obj, type) else obj

@@ -49,7 +49,7 @@ def fire_argv(project_dir: str, suite: str) -> list[str]:
 
 
 def verdict_from_summary(doc: dict[str, Any]) -> str:
-    """One word for a run from its JSON summary (as :func:`evalloop.scheduler.verdict_of`)."""
+    """One word for a run from its JSON summary (as :func:`evalloop.scheduling.scheduler.verdict_of`)."""
     scorers = doc.get("scorers") or []
     if doc.get("regression"):
         return "regressed"

@@ -93,7 +93,7 @@ def reap_stale(url: str) -> int:
     """Close the ``running`` entries whose scheduler died: a fire holds its suite's lock from
     before its entry starts until it ends, so a running entry whose owner no longer holds a
     live lease on that lock was left behind. Returns how many were closed."""
-    from evalloop.locks import current_holder
+    from evalloop.history.locks import current_holder
 
     engine = _engine(url)
     with engine.connect() as conn:

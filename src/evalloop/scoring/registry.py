@@ -24,7 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from evalloop.errors import ScorerError
 from evalloop.score import ScorerKind
 
-BUILTIN_MODULES = ("evalloop.scoring.heuristic", "evalloop.scoring.retrieval")
+BUILTIN_MODULES = ("evalloop.scoring.heuristic", "evalloop.retrieval.scorers")
 OPTIONAL_BUILTIN_MODULES = ("evalloop.scoring.llm", "evalloop.scoring.graded")
 ENTRY_POINT_GROUP = "evalloop.scorers"
 _POSITIONAL = ("input", "output", "expected")

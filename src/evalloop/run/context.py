@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalloop.suites import Case
+from evalloop.suites.models import Case
 
 
 @dataclass

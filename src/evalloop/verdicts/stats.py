@@ -3,7 +3,7 @@
 Everything is vectorised NumPy and seeded (``numpy.random.Generator``), so the same inputs give
 the same answer. Monte-Carlo p-values use +1 smoothing, ``(hits + 1) / (resamples + 1)``; exact
 enumeration is used when the number of non-zero paired differences is small. What a suite can
-detect (thresholds, minimal detectable drops, judge-noise calibration) is :mod:`evalloop.power`.
+detect (thresholds, minimal detectable drops, judge-noise calibration) is :mod:`evalloop.verdicts.power`.
 """
 
 from __future__ import annotations

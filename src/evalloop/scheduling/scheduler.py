@@ -34,20 +34,22 @@ from sqlalchemy.engine import make_url
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history.engine import get_engine
+from evalloop.history.locks import DatabaseLock, claim_fire, process_owner
 from evalloop.history.schema import ensure_job_store
 from evalloop.history.store import HistoryStore
-from evalloop.locks import DatabaseLock, claim_fire, process_owner
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
 from evalloop.scheduling.fire import FireResult, Processes, run_fire, verdict_from_summary
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
 
 if TYPE_CHECKING:
-    from evalloop.pipeline import RunReport
+    from evalloop.loop.pipeline import RunReport
 
 log = logging.getLogger("evalloop.scheduler")
 
-JOB_FUNC = "evalloop.scheduler:run_scheduled_job"
+JOB_FUNC = "evalloop.scheduling.scheduler:run_scheduled_job"
+#: where the job function lived before (jobs stored then name it; see :func:`_move_old_jobs`)
+OLD_JOB_FUNCS = (b"evalloop.scheduler:run_scheduled_job",)
 JOBS_TABLE = "evalloop_jobs"
 
 
@@ -176,6 +178,7 @@ def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = No
     options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
     store = SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options)
     ensure_job_store(store)  # its table, created race-free (many schedulers may start at once)
+    _move_old_jobs(store)
     return (_AdminScheduler if admin else BackgroundScheduler)(
         jobstores={"default": store},
         executors={"default": executor or ClaimingExecutor(url, CONTROL.owner)},
@@ -183,6 +186,25 @@ def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = No
                       "misfire_grace_time": settings.misfire_grace_seconds},
         timezone=resolve_timezone(settings.timezone),
     )
+
+
+def _move_old_jobs(store: SQLAlchemyJobStore) -> None:
+    """Point jobs stored under an older path of the job function at :data:`JOB_FUNC`: APScheduler
+    cannot import a function that moved, and drops its job from the store."""
+    import pickle
+
+    from sqlalchemy import select, update
+
+    table = store.jobs_t
+    with store.engine.begin() as conn:
+        for job_id, blob in conn.execute(select(table.c.id, table.c.job_state)).all():
+            if not any(old in blob for old in OLD_JOB_FUNCS):  # cheap: no unpickling of current jobs
+                continue
+            state = pickle.loads(blob)
+            if state.get("func", "").encode() in OLD_JOB_FUNCS:
+                state["func"] = JOB_FUNC
+                conn.execute(update(table).where(table.c.id == job_id)
+                             .values(job_state=pickle.dumps(state, store.pickle_protocol)))
 
 
 class _AdminScheduler(BackgroundScheduler):
@@ -207,7 +229,7 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
                  every: str | None = None, tz: str | None = None, job_id: str | None = None,
                  grace_seconds: int | None = None, first_run: datetime | None = None) -> ScheduleInfo:
     """Persist a schedule for the given suites; ``first_run`` overrides the first fire time."""
-    from evalloop.suite_lookup import find_suite
+    from evalloop.suites.lookup import find_suite
 
     if not suites:
         raise ScheduleError("no suite given", hint="use --suite NAME (repeat for several)")

@@ -3,8 +3,8 @@
 Cases are streamed (never all held), run by a bounded pool of asyncio workers, and written
 to history in batches. A target that raises or times out fails only its case: a real 0 for
 every scorer, or an *errored* score when the failure is the infrastructure's
-(:mod:`evalloop.failures`); a scorer that raises gives an *errored* score. An interrupted run is marked so and kept out
-of baselines. The runner knows nothing of baselines.
+(:mod:`evalloop.run.failures`); a scorer that raises gives an *errored* score. An interrupted run
+is marked so and kept out of baselines. The runner knows nothing of baselines.
 """
 
 from __future__ import annotations
@@ -21,11 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalloop.calling import is_awaitable, traceback_of
-from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError, FixtureError
-from evalloop.failures import Failure, TargetTimeout, classify
-from evalloop.grades import ScorerResult, _Grades
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.provenance import new_run_id
@@ -34,12 +30,16 @@ from evalloop.llm.cache import current_epoch as _EPOCH
 from evalloop.llm.errors import is_case_level as _is_case_level
 from evalloop.llm.usage import UsageTotals, close_scope, open_scope
 from evalloop.redact import redact_text
+from evalloop.run.bound import BoundScorer
+from evalloop.run.calling import is_awaitable, traceback_of
+from evalloop.run.context import CaseContext, Services
+from evalloop.run.failures import Failure, TargetTimeout, classify
+from evalloop.run.grades import ScorerResult, _Grades
+from evalloop.run.targets import Target, resolve_target, stable_hash
 from evalloop.score import Score, ScorerKind
-from evalloop.scorevec import ids_digest
-from evalloop.scoring.bound import BoundScorer
 from evalloop.scoring.registry import Registry
-from evalloop.suites import Case, Suite
-from evalloop.targets import Target, resolve_target, stable_hash
+from evalloop.scoring.scorevec import ids_digest
+from evalloop.suites.models import Case, Suite
 
 ProgressFn = Callable[[int], None]
 

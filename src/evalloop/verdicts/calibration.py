@@ -18,15 +18,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from evalloop import power
-from evalloop.context import CaseContext, Services
 from evalloop.errors import EvalloopError
 from evalloop.history.models import CalibrationRecord
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.llm.errors import is_case_level
 from evalloop.policy import VerdictPolicy
-from evalloop.runner import BoundScorer, PreparedRun
-from evalloop.verdict import minimal_detectable_drop
+from evalloop.run.context import CaseContext, Services
+from evalloop.run.runner import BoundScorer, PreparedRun
+from evalloop.verdicts import power
+from evalloop.verdicts.verdict import minimal_detectable_drop
 
 try:
     from evalloop.llm.cache import current_epoch

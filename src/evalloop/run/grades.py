@@ -2,7 +2,7 @@
 
 Grades are kept as two arrays indexed by the case's position (sums and counts, 16 bytes per
 case), averaged over epochs at the end into a score vector aligned to the run's case ids
-(:mod:`evalloop.scorevec`). :class:`ScorerResult` is the single source of a scorer's mean, n and
+(:mod:`evalloop.scoring.scorevec`). :class:`ScorerResult` is the single source of a scorer's mean, n and
 validity that verdicts, history, reports, the run log and JUnit read.
 """
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from evalloop.score import Score
 
 if TYPE_CHECKING:
-    from evalloop.scoring.bound import BoundScorer
+    from evalloop.run.bound import BoundScorer
 
 
 @dataclass
@@ -63,7 +63,7 @@ class ScorerResult:
 
     @property
     def scores(self) -> Mapping[str, float]:
-        from evalloop.scorevec import CaseScores
+        from evalloop.scoring.scorevec import CaseScores
 
         return CaseScores(self.ids, self._graded)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from evalloop.errors import FixtureError
-from evalloop.suites import PACKAGE_FIXTURES, SUITE_SUFFIXES, YAML_LOADER, Suite, load_suite
+from evalloop.suites.models import PACKAGE_FIXTURES, SUITE_SUFFIXES, YAML_LOADER, Suite, load_suite
 
 
 def suite_dirs(project_dir: Path) -> list[Path]:

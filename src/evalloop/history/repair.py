@@ -22,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from evalloop.config import Settings
-from evalloop.health import Check
+from evalloop.history.health import Check
 
 
 class Repair(BaseModel):
@@ -101,8 +101,8 @@ def repair(settings: Settings, checks: list[Check]) -> list[Repair]:
 
 def _history(settings: Settings, check: Check, act: bool) -> Repair:
     from evalloop.history import runlog
+    from evalloop.history.salvage import carry_over, history_keepers
     from evalloop.history.store import HistoryStore
-    from evalloop.salvage import carry_over, history_keepers
 
     path = _history_file(settings, check)
     if path is None:
@@ -127,7 +127,7 @@ def _history(settings: Settings, check: Check, act: bool) -> Repair:
 
 
 def _memories(path: Path, check: Check, act: bool) -> Repair:
-    from evalloop.salvage import readable_memories, restore_memories
+    from evalloop.history.salvage import readable_memories, restore_memories
 
     memories, meta, lost = readable_memories(path)
     noun = "memory" if len(memories) == 1 else "memories"

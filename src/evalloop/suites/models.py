@@ -20,12 +20,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from evalloop.errors import FixtureError
-from evalloop.jsonlines import iter_jsonl as _iter_jsonl
-from evalloop.jsonlines import not_utf8
+from evalloop.suites.jsonlines import iter_jsonl as _iter_jsonl
+from evalloop.suites.jsonlines import not_utf8
 
 SUITE_SUFFIXES = (".yaml", ".yml", ".json")
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
-PACKAGE_FIXTURES = Path(__file__).parent / "fixtures"
+PACKAGE_FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
 class Case(BaseModel):

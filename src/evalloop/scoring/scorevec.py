@@ -4,7 +4,7 @@ A run's scores of one scorer are a vector aligned to the run's case ids (NaN whe
 not graded: errored, skipped, never reached). Runs of the same cases share their id list, so a
 run and its baseline window line up by position, with no per-case dictionaries: 8 bytes per
 case and run instead of a dict entry, a key and a float object. :class:`Aligned` is what
-:func:`evalloop.verdict.decide_aligned` judges; :func:`align` builds it from mappings or from
+:func:`evalloop.verdicts.verdict.decide_aligned` judges; :func:`align` builds it from mappings or from
 stored vectors (whichever each window run has).
 """
 

@@ -1,11 +1,11 @@
 """Targets: resolving ``module:function`` to the system under test, and calling it.
 
 A target is any callable ``f(input, **params)``, sync or async; a parameter named ``ctx``
-receives the :class:`~evalloop.context.CaseContext`. A class is instantiated with the params
+receives the :class:`~evalloop.run.context.CaseContext`. A class is instantiated with the params
 and its instance called with the input. A target may describe itself for the run's
 fingerprint with a ``fingerprint(params) -> dict`` attribute (prompt hashes, model, config).
 How a call runs — threads, the deadline, awaiting what a sync target returns — is
-:mod:`evalloop.calling`'s.
+:mod:`evalloop.run.calling`'s.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalloop.calling import call as call_target
 from evalloop.errors import TargetError
-from evalloop.failures import TargetTimeout
+from evalloop.run.calling import call as call_target
+from evalloop.run.failures import TargetTimeout
 
 __all__ = ["Target", "TargetTimeout", "resolve_target", "stable_hash"]
 
@@ -51,7 +51,7 @@ class Target:
 
     def start(self, input: Any, ctx: Any = None) -> Any:
         """Call the target in place, on the loop's thread: its output, or an awaitable giving it
-        (see :func:`evalloop.calling.is_awaitable`). Only when :meth:`inline` says so."""
+        (see :func:`evalloop.run.calling.is_awaitable`). Only when :meth:`inline` says so."""
         return self.fn(input, **self._kwargs(ctx))
 
     @property

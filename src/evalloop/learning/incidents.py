@@ -1,7 +1,7 @@
 """The learning step: failure memories with a lifecycle, found again for the next prompt.
 
 One **incident** per (suite, scorer): the first regression opens a memory (text from
-:mod:`evalloop.feedback`, tags ``eval-failure``, ``suite:<name>``, ``scorer:<name>``,
+:mod:`evalloop.learning.feedback`, tags ``eval-failure``, ``suite:<name>``, ``scorer:<name>``,
 ``status:open``; the run ids in metadata, never in the text). A later run whose cases still fail
 updates that memory (runs seen, last run, cases failing now) instead of adding one; a run in
 which its cases pass again resolves it (``status:resolved``: kept for history, never injected).
@@ -20,11 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from evalloop import feedback
-from evalloop.baseline import Comparison, ScorerComparison
 from evalloop.config import Settings
 from evalloop.errors import ConfigError, EvalloopError
-from evalloop.verdict import VerdictStatus
+from evalloop.learning import feedback
+from evalloop.verdicts.baseline import Comparison, ScorerComparison
+from evalloop.verdicts.verdict import VerdictStatus
 
 PATTERN_LIMIT = 3
 HEADING = "Past failure patterns:"

@@ -11,11 +11,8 @@ import os
 from typing import Any
 
 from evalloop.config import Settings
-from evalloop.context import Services
 from evalloop.errors import ConfigError
-
-CACHE_FILE = "llm-cache.db"
-
+from evalloop.run.context import Services
 
 #: how the notice that no LLM is configured starts (shown only to suites that use one)
 NO_LLM_NOTICE = "no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL)"
@@ -60,7 +57,7 @@ def build_services(
     if cache != "off":
         from evalloop.llm.cache import CachedClient
 
-        path = settings.history_dir / CACHE_FILE
+        path = settings.cache_file
         llm = CachedClient(llm, path, mode=cache) if llm is not None else None  # type: ignore[arg-type]
         judge = CachedClient(judge, path, mode=cache) if judge is not None else None  # type: ignore[arg-type]
         notices += sorted({c.notice for c in (llm, judge) if c is not None and c.notice})  # a damaged cache

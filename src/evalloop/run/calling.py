@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evalloop.failures import TargetTimeout
+from evalloop.run.failures import TargetTimeout
 
 _OWN = (str(Path(__file__).resolve().parent) + os.sep, str(Path(asyncio.__file__).resolve().parent) + os.sep)
 TRACEBACK_CHARS = 8000
@@ -104,7 +104,7 @@ async def call(fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[
                in_thread: bool = False, timeout: float | None = None) -> Any:
     """``fn(*args, **kwargs)``, on a daemon thread when ``in_thread``, its awaitable result awaited.
 
-    Raises :class:`~evalloop.failures.TargetTimeout` when the call (and awaiting its result)
+    Raises :class:`~evalloop.run.failures.TargetTimeout` when the call (and awaiting its result)
     takes longer than ``timeout`` seconds from its start; anything ``fn`` raises passes through.
     """
     kwargs = kwargs or {}

@@ -27,20 +27,14 @@ import errno
 import socket
 import ssl
 import sys
-from enum import StrEnum
+
+from evalloop.score import Failure
 
 NETWORK_ERRNOS = frozenset({
     errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.ETIMEDOUT, errno.EHOSTUNREACH,
     errno.EHOSTDOWN, errno.ENETUNREACH, errno.ENETDOWN, errno.ENETRESET, errno.EPIPE,
 })
 _CHAIN_DEPTH = 16
-
-
-class Failure(StrEnum):
-    """Whose failure a failed case is."""
-
-    TARGET = "target"
-    INFRA = "infra"
 
 
 class TargetTimeout(Exception):

@@ -8,7 +8,7 @@ The comparison is made on the cases both sides share, so a changed case set neve
 a drop: cases only in this run (*added*) and only in the window (*removed*) are counted and
 given their own means. Per shared case ``c``, ``x_c`` is this run's score and ``ȳ_c`` its mean
 over the window; the baseline is ``mean(ȳ)``, the drop ``(mean(ȳ) − mean(x)) / mean(ȳ)``.
-Evidence comes from a run-label permutation test (:func:`evalloop.stats.run_label_permutation_test`),
+Evidence comes from a run-label permutation test (:func:`evalloop.verdicts.stats.run_label_permutation_test`),
 exact under "nothing changed" for any score distribution and window length.
 
 A drop that is not significant is a ``watch``, never a regression, under every rule:
@@ -33,8 +33,9 @@ from enum import StrEnum
 import numpy as np
 from pydantic import BaseModel
 
-from evalloop import power, scorevec, stats
 from evalloop.policy import TOLERANCE, VerdictPolicy
+from evalloop.scoring import scorevec
+from evalloop.verdicts import power, stats
 
 __all__ = ["TOLERANCE", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "decide_aligned", "count_flips",
            "minimal_detectable_drop"]
@@ -279,7 +280,7 @@ def decide_aligned(
     valid: bool = True,
     invalid_reason: str | None = None,
 ) -> Verdict:
-    """:func:`decide` on scores lined up by case (see :mod:`evalloop.scorevec`): no per-case
+    """:func:`decide` on scores lined up by case (see :mod:`evalloop.scoring.scorevec`): no per-case
     dictionaries, so a 100,000-case run is judged in a few arrays."""
     ids, current = aligned.ids, aligned.current
     pm = policy.pass_mark

@@ -19,7 +19,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from evalloop.config import Settings
 from evalloop.errors import ConfigError
-from evalloop.pipeline import RunReport
+from evalloop.loop.pipeline import RunReport
 from evalloop.redact import install_log_redaction, redact_text, redact_url, remember_secrets
 
 log = logging.getLogger("evalloop.sinks")

@@ -22,14 +22,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
-from evalloop import learning
 from evalloop.config import Settings
 from evalloop.errors import ConfigError
 from evalloop.history.store import HistoryStore
-from evalloop.pipeline import arun_suite
+from evalloop.learning import incidents as learning
+from evalloop.loop.pipeline import arun_suite
 from evalloop.scoring.registry import Registry, discover
-from evalloop.suite_lookup import find_suite
-from evalloop.suites import Suite, TargetRef
+from evalloop.suites.lookup import find_suite
+from evalloop.suites.models import Suite, TargetRef
 
 DEFAULT_VARIANTS = ("none:inject=off", "ids:inject=ids", "full:inject=full")
 ALPHA = 0.05
@@ -95,7 +95,7 @@ class LearnCheck(BaseModel):
 
 
 def _paired_p(x: Sequence[float], y: Sequence[float]) -> float | None:
-    from evalloop.stats import paired_permutation_test
+    from evalloop.verdicts.stats import paired_permutation_test
 
     if all(a == b for a, b in zip(x, y, strict=True)):
         return 1.0

@@ -1,6 +1,6 @@
 """Exit codes: one rule for what a finished run means to a shell, a CI job or a scheduler.
 
-A run *fails* when its comparison does (:attr:`evalloop.baseline.Comparison.fails`: a
+A run *fails* when its comparison does (:attr:`evalloop.verdicts.baseline.Comparison.fails`: a
 regression, a broken scorer, an invalid run — which includes a run where every target call
 failed). By default a failing run exits 1, like pytest and promptfoo; ``--no-fail-on-regression``
 keeps the old behaviour (exit 0 whatever the verdict). The CLI's ``run``, the scheduler's
@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from evalloop.baseline import Comparison
-    from evalloop.pipeline import RunReport
+    from evalloop.loop.pipeline import RunReport
+    from evalloop.verdicts.baseline import Comparison
 
 OK = 0
 FAILED = 1

@@ -2,7 +2,7 @@
 
 The baseline of a scorer is its mean over the last N (default 5) eligible runs of the same
 suite before this run (one definition of eligibility: :mod:`evalloop.history.eligibility`).
-The verdict itself comes from :mod:`evalloop.verdict`, with the policy the run recorded for
+The verdict itself comes from :mod:`evalloop.verdicts.verdict`, with the policy the run recorded for
 each scorer; the run's own per-case scores come from the runner's :class:`ScorerResult` (or
 history, for a stored run). When the system's fingerprint changed since the last baseline run,
 the comparison says what changed, and with ``restart_on_change`` the window restarts. This
@@ -23,8 +23,8 @@ from evalloop.history.eligibility import eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.policy import VerdictPolicy
-from evalloop.scorevec import Vector, align, from_mapping
-from evalloop.verdict import Verdict, VerdictStatus, decide_aligned
+from evalloop.scoring.scorevec import Vector, align, from_mapping
+from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned
 
 EPS = 1e-9
 MAX_LISTED = 20

@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalloop.context import CaseContext
 from evalloop.errors import EvalloopError
 from evalloop.llm.errors import is_case_level
 from evalloop.redact import redact_text
+from evalloop.run.context import CaseContext
 from evalloop.score import Score, ScorerKind, coerce_score, scorer_failure
 from evalloop.scoring.registry import ScorerSpec
-from evalloop.suites import Case
+from evalloop.suites.models import Case
 
 __all__ = ["BoundScorer"]
 

@@ -13,18 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalloop.baseline import Comparison, compare_run
 from evalloop.config import Settings, load_settings
-from evalloop.context import Services
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
 from evalloop.history.store import HistoryStore
-from evalloop.runner import PreparedRun, RunOutcome, execute, prepare
-from evalloop.scorevec import Vector
+from evalloop.run.context import Services
+from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
+from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
 from evalloop.scoring.registry import Registry, discover
-from evalloop.services import NO_LLM_NOTICE, build_services, close_services
-from evalloop.suite_lookup import find_suite
-from evalloop.suites import Case, Suite
+from evalloop.scoring.scorevec import Vector
+from evalloop.suites.lookup import find_suite
+from evalloop.suites.models import Case, Suite
+from evalloop.verdicts.baseline import Comparison, compare_run
 
 
 @dataclass
@@ -110,7 +110,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
-        from evalloop import learning  # the memory layers: only for a project that has memories
+        from evalloop.learning import incidents as learning  # the memory layers: only for a project that has memories
 
         injected, notice = learning.injected_for(settings, suite_obj.name)
         services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
@@ -188,7 +188,7 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
 
 def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[dict[str, Any]]:
     """Open, update or resolve failure memories; a failing store is reported, never raised."""
-    from evalloop import learning
+    from evalloop.learning import incidents as learning
 
     comparison, notices = report.comparison, report.notices
     try:

@@ -186,8 +186,6 @@ def check_sqlite_file(store: str, path: Path, recover: str) -> Check:
 
 def check_all(settings: Settings) -> list[Check]:
     """Every store of a project, in the order a run uses them."""
-    from evalloop.services import CACHE_FILE
-
     checks = [check_history(settings), *check_run_logs(settings)]
     if settings.memory_url:
         checks.append(Check(store="memory store", where=redact_url(settings.memory_url), state="skipped",
@@ -197,7 +195,7 @@ def check_all(settings: Settings) -> list[Check]:
         checks.append(check_sqlite_file(
             "memory store", memory,
             "`evalloop doctor --repair` moves it aside: a new store is made on the next regression"))
-    cache = settings.history_dir / CACHE_FILE
+    cache = settings.cache_file
     checks.append(check_sqlite_file("LLM cache", cache, "`evalloop doctor --repair` moves it aside (it is "
                                     "only a cache); " + CACHE_RECOVER.split(":")[0] + " until then"))
     return checks

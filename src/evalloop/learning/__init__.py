@@ -1,0 +1,1 @@
+"""Learning: failure memories opened, updated and resolved from verdicts, and fed back to prompts."""
