@@ -35,6 +35,7 @@ from evalloop.run.calling import is_awaitable, traceback_of
 from evalloop.run.context import CaseContext, Services
 from evalloop.run.failures import Failure, TargetTimeout, classify
 from evalloop.run.grades import ScorerResult, _Grades
+from evalloop.run.signals import IN_PLACE, interrupt_in_place
 from evalloop.run.targets import Target, resolve_target, stable_hash
 from evalloop.score import Score, ScorerKind
 from evalloop.scoring.registry import Registry
@@ -219,14 +220,15 @@ async def execute(
             suite.iter_cases() if select is None else filter(select, suite.iter_cases()), n_cases))
     )
     try:
-        workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
-        try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            raise
+        with interrupt_in_place():  # Ctrl-C stops a sync call in place at once, not when it returns
+            workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
+            try:
+                await asyncio.gather(*workers)
+            except BaseException:
+                for task in workers:
+                    task.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+                raise
         state.flush()
     except (KeyboardInterrupt, asyncio.CancelledError):
         with contextlib.suppress(Exception):
@@ -301,7 +303,11 @@ class _RunState:
         started = time.perf_counter()
         try:
             if self.inline:
-                output = target.start(case.input, ctx)
+                IN_PLACE.enter()  # Ctrl-C / SIGTERM interrupt the call here (run.signals)
+                try:
+                    output = target.start(case.input, ctx)
+                finally:
+                    IN_PLACE.active = False
                 if is_awaitable(output):
                     output = await output
             else:
