@@ -24,11 +24,15 @@ def sqlite_path(url: str) -> Path | None:
 
 
 def cannot_write(url: str) -> bool:
-    """Whether a SQLite history exists but cannot be written here (a read-only mount or file)."""
+    """Whether a SQLite history exists and can be read but not written here (a read-only mount,
+    a file or folder of another user)."""
     from evalloop.access import diagnose
 
     path = sqlite_path(url)
-    return path is not None and path.is_file() and diagnose(path) is not None
+    if path is None or not path.is_file():
+        return False
+    problem = diagnose(path)
+    return problem is not None and problem.readable  # unreadable: opening says why, in one line
 
 
 def readonly_engine(url: str) -> Engine:
