@@ -103,3 +103,12 @@ def test_a_base_url_with_user_and_password_is_sent_as_basic_auth(tmp_path):
     assert {s.headers.get("x-api-key") for s in seen} == {"test"}
     assert "sk-ant-PASS1" not in proc.stdout + proc.stderr
     assert b"sk-ant-PASS1" not in stored(root)
+
+
+def test_remembered_secrets_are_masked_wherever_they_appear_but_plain_words_are_not():
+    from evalloop.redact import remember_secrets
+
+    remember_secrets("http://127.0.0.1:9/v1;token=Echo7Token")
+    remember_secrets("postgresql://postgres:postgres@db:5432/evals")  # a plain word: not masked as text
+    said = redact_text("404 not found: /v1;token=Echo7Token/v1/messages (postgres is up)")
+    assert said == "404 not found: /v1;token=***/v1/messages (postgres is up)"

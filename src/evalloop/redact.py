@@ -125,20 +125,18 @@ def remember_secrets(url: str | None) -> None:
     found: set[str] = set()
     if parts.password:
         found.add(parts.password)
-    if parts.username and parts.password:
-        found.add(f"{parts.username}:{parts.password}")
     if not _DATABASE.fullmatch(parts.scheme.lower()):
         for segment in parts.path.split("/"):
             name, _, params = segment.partition(";")
-            if _token_like(name) and not (name in SAFE_SEGMENTS or _VERSION.fullmatch(name)):
+            if not (name in SAFE_SEGMENTS or _VERSION.fullmatch(name)):
                 found.add(name)
             for param in params.split(";") if params else ():
                 key, _, value = param.partition("=")
-                found.update(p for p in (value or key,) if len(p) >= 4)
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if _is_secret(key) and len(value) >= 4:
-            found.add(value)
-    _remembered.update(found)
+                found.add(value or key)
+    found.update(value for key, value in parse_qsl(parts.query, keep_blank_values=True) if _is_secret(key))
+    # only what looks like a credential: masking a word ("postgres", "hook") everywhere would
+    # garble messages (a short or plain-word secret is still cut from every URL that shows it)
+    _remembered.update(piece for piece in found if _token_like(piece))
 
 
 _installed = False
