@@ -96,6 +96,60 @@ def screenshot(chromium: str, html: Path, png: Path, size: str = "1400,2000",
         raise RuntimeError(f"chromium wrote no screenshot at {png}")
 
 
+#: measures the laid-out page in the browser: what sticks out of the page's column, and which
+#: chart labels overlap (text boxes of one chart that intersect) or leave their chart
+PROBE = """<script>
+addEventListener('load', () => {
+  const main = document.querySelector('main');
+  const box = main.getBoundingClientRect();
+  const right = box.right - parseFloat(getComputedStyle(main).paddingRight);
+  const name = el => (el.closest('[id]') || {}).id + ' ' + el.tagName + '.' + el.className.baseVal;
+  const out = {page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+               overflowing: [], collisions: [], outside: []};
+  for (const el of main.querySelectorAll('table, figure, details, p, h1, h2, h3, div')) {
+    const over = Math.max(el.getBoundingClientRect().right - right, el.scrollWidth - el.clientWidth);
+    if (over > 1) out.overflowing.push([el.tagName + '.' + el.className + ' in ' +
+                                        ((el.closest('[id]') || {}).id || 'main'), Math.round(over)]);
+  }
+  for (const svg of document.querySelectorAll('svg.chart')) {
+    const frame = svg.getBoundingClientRect();
+    const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim());
+    const boxes = texts.map(t => t.getBoundingClientRect());
+    boxes.forEach((a, i) => {
+      if (a.left < frame.left - 1 || a.right > frame.right + 1) out.outside.push(texts[i].textContent);
+      for (let j = i + 1; j < boxes.length; j++) {
+        const b = boxes[j];
+        if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1)
+          out.collisions.push([texts[i].textContent, texts[j].textContent]);
+      }
+    });
+  }
+  document.body.setAttribute('data-probe', JSON.stringify(out));
+});
+</script>"""
+
+
+def layout_probe(chromium: str, html: Path, width: int = 1280, timeout: float = 90.0) -> dict:
+    """Lay ``html`` out in headless Chromium ``width`` pixels wide and measure it (:data:`PROBE`):
+    ``page`` (horizontal scroll of the page), ``overflowing`` (elements wider than the column),
+    ``collisions`` (pairs of chart labels that overlap) and ``outside`` (labels past their chart)."""
+    import html as html_lib
+    import re
+
+    probed = html.with_name(html.stem + ".probe.html")
+    probed.write_text(html.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="evalloop-chromium-") as profile:
+        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               "--hide-scrollbars", f"--user-data-dir={profile}", f"--window-size={width},2000",
+               "--virtual-time-budget=5000", "--dump-dom", probed.resolve().as_uri()]
+        dom = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False).stdout
+    found = re.search(r'data-probe="([^"]*)"', dom)
+    if not found:
+        raise RuntimeError(f"chromium did not lay out {html}")
+    return json.loads(html_lib.unescape(found.group(1)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=None, help="where to write report.html / .png")

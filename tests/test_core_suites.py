@@ -79,7 +79,7 @@ def test_duplicate_ids_are_an_error_with_line(tmp_path):
 
 
 def test_unknown_suite_field_and_missing_scorers(tmp_path):
-    with pytest.raises(FixtureError, match=r"scorers: required field missing \(\+1 more\)"):
+    with pytest.raises(FixtureError, match=r"scorerz: unknown field — did you mean 'scorers'\? \(\+1 more\)"):
         load_suite(write(tmp_path, "u.yaml", GOOD.replace("scorers:", "scorerz:")))
     text = "name: x\ntarget: sut:echo\nscorers: []\ncases: [{id: a, input: 1}]\n"
     with pytest.raises(FixtureError, match="scorers"):

@@ -19,6 +19,7 @@ import yaml
 
 from evalloop import load_settings, run_suite
 from evalloop.learning import incidents as learning
+from evalloop.learning import injection
 from evalloop.loop.learncheck import acheck
 from evalloop.memory.store import MemoryStore
 from evalloop.reference.memory_ops import decide_local
@@ -133,7 +134,7 @@ def test_break_regress_remember_recover_resolve(tmp_path):
         (resolved,) = store.list(tags=["eval-failure", "suite:decisions"])
         assert resolved.metadata["status"] == "resolved" and "status:resolved" in resolved.tags
         assert resolved.metadata["resolved_run_id"] == healed.outcome.run.id
-    injected, notice = learning.injected_for(settings, "decisions")
+    injected, notice = injection.injected_for(settings, "decisions")
     assert injected.text is None and notice is None                 # resolved: never injected again
 
 
@@ -144,7 +145,7 @@ def test_suite_names_cannot_collide_with_tags(tmp_path):
                         metadata={"kind": "eval-failure", "eval_suite": suite, "scorer": "s", "status": "open",
                                   "last_seen": suite})
         for suite in ("regression", "eval-failure", "other"):
-            (found,) = learning.failure_patterns(store, suite)
+            (found,) = injection.failure_patterns(store, suite)
             assert found.information == f"failure of {suite}"
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from evalloop import load_settings, run_suite
-from evalloop.learning import incidents as learning
+from evalloop.learning import injection
 from evalloop.memory.store import MemoryStore
 
 WRAPPER = '''
@@ -83,8 +83,8 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
 
     prompt = tmp_path / "prompt.md"
     prompt.write_text("Decide NOOP, UPDATE or CREATE.\n")
-    enhanced = learning.enhance_prompt(prompt.read_text(), learning.failure_patterns(
-        learning.open_adapter(settings), "decisions"))
+    enhanced = injection.enhance_prompt(prompt.read_text(), injection.failure_patterns(
+        injection.open_adapter(settings), "decisions"))
     assert "Past failure patterns of this task" in enhanced and 'Eval "decisions" regression' in enhanced
     assert "<<<PAST FAILURE " in enhanced
 

@@ -14,6 +14,7 @@ import httpx
 
 from evalloop import load_settings, run_suite
 from evalloop.learning import incidents as learning
+from evalloop.learning import injection
 from evalloop.memory.adapters import HTTPMemoryAdapter, HTTPMemoryConfig
 from support.mem0_server import Mem0Server, mem0_server, needs_mem0  # noqa: F401
 from test_learning_lifecycle import make
@@ -57,7 +58,7 @@ def test_failure_memories_live_and_resolve_in_mem0(tmp_path: Path, mem0_server: 
     http = {"user_id": "lifecycle-test", "timeout": 30.0}
     seed_others(HTTPMemoryAdapter(HTTPMemoryConfig(base_url=mem0_server.url, **http)))
     settings = load_settings(root, memory_url=mem0_server.url, memory_http=http)
-    adapter = learning.open_adapter(settings)
+    adapter = injection.open_adapter(settings)
     for _ in range(3):
         run_suite("decisions", settings=settings)
     (root / "BROKEN").write_text("")

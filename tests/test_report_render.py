@@ -100,6 +100,7 @@ def test_trend_points_band_threshold_and_flips(trends, history):
     (memory,) = suite.memories  # written by the learning loop for the one regression
     assert memory.scorer == "value" and memory.run_id == history[1] == last.run_id
     assert "eval-failure" in memory.tags and "status:open" in memory.tags
+    assert memory.status == "open" and memory.chronic_cases == [] and memory.state == "open"
     assert "- c1\n" in memory.information and "reason: low <script>" in memory.information
     assert last.newly_failing[0].message == f"low {EVIL}"
 
@@ -135,7 +136,8 @@ def test_html_is_self_contained_and_draws_the_charts(trends):
     assert "baseline: mean of the 5 runs before" in page and "band: min–max of those runs" in page
     assert "Regression in the latest run of 1 suite" in page
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; co" in page
-    assert page.count("<tr><td class=\"nowrap\"><code>") == 8  # one row per run with cost, latency
+    runs = page[page.index('<table class="runs">'):]
+    assert runs[:runs.index("</table>")].count("<tr><td><code>") == 8  # one row per run with cost, latency
 
 
 def test_markdown_for_a_pull_request(trends):
@@ -161,11 +163,11 @@ def test_cli_report_html_markdown_and_errors(history, tmp_path):
     project = ["--project", str(history[0].project_dir)]
     out = tmp_path / "r" / "report.html"
     res = runner.invoke(app, ["report", "--suite", "similarity", "--html", str(out), *project])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # the latest run regressed: a report fails like `run` by default
     assert out.read_text().count("<svg") == 2
     res = runner.invoke(app, ["report", "--all", "--markdown", "--fail-on-regression", *project])
     assert res.exit_code == 1 and "regression in `similarity`" in res.stdout and "#### `other`" in res.stdout
-    res = runner.invoke(app, ["report", "--json", "--last", "2", *project])
+    res = runner.invoke(app, ["report", "--json", "--last", "2", "--no-fail-on-regression", *project])
     assert res.exit_code == 0 and '"suite": "other"' in res.stdout
     res = runner.invoke(app, ["report", "--suite", "nope", *project])
     assert res.exit_code == 2 and "no runs of suite 'nope'" in res.stderr

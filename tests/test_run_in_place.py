@@ -100,7 +100,7 @@ def test_a_scorer_that_returns_junk_or_a_non_finite_value_is_errored_in_one_line
     assert results["returns-junk"].first_error == ("scorer returns-junk raised ValueError: a scorer must return a "
                                                    "Score, a number or a dict, not object")
     assert results["not-finite"].errored == 1
-    assert results["not-finite"].first_error == ("scorer not-finite built an invalid Score: value: Value error, "
+    assert results["not-finite"].first_error == ("scorer not-finite built an invalid Score: value: "
                                                  "score value must be a finite number, got nan")
     assert results["equals"].mean == 1.0
 

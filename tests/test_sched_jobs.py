@@ -75,7 +75,7 @@ def test_schedules_persist_across_restarts_and_record_their_last_run(settings):
     with serving(settings):
         assert wait_for(lambda: len(runs(settings)) == 2)
     again = {s.id: s for s in list_schedules(settings)}
-    assert again["soon"].last_verdict == "ok" and set(again) == {"nightly", "soon"}
+    assert again["soon"].last_verdict == "steady" and set(again) == {"nightly", "soon"}
     # both runs were appended to the committed run log
     assert len((settings.history_dir / "echo.jsonl").read_text().splitlines()) == 2
 

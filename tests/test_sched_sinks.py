@@ -128,6 +128,6 @@ def test_a_scheduled_fire_sends_its_regression_and_survives_a_dead_webhook(tmp_p
     (got,) = alive.received
     assert got.body["run_id"] == third[0] and got.body["regression"] is True
     url = load_settings(root).database_url
-    assert [e.verdict for e in ledger.entries(url, "j")] == ["regressed", "regressed", "ok",
+    assert [e.verdict for e in ledger.entries(url, "j")] == ["regressed", "regressed", "steady",
                                                             "no baseline yet"]
     assert list_schedules(load_settings(root)) == []  # ad-hoc fires need no stored schedule

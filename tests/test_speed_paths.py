@@ -58,10 +58,10 @@ def test_help_imports_no_heavy_library():
 
 def test_cli_constants_match_their_sources():
     from evalloop.cli import memories, report
-    from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
     from evalloop.report import trends
 
-    assert memories.PATTERN_LIMIT == learning.PATTERN_LIMIT
+    assert memories.PATTERN_LIMIT == injection.PATTERN_LIMIT
     assert report.DEFAULT_LAST == trends.DEFAULT_LAST
 
 

@@ -21,7 +21,7 @@ _EXPORTS = {
     "Settings": "evalloop.config", "load_settings": "evalloop.config",
     "EvalloopError": "evalloop.errors",
     "HistoryStore": "evalloop.history", "Run": "evalloop.history",
-    "enhance_prompt": "evalloop.learning.incidents", "failure_patterns": "evalloop.learning.incidents",
+    "enhance_prompt": "evalloop.learning.injection", "failure_patterns": "evalloop.learning.injection",
     "learn": "evalloop.learning.incidents",
     "RunReport": "evalloop.loop.pipeline", "arun_suite": "evalloop.loop.pipeline",
     "run_suite": "evalloop.loop.pipeline",
@@ -45,7 +45,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from evalloop.config import Settings, load_settings  # noqa: F401
     from evalloop.errors import EvalloopError  # noqa: F401
     from evalloop.history import HistoryStore, Run  # noqa: F401
-    from evalloop.learning.incidents import enhance_prompt, failure_patterns, learn  # noqa: F401
+    from evalloop.learning.incidents import learn  # noqa: F401
+    from evalloop.learning.injection import enhance_prompt, failure_patterns  # noqa: F401
     from evalloop.loop.pipeline import RunReport, arun_suite, run_suite  # noqa: F401
     from evalloop.memory import (  # noqa: F401
         FoundMemory,

@@ -21,7 +21,7 @@ CONFIG_FILE = "evalloop.toml"
 
 
 class VerdictSettings(BaseModel):
-    """How verdicts are reached (see the README, "Verdicts you can trust")."""
+    """How verdicts are reached (see docs/verdicts.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -164,11 +164,12 @@ def load_settings(project_dir: Path | None = None, **overrides: Any) -> Settings
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
+        from evalloop import validation
+
+        err = validation.first(exc)
         where = str(source) if source else "settings"
-        raise ConfigError(f"setting '{key}': {err['msg']}", where=where,
-                          hint="see the Configuration section of the README") from None
+        raise ConfigError(f"setting '{validation.location(err)}': {validation.message(err, Settings)}", where=where,
+                          hint="see docs/configuration.md") from None
     # webhook/memory/LLM base URLs are checked now; credentials are kept out of logs
     check_settings(settings, str(source) if source else None)
     return settings

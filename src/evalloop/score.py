@@ -108,11 +108,12 @@ def scorer_failure(name: str, exc: BaseException) -> str:
         if tuple(err["loc"]) == ("value",) and err["type"] in ("less_than_equal", "greater_than_equal"):
             exc = ScoreOutOfRange(f"returned {err['input']!r}, outside [0, 1]")
         elif tuple(err["loc"]) == ("value",) and err["type"] == "finite_number":
-            return (f"scorer {name} built an invalid Score: value: Value error, score value must be a "
-                    f"finite number, got {err['input']}")
+            return (f"scorer {name} built an invalid Score: value: score value must be a finite number, "
+                    f"got {err['input']}")
         else:
-            loc = ".".join(str(p) for p in err["loc"])
-            return f"scorer {name} built an invalid Score: {loc}: {err['msg']}"
+            from evalloop.validation import first_error
+
+            return f"scorer {name} built an invalid Score: {first_error(exc)}"
     if isinstance(exc, ScoreOutOfRange):
         return f"scorer {name} {exc} (ScoreOutOfRange) — return a value in [0, 1]: scale or clamp it"
     text = " ".join(str(exc).split())

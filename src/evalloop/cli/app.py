@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from evalloop.cli.help import RootGroup
 from evalloop.errors import EvalloopError, is_db_error, store_error
 
 if TYPE_CHECKING:  # the commands import what they use: `evalloop --help` imports no more than Typer
@@ -20,6 +21,7 @@ if TYPE_CHECKING:  # the commands import what they use: `evalloop --help` import
 
 app = typer.Typer(
     name="evalloop",
+    cls=RootGroup,
     help="Evaluate an LLM-powered system, compare each run with a rolling baseline, and "
          "feed regressions back as memories.",
     no_args_is_help=True,
@@ -41,6 +43,20 @@ ProjectOpt = Annotated[
                  envvar="EVALLOOP_PROJECT", show_default=False),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+#: whether a failing verdict exits 1: the default of `run`, `report` (and the pytest plugin)
+FailOpt = Annotated[bool, typer.Option(
+    "--fail-on-regression", help="Exit 1 when a scorer regressed, a scorer is broken, or a run is invalid: "
+                                 "the default (accepted for older scripts).")]
+NoFailOpt = Annotated[bool, typer.Option(
+    "--no-fail-on-regression", help="Exit 0 whatever the verdicts (only bad input exits non-zero).")]
+
+
+def fails_on_regression(fail: bool, no_fail: bool) -> bool:
+    """What --fail-on-regression / --no-fail-on-regression ask for (failing is the default)."""
+    if fail and no_fail:
+        raise EvalloopError("--fail-on-regression and --no-fail-on-regression exclude each other",
+                            hint="give one of them (failing on a regression is the default)")
+    return not no_fail
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -67,9 +83,28 @@ def _plain_metavars() -> None:
     if hasattr(TyperOption, "display_type"):
         TyperOption.display_type = lambda self, ctx: display_type_rich(self, ctx) or ""  # type: ignore[method-assign]
     TyperOption._evalloop_plain = True  # type: ignore[attr-defined]
+    try:  # an argument shows its name alone: no `<str>` beside it, no `{RUN}` in the usage line
+        from typer.core import TyperArgument
+    except ImportError:  # pragma: no cover
+        return
+    TyperArgument.display_type_rich = lambda self, ctx: None  # type: ignore[method-assign]
+    if hasattr(TyperArgument, "_usage_display_name"):
+        def usage_name(self: Any) -> str:
+            name = self.display_name_raw + ("..." if self.nargs != 1 else "")
+            return name if self.required else f"[{name}]"
+
+        TyperArgument._usage_display_name = usage_name  # type: ignore[method-assign]
 
 
 _plain_metavars()
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"evalloop {version('evalloop')}")
+        raise typer.Exit(0)
 
 
 @app.callback()
@@ -77,6 +112,8 @@ def _global(
     project: Annotated[Path | None, typer.Option(
         "--project", "-C", metavar="DIR", help="Project directory for every command (default: current directory).",
         show_default=False)] = None,
+    _show_version: Annotated[bool, typer.Option(
+        "--version", help="Print the installed version and exit.", is_eager=True, callback=_version)] = False,
 ) -> None:
     """Evaluate an LLM-powered system, compare each run with a rolling baseline, and feed
     regressions back as memories."""

@@ -152,6 +152,7 @@ def import_cmd(
 
     Documents are the dialogue turns (or sessions), queries the questions with their evidence as
     judgments, the category as stratum; each question searches only its own conversation.
+
     Example: [bold]evalloop bench import locomo locomo10.json --out fixtures/locomo[/bold]
     """
     folder = out_dir or Path("fixtures") / fmt
@@ -195,6 +196,7 @@ def compare_targets_cmd(
 
     Differences from the first target are tested with a paired permutation test on per-case
     scores (* p<0.05, ** p<0.01, *** p<0.001).
+
     Example: [bold]evalloop compare-targets -s retrieval-bm25 -t bm25 -t hybrid -t memory[/bold]
     """
     import asyncio

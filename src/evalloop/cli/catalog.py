@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,14 +14,16 @@ from evalloop.cli.app import JsonOpt, ProjectOpt, friendly, out, scorers_app, se
 @friendly
 def suites_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
     """List the suites of the project (fixtures/) and the ones that ship with evalloop."""
+    from rich.markup import escape
     from rich.table import Table
 
+    from evalloop.report.layout import PROSE_MIN, Record, table_or_records
     from evalloop.suites.lookup import discover_suites
     from evalloop.suites.models import PACKAGE_FIXTURES, load_suite
 
     settings = settings_for(project)
     found = discover_suites(settings.project_dir)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, path in sorted(found.items()):
         origin = "shipped" if path.parent == PACKAGE_FIXTURES else "project"
         try:
@@ -37,11 +39,16 @@ def suites_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
         return
     table = Table(show_edge=False, pad_edge=False)
     for col in ("suite", "origin", "scorers", "description"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("suite", "origin"),
+                         min_width=PROSE_MIN if col == "description" else None)
+    records = []
     for row in rows:
-        desc = f"[red]{row['error']}[/red]" if row["error"] else row["description"]
-        table.add_row(row["name"], row["origin"], ", ".join(row["scorers"]), desc)
-    out().print(table)
+        error, description, scorers = row["error"], str(row["description"] or ""), ", ".join(row["scorers"])
+        table.add_row(row["name"], row["origin"], scorers,
+                      f"[red]{escape(error)}[/red]" if error else escape(description))
+        records.append(Record(f"{row['name']} ({row['origin']})",
+                              [f"error: {error}" if error else description, f"scorers: {scorers or '—'}"]))
+    table_or_records(out(), table, records)
 
 
 @suites_app.command("validate")
@@ -75,8 +82,10 @@ def suites_validate(
 @friendly
 def scorers_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
     """List every registered scorer: name, kind, threshold, source, description."""
+    from rich.markup import escape
     from rich.table import Table
 
+    from evalloop.report.layout import PROSE_MIN, Record, table_or_records
     from evalloop.scoring.registry import discover
 
     settings = settings_for(project)
@@ -89,8 +98,11 @@ def scorers_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
         return
     table = Table(show_edge=False, pad_edge=False)
     for col in ("scorer", "kind", "threshold", "source", "description"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "description", min_width=PROSE_MIN if col == "description" else None)
+    records = []
     for row in rows:
-        table.add_row(row["name"], row["kind"], f"{row['threshold']:.0%}", row["source"],
-                      row["description"])
-    out().print(table)
+        table.add_row(row["name"], row["kind"], f"{row['threshold']:.0%}", escape(row["source"]),
+                      escape(row["description"]))
+        records.append(Record(f"{row['name']}  {row['kind']} · {row['threshold']:.0%} · {row['source']}",
+                              [row["description"]] if row["description"] else []))
+    table_or_records(out(), table, records)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.cli.run import CaseOpt, TagOpt
@@ -14,7 +15,39 @@ from evalloop.errors import EvalloopError
 if TYPE_CHECKING:
     from evalloop.config import Settings
 
-history_app = typer.Typer(help="Stored runs; `export`/`import` move them to and from the run log.")
+
+class SuiteOrCommand(TyperGroup):
+    """``history SUITE`` beside ``history export|import``: a first word that names a subcommand
+    is that subcommand; any other word is the suite."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        i = _first_word(self, args)
+        if i is not None and args[i] in self.commands:
+            super().parse_args(ctx, args[:i])
+            ctx._protected_args, ctx.args = args[i:i + 1], args[i + 1:]
+            return ctx.args
+        ctx.allow_interspersed_args = True  # `history SUITE --json`: the options after it are ours
+        return super().parse_args(ctx, args)
+
+
+def _first_word(command: Any, args: list[str]) -> int | None:
+    """The index of the first argument that is neither an option nor an option's value."""
+    takes_value = {name for p in command.params if getattr(p, "param_type_name", "") == "option"
+                   and not (getattr(p, "is_flag", False) or getattr(p, "count", False))
+                   for name in (*p.opts, *p.secondary_opts)}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            return i + 1 if i + 1 < len(args) else None
+        if not arg.startswith("-") or arg == "-":
+            return i
+        i += 2 if arg in takes_value else 1
+    return None
+
+
+history_app = typer.Typer(help="Stored runs; `export`/`import` move them to and from the run log.",
+                          cls=SuiteOrCommand)
 app.add_typer(history_app, name="history")
 
 
@@ -22,6 +55,8 @@ app.add_typer(history_app, name="history")
 @friendly
 def history(
     ctx: typer.Context,
+    suite_name: Annotated[str | None, typer.Argument(
+        metavar="SUITE", help="Only this suite (the same as --suite).", show_default=False)] = None,
     suite: Annotated[str | None, typer.Option("--suite", "-s", metavar="NAME", help="Only this suite.")] = None,
     limit: Annotated[int, typer.Option(min=1, metavar="N", help="How many runs.")] = 20,
     run_id: Annotated[str | None, typer.Option("--run", metavar="RUN", help="Show one run (id or prefix).")] = None,
@@ -33,12 +68,18 @@ def history(
     """Show stored runs with each scorer's mean, baseline, drop and verdict.
 
     With --run and --json, every case of the run (filtered by -k/--tag); `evalloop show RUN`
-    prints them. Example: [bold]evalloop history --suite exact-match[/bold]
+    prints them.
+
+    Example: [bold]evalloop history exact-match[/bold]
     """
     from evalloop.report.terminal import print_history
 
     if ctx.invoked_subcommand is not None:
         return
+    if suite_name is not None and suite is not None and suite_name != suite:
+        raise EvalloopError(f"two suites given: '{suite_name}' and --suite '{suite}'",
+                            hint="give the suite either as an argument or with --suite")
+    suite = suite or suite_name
     from evalloop.history.runlog import synced_store
     from evalloop.redact import redact_url
     from evalloop.report.cases import CaseFilter, case_docs, load_cases
@@ -89,7 +130,6 @@ def history(
 
 def _suite_or_none(name: str, settings):
     """The suite as its file holds it now, for cases' input and expected (None if gone)."""
-    from evalloop.errors import EvalloopError
     from evalloop.suites.lookup import find_suite
 
     try:

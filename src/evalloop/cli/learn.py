@@ -28,6 +28,7 @@ def learn_check(
     """Run SUITE as variants on the same cases and print each one's paired difference from the first.
 
     Nothing is stored: the runs go to a throw-away history and no memory is written.
+
     Example: [bold]evalloop learn check -s similarity[/bold]
     """
     import asyncio

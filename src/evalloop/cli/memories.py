@@ -17,24 +17,29 @@ prompt_app = typer.Typer(help="Improve prompts with what past runs learned.", no
 app.add_typer(memories_app, name="memories")
 app.add_typer(prompt_app, name="prompt")
 
-#: the default of `prompt enhance --limit`: evalloop.learning.incidents.PATTERN_LIMIT (a test keeps them equal;
+#: the default of `prompt enhance --limit`: evalloop.learning.injection.PATTERN_LIMIT (a test keeps them equal;
 #: importing learning here would slow every command's start-up)
 PATTERN_LIMIT = 3
 TagOpt = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Only memories with this tag (repeat: all).")]
 
 
 def _rows(found: list) -> list[dict]:
+    from evalloop.learning import incidents as learning
+
     rows = []
     for item in found:
         record = getattr(item, "record", item)
         rows.append({"id": record.id, "score": getattr(item, "score", None), "tags": record.tags,
                      "metadata": record.metadata, "information": record.information,
+                     "incident": learning.describe(record),
                      "created_at": record.created_at.isoformat() if getattr(record, "created_at", None) else None})
     return rows
 
 
 def _print(rows: list[dict], json_out: bool) -> None:
-    from rich.table import Table
+    """Each memory stacked (a table would squeeze its text into a narrow column): its id, score
+    and date, its tags, then its text wrapped to the terminal, a blank line between memories."""
+    from evalloop.report.layout import Record, print_records
 
     if json_out:
         print(json.dumps(rows, indent=2, default=str))
@@ -42,13 +47,19 @@ def _print(rows: list[dict], json_out: bool) -> None:
     if not rows:
         out().print("no memories found")
         return
-    table = Table(show_edge=False, pad_edge=False, show_lines=True)
-    for col in ("id", "score", "tags", "information"):
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        score = f"{row['score']:.3f}" if row["score"] is not None else ""
-        table.add_row(row["id"], score, ",".join(row["tags"]), row["information"])
-    out().print(table)
+    console = out()
+    for i, row in enumerate(rows):
+        head = [row["id"]]
+        if row["score"] is not None:
+            head.append(f"score {row['score']:.3f}")
+        if row["created_at"]:
+            head.append(str(row["created_at"])[:16].replace("T", " "))
+        if i:
+            console.print()
+        lines = [f"tags: {', '.join(row['tags']) or '—'}"]
+        if row["incident"]:
+            lines.append(f"incident — {row['incident']}")
+        print_records(console, [Record("  ".join(head), [*lines, row["information"]])])
 
 
 @memories_app.command("find")
@@ -64,15 +75,15 @@ def memories_find(
 
     Example: [bold]evalloop memories find "memory similarity eval failure" --limit 3[/bold]
     """
-    from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
 
     settings = settings_for(project)
-    learning.require_memories(settings)
-    adapter = learning.open_adapter(settings)
+    injection.require_memories(settings)
+    adapter = injection.open_adapter(settings)
     try:
         _print(_rows(adapter.find(query, limit=limit, tags=tag or None)), json_out)
     finally:
-        learning.close_adapter(adapter)
+        injection.close_adapter(adapter)
 
 
 @memories_app.command("list")
@@ -84,19 +95,19 @@ def memories_list(
     project: ProjectOpt = None,
 ) -> None:
     """List memories newest first, filtered by exact tags (embedded store, or a memory service's
-    ``GET /memories``).
+    `GET /memories`).
 
     Example: [bold]evalloop memories list --tag suite:similarity --tag status:open[/bold]
     """
-    from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
 
     settings = settings_for(project)
-    learning.require_memories(settings)
-    adapter = learning.open_adapter(settings)
+    injection.require_memories(settings)
+    adapter = injection.open_adapter(settings)
     try:
         _print(_rows(adapter.list(tags=tag or None, limit=limit)), json_out)
     finally:
-        learning.close_adapter(adapter)
+        injection.close_adapter(adapter)
 
 
 @prompt_app.command("enhance")
@@ -112,20 +123,20 @@ def prompt_enhance(
 
     Example: [bold]evalloop prompt enhance prompts/decide.md --suite similarity[/bold]
     """
-    from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
 
     settings = settings_for(project)
     try:
         base = prompt_file.read_text(encoding="utf-8")
     except OSError as exc:
         raise EvalloopError(f"cannot read prompt file: {exc.strerror}", where=str(prompt_file)) from None
-    learning.require_memories(settings)
-    adapter = learning.open_adapter(settings)
+    injection.require_memories(settings)
+    adapter = injection.open_adapter(settings)
     try:
-        found = learning.failure_patterns(adapter, suite, query=query, limit=limit)
+        found = injection.failure_patterns(adapter, suite, query=query, limit=limit)
     finally:
-        learning.close_adapter(adapter)
+        injection.close_adapter(adapter)
     if not found:
         err().print(f"no failure memories for suite '{suite}': the prompt is unchanged", markup=False)
-    print(learning.enhance_prompt(base, found, budget=settings.inject_budget,
+    print(injection.enhance_prompt(base, found, budget=settings.inject_budget,
                                   per_memory=settings.inject_per_memory, detail=settings.inject_detail), end="")

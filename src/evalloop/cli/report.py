@@ -7,7 +7,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
+from evalloop.cli.app import (
+    FailOpt,
+    JsonOpt,
+    NoFailOpt,
+    ProjectOpt,
+    app,
+    err,
+    fails_on_regression,
+    friendly,
+    out,
+    settings_for,
+)
 from evalloop.errors import EvalloopError
 
 if TYPE_CHECKING:
@@ -32,19 +43,22 @@ def report(
         "--markdown-file", help="Write the Markdown summary to this file.", dir_okay=False)] = None,
     last: Annotated[int, typer.Option(min=1, max=500, help="How many recent runs per suite.")] = DEFAULT_LAST,
     title: Annotated[str, typer.Option(help="Title of the HTML/Markdown report.")] = "evalloop report",
-    fail_on_regression: Annotated[bool, typer.Option(
-        "--fail-on-regression",
-        help="Exit 1 when the latest run of a suite regressed, has a broken scorer, or is invalid.")] = False,
+    fail_on_regression: FailOpt = False,
+    no_fail: NoFailOpt = False,
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
     """Report score trends over the last runs: rolling baseline band, threshold, flipped cases.
+
+    Exit 1 when the latest run of a suite failed its verdict (as `evalloop run` does), unless
+    --no-fail-on-regression.
 
     Example: [bold]evalloop report --suite similarity --html report.html[/bold]
     """
     from evalloop.history.runlog import synced_store
     from evalloop.report.trends import build_trends
 
+    failing = fails_on_regression(fail_on_regression, no_fail)
     settings = settings_for(project)
     names = None if all_suites else (suite or None)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log,
@@ -73,7 +87,7 @@ def report(
         print(trends.model_dump_json(indent=2))
     if html is None and not markdown and markdown_file is None and not json_out:
         _print_table(trends)
-    if fail_on_regression and trends.failing_suites:
+    if failing and trends.failing_suites:
         err().print(f"failing (regressed, scorer broken or invalid run): "
                     f"{', '.join(s.suite for s in trends.failing_suites)}")
         raise typer.Exit(1)
@@ -83,19 +97,24 @@ def _print_table(trends: TrendReport) -> None:
     from rich.table import Table
 
     from evalloop.report.format import num, pct
+    from evalloop.report.layout import Record, table_or_records
     from evalloop.report.markdown import sparkline
     from evalloop.report.terminal import VERDICT_STYLE
 
     table = Table(show_edge=False, pad_edge=False)
     for col in ("suite", "scorer", "runs", "latest", "baseline", "drop", "verdict", "trend"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=True)
+    records = []
     for s in trends.suites:
         for t in s.scorers:
             p = t.latest
             verdict = (p.verdict if p else None) or ""
             style = VERDICT_STYLE.get(verdict, "")
+            trend = sparkline([q.mean for q in t.points])
             table.add_row(s.suite, t.scorer, str(len(t.points)), num(p.mean if p else None),
                           num(p.baseline if p else None), pct(p.drop if p else None),
-                          f"[{style}]{verdict}[/]" if style else verdict,
-                          sparkline([q.mean for q in t.points]))
-    out().print(table)
+                          f"[{style}]{verdict}[/]" if style else verdict, trend)
+            records.append(Record(f"{s.suite}: {t.scorer}", [
+                f"latest {num(p.mean if p else None)} · baseline {num(p.baseline if p else None)} · "
+                f"drop {pct(p.drop if p else None)} · {verdict or '—'} · {len(t.points)} runs {trend}"]))
+    table_or_records(out(), table, records)

@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
+from evalloop.cli.app import (
+    FailOpt,
+    JsonOpt,
+    NoFailOpt,
+    ProjectOpt,
+    app,
+    err,
+    fails_on_regression,
+    friendly,
+    out,
+    settings_for,
+)
 from evalloop.errors import EvalloopError, FixtureError
 
 if TYPE_CHECKING:
@@ -43,12 +54,8 @@ def run(
     case: CaseOpt = None,
     tag: TagOpt = None,
     concurrency: Annotated[int | None, typer.Option(min=1, metavar="N", help="Cases in flight at once.")] = None,
-    fail_on_regression: Annotated[bool, typer.Option(
-        "--fail-on-regression",
-        help="Exit 1 when a scorer regressed, a scorer is broken, or a run is invalid: the default "
-             "(accepted for older scripts).")] = False,
-    no_fail: Annotated[bool, typer.Option(
-        "--no-fail-on-regression", help="Exit 0 whatever the verdicts (only bad input exits non-zero).")] = False,
+    fail_on_regression: FailOpt = False,
+    no_fail: NoFailOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every failing case with its "
                                           "input, expected, output and messages.")] = False,
     json_out: JsonOpt = False,
@@ -75,6 +82,7 @@ def run(
     """Run suites against their targets, store the run, and compare it with the baseline.
 
     Exit 1 when a run fails (regression, broken scorer, invalid run), 2 on bad input.
+
     Example: [bold]evalloop run --suite exact-match[/bold]
     """
     import asyncio
@@ -83,6 +91,7 @@ def run(
 
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
+    failing = fails_on_regression(fail_on_regression, no_fail)
     with lifecycle.setting_up():  # what loads here lives until the end: no collections meanwhile
         from evalloop.loop.outcome import exit_code_of, failure_lines
         from evalloop.report.terminal import closing_line, print_run
@@ -124,10 +133,7 @@ def run(
         from evalloop.report.junit import write_junit
 
         write_junit(junit, reports, HistoryStore(settings.database_url))
-    if fail_on_regression and no_fail:
-        raise FixtureError("--fail-on-regression and --no-fail-on-regression exclude each other",
-                           hint="give one of them (failing on a regression is the default)")
-    code = exit_code_of(reports, fail_on_regression=not no_fail)
+    code = exit_code_of(reports, fail_on_regression=failing)
     for line in failure_lines(reports) if code else []:
         err().print(line, markup=False)
     for problem in unloaded:  # each suite that did not load, one line, and exit 2 at the end

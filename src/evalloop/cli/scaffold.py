@@ -11,7 +11,7 @@ from evalloop.cli.app import app, friendly, out
 from evalloop.errors import EvalloopError
 
 CONFIG = """\
-# evalloop settings (see the README, "Configuration"). Environment variables EVALLOOP_* override.
+# evalloop settings (every key: docs/configuration.md). Environment variables EVALLOOP_* override.
 window = 5              # runs in the rolling baseline
 concurrency = 16        # cases in flight at once
 errored_limit = 0.2     # a run with more errored scores than this is invalid

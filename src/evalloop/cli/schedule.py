@@ -59,6 +59,7 @@ def schedule_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None
     """List schedules: id, suites, trigger, next run, last run and its verdict."""
     from rich.table import Table
 
+    from evalloop.report.layout import Record, table_or_records
     from evalloop.scheduling.scheduler import list_schedules
 
     settings = settings_for(project)
@@ -71,12 +72,15 @@ def schedule_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None
         return
     table = Table(show_edge=False, pad_edge=False)
     for col in ("id", "suites", "trigger", "next run", "last run", "verdict"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "suites")
+    records = []
     for s in schedules:
-        table.add_row(s.id, ", ".join(s.suites), s.trigger,
-                      "paused" if s.paused else _when(s.next_run), _when(s.last_run),
-                      s.last_verdict or "—")
-    out().print(table)
+        next_run = "paused" if s.paused else _when(s.next_run)
+        table.add_row(s.id, ", ".join(s.suites), s.trigger, next_run, _when(s.last_run), s.last_verdict or "—")
+        records.append(Record(f"{s.id}  {s.trigger}", [f"suites: {', '.join(s.suites)}",
+                                                       f"next run {next_run} · last run {_when(s.last_run)}"
+                                                       + (f" ({s.last_verdict})" if s.last_verdict else "")]))
+    table_or_records(out(), table, records)
 
 
 @schedule_app.command("remove")

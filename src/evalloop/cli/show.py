@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.cli.run import CaseOpt, TagOpt
+
+if TYPE_CHECKING:
+    from evalloop.config import Settings
 
 
 @app.command()
@@ -33,26 +36,22 @@ def show(
     from evalloop.history.runlog import synced_store
     from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
     from evalloop.report.diff import find_run
+    from evalloop.report.layout import note
     from evalloop.report.terminal import print_history
 
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log, create=False)
     if store is None:  # nothing to show, and nothing created
         raise no_runs_yet(settings)
-    if run_id == "last":
-        newest = store.runs(None, limit=1)
-        if not newest:
-            raise no_runs_yet(settings)
-        run = newest[0]
-    else:
-        run = find_run(store, run_id, settings.database_url)
+    run = find_run(store, run_id, settings.database_url)
     which = CaseFilter(patterns=case or [], tags=tag or [], failed=failed)
     suite = _suite_or_none(run.suite, settings)
     previous = previous_completed(store, run.suite, run.id)
     views = load_cases(store, run.id, which=which, suite=suite, previous_run=previous)
+    incidents = _incidents(settings, run.suite, run.id)
     if json_out:
         print(json.dumps({"run_id": run.id, "suite": run.suite, "previous_run": previous,
-                          "cases": case_docs(views)}, indent=2))
+                          "cases": case_docs(views), "incidents": incidents}, indent=2))
         return
     console = out()
     print_history([run], {run.id: store.summaries(run.id)}, console)
@@ -66,5 +65,34 @@ def show(
     newly_failing = sum(1 for v in views if v.change == "newly failing")
     newly_passing = sum(1 for v in views if v.change == "newly passing")
     against = f" against run {previous}" if previous else " (no earlier completed run to compare with)"
-    console.print(f"{len(views)} case(s){' matching' if which.active else ''}: {failing} failing, "
-                  f"{newly_failing} newly failing, {newly_passing} newly passing{against}", highlight=False)
+    note(console, f"{len(views)} case(s){' matching' if which.active else ''}: {failing} failing, "
+         f"{newly_failing} newly failing, {newly_passing} newly passing{against}", indent=0)
+    for item in incidents:
+        note(console, f"incident {item['id']} — {item['line']}", indent=0)
+
+
+def _incidents(settings: Settings, suite: str, run_id: str) -> list[dict[str, Any]]:
+    """The suite's open incidents and those this run moved: one line each, chronic cases apart."""
+    if not settings.memory_url and not settings.memory_file.exists():
+        return []
+    from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
+
+    try:
+        adapter = injection.open_adapter(settings)
+        try:
+            found = learning.incidents(adapter, suite, status=None)
+        finally:
+            injection.close_adapter(adapter)
+    except Exception as exc:  # noqa: BLE001 - the run's cases are shown without them
+        err().print(f"failure memories not read: {exc}", markup=False)
+        return []
+    shown = []
+    for record in found:
+        meta = record.metadata
+        if meta.get("status") == "open" or run_id in (meta.get("eval_run_ids") or []) \
+                or run_id in (meta.get("resolved_run_id"), meta.get("accepted_run_id")):
+            shown.append({"id": record.id, "scorer": meta.get("scorer"), "status": meta.get("status"),
+                          "failing_cases": meta.get("failing_cases") or [],
+                          "chronic_cases": meta.get("chronic_cases") or [], "line": learning.describe(record)})
+    return shown

@@ -300,7 +300,9 @@ def _parse(path: Path, number: int, line: str) -> LoggedRun:
     try:
         return LoggedRun.model_validate_json(line)
     except ValidationError as exc:
-        raise _bad_line(path, number, exc.errors()[0]["msg"]) from None
+        from evalloop import validation
+
+        raise _bad_line(path, number, validation.message(exc.errors(include_url=False)[0])) from None
 
 
 def logged_ids(path: Path) -> set[str]:

@@ -93,4 +93,6 @@ def _why(error: ValidationError, body: bytes, content_type: str) -> str:
         return first["msg"] if kind == "block" else f"content block {loc[1]}: {first['msg']}"
     if loc[0] == "usage":
         return "the message has no token usage"
-    return f"{'.'.join(map(str, loc))}: {first['msg']}"
+    from evalloop.validation import location, message
+
+    return f"{location(first)}: {message(first)}"

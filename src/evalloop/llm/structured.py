@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from evalloop import validation
 from evalloop.llm.errors import RefusalError, ReplyParseError
 from evalloop.llm.types import LLMClient, LLMRequest, LLMResponse, Message, ToolSpec
 
@@ -75,7 +76,7 @@ def _parse(response: LLMResponse, schema: type[T]) -> T:
     try:
         return schema.model_validate(data)
     except ValidationError as error:
-        details = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in error.errors())
+        details = "; ".join(f"{validation.location(e) or '(root)'}: {validation.message(e)}" for e in error.errors())
         raise ReplyParseError(
             f"reply does not match {schema.__name__}: {details}",
             raw=json.dumps(data) if response.tool_input is not None else response.text,

@@ -26,6 +26,7 @@ from evalloop.config import Settings
 from evalloop.errors import ConfigError
 from evalloop.history.store import HistoryStore
 from evalloop.learning import incidents as learning
+from evalloop.learning import injection
 from evalloop.loop.pipeline import arun_suite
 from evalloop.scoring.registry import Registry, discover
 from evalloop.suites.lookup import find_suite
@@ -113,11 +114,11 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
     registry = registry or discover(settings.project_dir)
     open_ids: list[str] = []
     if settings.memory_url or settings.memory_file.exists():
-        adapter = learning.open_adapter(settings)
+        adapter = injection.open_adapter(settings)
         try:
             open_ids = [getattr(r, "record", r).id for r in learning.incidents(adapter, base.name)]
         finally:
-            learning.close_adapter(adapter)
+            injection.close_adapter(adapter)
     results: list[VariantResult] = []
     per_case: list[dict[str, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="evalloop-learn-") as tmp:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalloop.config import Settings, load_settings
+from evalloop.errors import EvalloopError
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
 from evalloop.history.store import HistoryStore
@@ -110,9 +111,9 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
-        from evalloop.learning import incidents as learning  # the memory layers: only for a project that has memories
+        from evalloop.learning import injection  # the memory layers: only for a project that has memories
 
-        injected, notice = learning.injected_for(settings, suite_obj.name)
+        injected, notice = injection.injected_for(settings, suite_obj.name)
         services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
                                failure_memories=injected.records)
         notices += [notice] if notice else []
@@ -172,43 +173,61 @@ def _has_memories(settings: Settings) -> bool:
 
 
 def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
-    """Inputs, expected answers, outputs and scorer reasons of the run's failing cases."""
-    run_id, details = report.outcome.run.id, {}
+    """Every scorer's graded scores, and the inputs, expected answers, outputs and scorer reasons
+    of the run's failing cases (the baseline's last run is read only when learning needs it)."""
+    run_id = report.outcome.run.id
+    details: dict[str, Any] = {"scores": {name: r.scores for name, r in report.outcome.results.items()},
+                               "baseline": lambda s: store.case_scores(s.previous_run, s.scorer)}
     failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if v < r.pass_mark}
     if not failing:
-        return {}
+        return details
     details["cases"] = {c.id: c for c in report.suite.iter_cases() if c.id in failing}
     details["outputs"] = {r.case_id: r.output if r.output is not None else r.error
                           for r in store.case_results(run_id) if r.case_id in failing and r.epoch == 0}
-    details["scores"] = {name: dict(r.scores) for name, r in report.outcome.results.items()}
     details["reasons"] = {name: store.case_messages(run_id, name, sorted(failing)[:200])
                           for name in report.outcome.results}
     return details
 
 
+VERBS = {"opened": "stored", "reopened": "reopened", "updated": "updated", "resolved": "resolved"}
+
+
 def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[dict[str, Any]]:
-    """Open, update or resolve failure memories; a failing store is reported, never raised."""
+    """One learning step under the suite's lock: open, update, reopen or resolve failure memories,
+    then keep this run out of the baseline for every scorer whose incident is still open. A
+    failing store is reported, never raised."""
     from evalloop.learning import incidents as learning
+    from evalloop.learning import injection
 
     comparison, notices = report.comparison, report.notices
+    store = store or HistoryStore(settings.database_url)
+    suite = comparison.run.suite
     try:
-        adapter = learning.open_adapter(settings)
+        with learning.step_lock(store.engine, suite):
+            adapter = injection.open_adapter(settings)
+            try:
+                learned = learning.learn(comparison, adapter, **_case_details(report, store))
+                still_open: set[str] = set()
+                if not learned or any(not item.error for item in learned):  # not an unreachable store
+                    still_open = learning.open_scorers(adapter, suite) & {s.scorer for s in comparison.scorers}
+            finally:
+                injection.close_adapter(adapter)
+            if still_open:  # an open incident: this run is no baseline, so the regression is not absorbed
+                store.update_summaries(comparison.run.id, {name: {"eligible": False} for name in still_open})
     except Exception as exc:  # noqa: BLE001 - the run itself succeeded
-        notices.append(f"failure memories not stored: {exc}")
+        text = exc.one_line() if isinstance(exc, EvalloopError) else str(exc)
+        notices.append(f"failure memories not stored: {text}")
         return []
-    try:
-        details = _case_details(report, store or HistoryStore(settings.database_url))
-        learned = learning.learn(comparison, adapter, **details)
-    finally:
-        learning.close_adapter(adapter)
     for item in learned:
         if item.error:
             notices.append(f"failure memory for {item.scorer} not stored: {item.error}")
-        else:
-            verb = {"opened": "stored", "updated": "updated", "resolved": "resolved"}[item.action]
-            notices.append(f"{verb} failure memory {item.memory_id} for {item.scorer} "
-                           f"(suite:{comparison.run.suite}, status:"
-                           f"{'resolved' if item.action == 'resolved' else 'open'})")
+            continue
+        state = "resolved" if item.action == "resolved" else "open"
+        notices.append(f"{VERBS[item.action]} failure memory {item.memory_id} for {item.scorer} "
+                       f"(suite:{suite}, status:{state})")
+        if item.chronic and item.action in ("opened", "reopened"):
+            notices.append(f"{item.scorer}: {len(item.chronic)} case(s) failed before this regression too "
+                           f"(chronic, kept apart from it): {', '.join(item.chronic[:5])}")
     return [item.model_dump() for item in learned]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, JsonValue, TypeAdapter, ValidationError
 
+from evalloop import validation
 from evalloop.errors import EvalloopError
 
 TagsInput = str | Sequence[str] | None
@@ -121,7 +122,7 @@ def validate_metadata(metadata: MetadataInput) -> dict[str, JsonValue]:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise InvalidMemory(
-            f"metadata value at {loc or 'top level'} is not JSON ({first['msg']})",
+            f"metadata value at {loc or 'top level'} is not JSON ({validation.message(first)})",
             where="memory metadata",
             hint="use strings, numbers, booleans, null, lists and objects only",
         ) from exc

@@ -187,31 +187,33 @@ def _short(value: Any, limit: int = SHOWN_CHARS) -> str:
 def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | None = None,
                 total: int | None = None, tracebacks: bool = False) -> None:
     """Each case: id, verdict, tags, input, expected, output (or error, with ``tracebacks`` its
-    traceback), every score and message."""
+    traceback), every score and message (each wrapped under its own indent)."""
+    from evalloop.report.layout import note
+
     shown = views if limit is None else views[:limit]
     for v in shown:
         mark = "[green]pass[/]" if v.passed else "[red]FAIL[/]"
         change = f"  [yellow]{v.change}[/]" if v.change else ""
         tags = f"  [dim]tags: {', '.join(v.tags)}[/]" if v.tags else ""
         console.print(f"{mark} [bold]{_escape(v.case_id)}[/]{change}{tags}")
-        console.print(f"  input:    {_escape(_short(v.input))}", highlight=False)
-        console.print(f"  expected: {_escape(_short(v.expected))}", highlight=False)
+        note(console, f"input:    {_short(v.input)}", hang=10)
+        note(console, f"expected: {_short(v.expected)}", hang=10)
         if v.error:
-            console.print(f"  error:    {_escape(_short(v.error))}", highlight=False)
+            note(console, f"error:    {_short(v.error)}", hang=10)
             if tracebacks and v.traceback:
                 for line in v.traceback.rstrip().splitlines():
                     console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
         else:
-            console.print(f"  output:   {_escape(_short(v.output))}", highlight=False)
+            note(console, f"output:   {_short(v.output)}", hang=10)
         for s in v.scores:
             value = "—" if s.value is None else f"{s.value:.3f}"
             state = ("errored" if s.errored else "skipped" if s.skipped else
                      ("ok" if s.passed else "fail") + (" (known-bad control)" if s.control else ""))
-            message = f" — {_escape(_short(s.message, 200))}" if s.message else ""
-            console.print(f"  {_escape(s.scorer)}: {value} {state}{message}", highlight=False)
+            message = f" — {_short(s.message, 200)}" if s.message else ""
+            note(console, f"{s.scorer}: {value} {state}{message}", hang=4)
     left = (total if total is not None else len(views)) - len(shown)
     if left > 0:
-        console.print(f"… {left} more case(s) not shown (use --limit or filter with -k/--tag)")
+        note(console, f"{left} more case(s) not shown (use --limit or filter with -k/--tag)", indent=0)
 
 
 def _escape(text: str) -> str:

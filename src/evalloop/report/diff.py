@@ -78,7 +78,13 @@ def _evidence(ca: dict[str, float], cb: dict[str, float], common: list[str]) -> 
 
 
 def find_run(store: HistoryStore, ref: str, where: str) -> Run:
-    """A run by id or unique prefix; an unknown or ambiguous one is a one-line error."""
+    """A run by id or unique prefix, or ``last`` for the newest; an unknown or ambiguous one is a
+    one-line error."""
+    if ref == "last":
+        newest = store.runs(None, limit=1)
+        if not newest:
+            raise EvalloopError("no runs yet", where=where, hint="run `evalloop run --suite NAME` first")
+        return newest[0]
     found = store.find_runs(ref, limit=4)
     if len(found) == 1:
         return found[0]

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-from evalloop.report.format import num, pct
+from evalloop.report.failing import MAX_CASES
+from evalloop.report.format import ms, num, pct
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
 from evalloop.verdicts.verdict import VerdictStatus
 
@@ -35,6 +36,8 @@ class Marker:
     css: str
     title: str
     label: str = ""
+    label_x: float = 0.0
+    label_y: float = 0.0
 
 
 @dataclass
@@ -140,16 +143,49 @@ def _ticks(lo: float, hi: float, step: float) -> list[float]:
     return [lo + k * step for k in range(count + 1)] if count <= 12 else [lo, hi]
 
 
+def _text_width(text: str, px: float = 7.0) -> float:
+    """A generous estimate of a label's width in the chart's font (no font metrics here)."""
+    return len(text) * px + 6
+
+
 def _xlabels(chart: Chart, stamps: Sequence[datetime]) -> None:
-    """Run start times under the x axis, as precise as the span of the runs needs."""
+    """Run start times under the x axis, as precise as the span of the runs needs; as many as fit
+    side by side, and a time equal to the one shown before it is left out."""
     if not stamps:
         return
     span = (max(stamps) - min(stamps)).total_seconds()
     fmt = "%H:%M:%S" if span < 3600 else "%H:%M" if span < 86400 else "%m-%d %H:%M"
-    every = max(1, math.ceil(len(stamps) / MAX_XLABELS))
-    for i, at in enumerate(stamps):
-        if i % every == 0 or i == len(stamps) - 1:
-            chart.xlabels.append((chart.x(i), at.strftime(fmt)))
+    labels = [at.strftime(fmt) for at in stamps]
+    gap = chart.x(1) - chart.x(0) if len(stamps) > 1 else chart.width
+    every = max(1, math.ceil(len(stamps) / MAX_XLABELS), math.ceil(max(map(_text_width, labels)) / gap))
+    right = -math.inf
+    for i, label in enumerate(labels):
+        if (i % every and i != len(labels) - 1) or (i and label == labels[i - 1]):
+            continue
+        x = chart.x(i)
+        if x - _text_width(label) / 2 < right:  # the last label would touch the one before it
+            continue
+        chart.xlabels.append((x, label))
+        right = x + _text_width(label) / 2
+
+
+def place_labels(chart: Chart) -> None:
+    """Put each marker's label above its point, else below it, where it overlaps no label placed
+    before it and stays inside the plot; a label with no room is left out (the point's tooltip
+    still says it)."""
+    taken: list[tuple[float, float, float, float]] = []
+    for m in sorted((m for m in chart.markers if m.label), key=lambda m: m.x):
+        half = _text_width(m.label, 8.0) / 2
+        x = min(max(m.x, chart.plot_left + half), chart.plot_right - half)
+        for y in (m.y - m.r - 6, m.y + m.r + 16):
+            box = (x - half - 4, x + half + 4, y - 12, y + 3)  # a little air between two labels
+            inside = box[2] >= chart.plot_top - TOP + 2 and box[3] <= chart.plot_bottom
+            if inside and not any(a < box[1] and box[0] < b and c < box[3] and box[2] < d for a, b, c, d in taken):
+                m.label_x, m.label_y = x, y
+                taken.append(box)
+                break
+        else:
+            m.label = ""
 
 
 def score_chart(trend: ScorerTrend) -> Chart:
@@ -172,6 +208,7 @@ def score_chart(trend: ScorerTrend) -> Chart:
         css, label = _marker_style(p)
         chart.markers.append(Marker(chart.x(i), chart.y(p.mean), 6.5 if p.regression else 4.5, css,
                                     _marker_title(trend, p), label))
+    place_labels(chart)
     return chart
 
 
@@ -212,24 +249,24 @@ def latency_chart(suite: SuiteTrend) -> Chart | None:
         return None
     lo, hi, step = nice_range([0.0, *values], floor=0.0)
     chart = Chart(WIDTH, SMALL_HEIGHT, lo, hi, len(runs), title="target latency per run")
-    chart.yticks = [(chart.y(t), _ms(t)) for t in _ticks(lo, hi, step)]
+    chart.yticks = [(chart.y(t), _ms_tick(t, step, hi)) for t in _ticks(lo, hi, step)]
     _xlabels(chart, [r.started_at for r in runs])
     chart.add_line([r.latency_p95_ms for r in runs], "p95")
     chart.add_line([r.latency_mean_ms for r in runs], "latency")
     for i, r in enumerate(runs):
         if r.latency_mean_ms is not None:
             chart.markers.append(Marker(chart.x(i), chart.y(r.latency_mean_ms), 3.5, "latency",
-                                        f"run {r.run_id}\nmean {_ms(r.latency_mean_ms)}, "
-                                        f"p95 {_ms(r.latency_p95_ms)}\ncost ${r.cost_usd:.4f}"))
+                                        f"run {r.run_id}\nmean {ms(r.latency_mean_ms)}, "
+                                        f"p95 {ms(r.latency_p95_ms)}\ncost ${r.cost_usd:.4f}"))
     return chart
 
 
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.3g} ms"
-
-
+def _ms_tick(value: float, step: float, top: float) -> str:
+    """A latency axis tick in the unit the axis needs (µs under a millisecond, s from a second),
+    with as many decimals as the tick step."""
+    scale, unit = (1000.0, "µs") if top < 1 else (0.001, "s") if top >= 1000 else (1.0, "ms")
+    digits = max(0, -math.floor(math.log10(step * scale) + 1e-9)) if step * scale < 1 else 0
+    return "0" if value == 0 else f"{value * scale:.{digits}f} {unit}"
 
 
 def _slug(*parts: str) -> str:
@@ -251,7 +288,7 @@ def verdict_class(point: TrendPoint | None) -> str:
 def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["j2", "html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=pct, num=num, ms=_ms)
+    env.filters.update(pct=pct, num=num, ms=ms)
     env.filters["dt"] = lambda at: at.strftime("%Y-%m-%d %H:%M") if at else "—"
     env.filters["usd"] = lambda v: f"${v:,.4f}" if v else "—"
     return env
@@ -266,7 +303,7 @@ def render_html(report: TrendReport, title: str = "evalloop report") -> str:
              for s in report.suites for t in s.scorers}
     return _env().get_template("report.html.j2").render(
         report=report, title=title, charts=charts, latency=latency, flips=flips, slug=_slug,
-        vclass=verdict_class,
+        vclass=verdict_class, max_cases=MAX_CASES,
     )
 
 

@@ -11,6 +11,7 @@ import html
 import re
 
 from evalloop.history.strata import MAX_SCOPE_ROWS, StrataReport
+from evalloop.report.format import ms, num, pct
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
 from evalloop.verdicts.verdict import VerdictStatus
 
@@ -68,16 +69,6 @@ def _clip_lines(text: str, limit: int = 16) -> list[str]:
     return lines if len(lines) <= limit else [*lines[:limit - 1], "…"]
 
 
-def _num(v: float | None) -> str:
-    return "—" if v is None else f"{v:.3f}"
-
-
-def _pct(v: float | None, signed: bool = False) -> str:
-    if v is None:
-        return "—"
-    return f"{v:+.1%}" if signed else f"{v:.1%}"
-
-
 def _verdict(p: TrendPoint | None) -> str:
     status = p.status if p else None
     if status is None:
@@ -122,7 +113,7 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
         if latest.cost_usd:
             head += f", ${latest.cost_usd:.4f}"
         if latest.latency_p95_ms is not None:
-            head += f", p95 latency {latest.latency_p95_ms:.0f} ms"
+            head += f", p95 latency {ms(latest.latency_p95_ms)}"
         if not latest.valid:
             head += f" — ⚠️ invalid run: {_cell(latest.invalid_reason or '')}"
     lines = [head, "",
@@ -131,23 +122,46 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
     for t in suite.scorers:
         p = t.latest
         change = -p.drop if p is not None and p.drop is not None else None
-        lines.append(f"| {_code(t.scorer)} | {_num(p.mean if p else None)} | "
-                     f"{_num(p.baseline if p else None)} | {_pct(change, True)} | "
-                     f"{_pct(t.threshold)} | {_pct(p.mdd if p else None)} | {_verdict(p)} | "
+        lines.append(f"| {_code(t.scorer)} | {num(p.mean if p else None)} | "
+                     f"{num(p.baseline if p else None)} | {pct(change, True)} | "
+                     f"{pct(t.threshold)} | {pct(p.mdd if p else None)} | {_verdict(p)} | "
                      f"{sparkline([q.mean for q in t.points])} |")
     lines.append("")
     if suite.strata is not None:
         lines += _strata(suite.strata)
     for t in suite.scorers:
+        lines += _failing(t)
         lines += _flips(t)
     if suite.memories:
+        opened = sum(m.status == "open" for m in suite.memories)
         lines += ["<details><summary>"
                   f"{len(suite.memories)} failure memor{'y' if len(suite.memories) == 1 else 'ies'} "
-                  "stored for this suite</summary>", ""]
-        for m in suite.memories[:MAX_MEMORIES]:
-            lines += [f"Run {_code(m.run_id, cell=False)}:" if m.run_id else "Memory:", "", "```text",
+                  f"stored for this suite: {opened} open, {len(suite.memories) - opened} resolved</summary>", ""]
+        for m in sorted(suite.memories, key=lambda m: m.status != "open")[:MAX_MEMORIES]:
+            about = " · ".join(x for x in (f"run {_code(m.run_id, cell=False)}" if m.run_id else "",
+                                           _code(m.scorer, cell=False) if m.scorer else "") if x)
+            chronic = f" (chronic, failing before it too: {', '.join(m.chronic_cases[:8])})" if m.chronic_cases else ""
+            lines += [f"**{m.status}**" + (f" · {about}" if about else "") + chronic + ":", "", "```text",
                       *_clip_lines(m.information.replace("```", "ʼʼʼ")), "```", ""]
         lines += ["</details>", ""]
+    return lines
+
+
+def _failing(t: ScorerTrend) -> list[str]:
+    """The cases that keep failing (in the latest run and the runs before it), longest first,
+    folded open: a steady score can hide cases that never pass. Newly failing ones are flips."""
+    stuck = t.still_failing
+    if not stuck:
+        return []
+    summary = (f"<code>{html.escape(t.scorer)}</code>: {len(stuck)} case{'s' if len(stuck) != 1 else ''} "
+               f"keep{'s' if len(stuck) == 1 else ''} failing (in the latest run and the runs before it)")
+    lines = [f"<details open><summary>{summary}</summary>", "",
+             "| case | failing for | score | message |", "|---|--:|--:|---|"]
+    for c in stuck[:MAX_CASES]:
+        lines.append(f"| {_code(c.case_id)} | {c.runs} runs | {num(c.value)} | {_cell(c.message or c.error or '')} |")
+    if len(stuck) > MAX_CASES:
+        lines.append(f"| … | {len(stuck) - MAX_CASES} more | | |")
+    lines += ["", "</details>", ""]
     return lines
 
 
@@ -166,7 +180,7 @@ def _strata(report: StrataReport) -> list[str]:
                   "|---|--:|" + "--:|" * len(report.scorers)]
 
         def row(name: str, n: int, means: dict[str, float | None]) -> str:
-            return f"| {name} | {n} | " + " | ".join(_num(means.get(s)) for s in report.scorers) + " |"
+            return f"| {name} | {n} | " + " | ".join(num(means.get(s)) for s in report.scorers) + " |"
 
         lines += [row(_code(r.tag), r.n, r.means) for r in shown]
         lines.append(row("**overall**", report.n, report.overall))

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from evalloop.history.strata import MAX_SCOPE_ROWS, StrataReport, StratumRow, latency_summary, strata_means
+from evalloop.report.layout import Record, note, print_records, table_or_records
 
-__all__ = ["StrataReport", "StratumRow", "latency_summary", "strata_means", "strata_table"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["StrataReport", "StratumRow", "latency_summary", "print_strata", "strata_means", "strata_table"]
 
 
 def strata_table(report: StrataReport, title: str | None = None, *, scopes: bool = False) -> Table:
     """A rich table: one row per stratum (or per scope), then the overall and macro means."""
     table = Table(title=title, show_edge=False, pad_edge=False)
-    table.add_column("scope" if scopes else "stratum")
-    table.add_column("n", justify="right")
+    table.add_column("scope" if scopes else "stratum", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
     for s in report.scorers:
-        table.add_column(s, justify="right")
+        table.add_column(s, justify="right", no_wrap=True)
 
     def cells(means: dict[str, float | None]) -> list[str]:
         return ["—" if means.get(s) is None else f"{means[s]:.3f}" for s in report.scorers]
@@ -33,3 +39,23 @@ def strata_table(report: StrataReport, title: str | None = None, *, scopes: bool
     if len(rows) > 1:
         table.add_row("macro", str(len(rows)), *cells(report.scope_macro if scopes else report.macro))
     return table
+
+
+def print_strata(console: Console, report: StrataReport, title: str, *, scopes: bool = False) -> None:
+    """The table when its columns (one per scorer) fit the console, else one record per stratum
+    (or scope): its n and each scorer's mean on a line that wraps."""
+    table = strata_table(report, title, scopes=scopes)
+    if table_or_records(console, table, []):
+        return
+    note(console, title + (f" ({table.caption})" if table.caption else ""), indent=0, style="bold")
+    rows = report.scopes if scopes else report.strata
+    shown = report.lowest_scopes(MAX_SCOPE_ROWS) if scopes and len(rows) > MAX_SCOPE_ROWS else rows
+    named = [(row.tag, row.n, row.means) for row in shown] + [("overall", report.n, report.overall)]
+    if len(rows) > 1:
+        named.append(("macro", len(rows), report.scope_macro if scopes else report.macro))
+
+    def means(values: dict[str, float | None]) -> str:  # the scorers that graded the stratum
+        return " · ".join(f"{s} {v:.3f}" for s in report.scorers if (v := values.get(s)) is not None) or "—"
+
+    print_records(console, [Record(f"{tag} (n {n})", [means(values)], style="") for tag, n, values in named],
+                  indent=2)

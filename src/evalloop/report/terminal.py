@@ -1,4 +1,5 @@
-"""Terminal rendering with rich: the run summary table and the history table."""
+"""Terminal rendering with rich: the run summary table and the history table (each laid out
+for the console's width by :mod:`evalloop.report.layout`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evalloop.report.format import num, pct
+from evalloop.report.layout import Record, fits, note, print_records, table_or_records
 
 if TYPE_CHECKING:  # annotations only: printing a run needs no more than Rich and the report
     from evalloop.history.models import Run, ScorerSummary
@@ -35,25 +37,30 @@ def print_run(report: RunReport, console: Console) -> None:
     if run.llm_calls or run.cost_usd:
         head += f"  {run.llm_calls} LLM calls ({run.cache_hits} cached), ${run.cost_usd:.4f}"
     console.print(head)
-    console.print(run_table(report, wide=console.width >= WIDE_COLUMNS))
+    wide = run_table(report, wide=True)
+    if console.width >= WIDE_COLUMNS and fits(wide, console):
+        console.print(wide)
+    else:
+        table_or_records(console, run_table(report, wide=False), run_records(report))
     for s in report.comparison.scorers:
         _print_details(s, console)
     if report.outcome.case_errors:
-        console.print(f"[red]{report.outcome.case_errors} case(s) failed in the target[/red]; "
-                      f"first: {report.outcome.first_case_error}", markup=True, highlight=False)
+        note(console, f"{report.outcome.case_errors} case(s) failed in the target; "
+                      f"first: {report.outcome.first_case_error}", indent=0, style="red")
     if report.extras.get("strata"):
-        from evalloop.report.strata import StrataReport, strata_table
+        from evalloop.report.strata import StrataReport, print_strata
 
         strata = StrataReport.model_validate(report.extras["strata"])
-        console.print(strata_table(strata, title="per stratum (tag)"))
+        print_strata(console, strata, "per stratum (tag)")
         if strata.scopes:
-            console.print(strata_table(strata, title="per scope", scopes=True))
+            print_strata(console, strata, "per scope", scopes=True)
     stats = report.extras.get("target_stats")
     if stats:
-        console.print("  target: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                                                for k, v in stats.items()), highlight=False)
+        note(console, "target: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                             for k, v in stats.items()))
     if not run.valid:
-        console.print(f"[magenta]run is invalid and kept out of baselines:[/] {run.invalid_reason}")
+        note(console, f"run is invalid and kept out of baselines: {run.invalid_reason}", indent=0,
+             style="magenta")
 
 
 def run_table(report: RunReport, *, wide: bool) -> Table:
@@ -63,8 +70,7 @@ def run_table(report: RunReport, *, wide: bool) -> Table:
              "verdict") if wide else ("scorer", "current", "baseline", "drop", "p", "verdict"))
     table = Table(show_edge=False, pad_edge=False, box=None if not wide else box.HEAVY_HEAD)
     for col in cols:
-        table.add_column(col, justify="left" if col in ("scorer", "kind", "verdict") else "right",
-                         no_wrap=col != "scorer", overflow="fold")
+        table.add_column(col, justify="left" if col in ("scorer", "kind", "verdict") else "right", no_wrap=True)
     for s in report.comparison.scorers:
         style = VERDICT_STYLE.get(s.verdict, "")
         base = num(s.baseline) + (f" ({s.window_runs})" if s.window_runs else "")
@@ -77,6 +83,20 @@ def run_table(report: RunReport, *, wide: bool) -> Table:
                  "verdict": f"[{style}]{s.verdict}[/]" if style else s.verdict}
         table.add_row(*(cells[c] for c in cols))
     return table
+
+
+def run_records(report: RunReport) -> list[Record]:
+    """The run table's rows stacked, for a terminal too narrow for the table: one per scorer."""
+    records = []
+    for s in report.comparison.scorers:
+        ev = s.evidence
+        base = num(s.baseline) + (f" ({s.window_runs} runs)" if s.window_runs else "")
+        ci = f" (95% CI {ev.ci_low:.2f}–{ev.ci_high:.2f})" if ev and ev.ci_low is not None else ""
+        p = f" · p {ev.p_value:.2g}{ev.stars}" if ev and ev.p_value is not None else ""
+        records.append(Record(f"{s.scorer}: {s.verdict}", [
+            f"current {num(s.current)}{ci} · baseline {base} · drop {pct(s.drop)} "
+            f"(threshold {pct(s.threshold)}){p}"], style=VERDICT_STYLE.get(s.verdict, "") or "bold"))
+    return records
 
 
 def closing_line(reports: Sequence[RunReport], seconds: float) -> str:
@@ -98,50 +118,53 @@ def closing_line(reports: Sequence[RunReport], seconds: float) -> str:
 
 def _print_details(s: ScorerComparison, console: Console) -> None:
     if s.verdict in ("skipped", "scorer broken", "regressed", "watch", "invalid run"):
-        console.print(f"  {s.scorer}: {s.reason}", highlight=False, markup=False)
+        note(console, f"{s.scorer}: {s.reason}")
     ev = s.evidence
     if ev is not None and (ev.added or ev.removed):
         added = f"{ev.added} added (mean {num(ev.added_mean)})" if ev.added else ""
         removed = f"{ev.removed} removed (mean {num(ev.removed_mean)})" if ev.removed else ""
-        console.print(f"  {s.scorer}: compared on {ev.n_paired} shared cases; "
-                      + ", ".join(x for x in (added, removed) if x), highlight=False, markup=False)
+        note(console, f"{s.scorer}: compared on {ev.n_paired} shared cases; "
+             + ", ".join(x for x in (added, removed) if x))
     if ev is not None and ev.baseline_mean is not None:
         mdd = "none (even a total drop would go unnoticed)" if ev.mdd is None else pct(ev.mdd)
-        console.print(f"  {s.scorer}: smallest drop this run would catch 90% of the time: {mdd}",
-                      highlight=False, markup=False, style="dim")
+        note(console, f"{s.scorer}: smallest drop this run would catch 90% of the time: {mdd}", style="dim")
     if s.errored and s.first_error:
-        console.print(f"  {s.scorer}: {s.errored} errored grade(s); first: {s.first_error}", highlight=False,
-                      markup=False)
+        note(console, f"{s.scorer}: {s.errored} errored grade(s); first: {s.first_error}")
     if ev is not None and ev.flaky:
         label = "quarantined" if ev.quarantined else "flagged"
-        console.print(f"  {s.scorer}: flaky cases ({label}): {', '.join(ev.flaky[:MAX_FLIPS_SHOWN])}"
-                      + (f" (+{len(ev.flaky) - MAX_FLIPS_SHOWN} more)" if len(ev.flaky) > MAX_FLIPS_SHOWN else ""),
-                      highlight=False)
+        note(console, f"{s.scorer}: flaky cases ({label}): {_some(ev.flaky)}")
     if s.newly_failing:
-        shown = ", ".join(c for c, _ in s.newly_failing[:MAX_FLIPS_SHOWN])
-        more = len(s.newly_failing) - MAX_FLIPS_SHOWN
-        console.print(f"  {s.scorer}: newly failing vs previous run: {shown}"
-                      + (f" (+{more} more)" if more > 0 else ""), highlight=False)
+        note(console, f"{s.scorer}: newly failing vs previous run: {_some([c for c, _ in s.newly_failing])}")
         for case, message in s.newly_failing[:MAX_FLIPS_SHOWN]:
             if message:
-                console.print(f"    {case}: {message}", highlight=False, markup=False)
+                note(console, f"{case}: {message}", indent=4)
     if s.newly_passing:
-        more = len(s.newly_passing) - MAX_FLIPS_SHOWN
-        console.print(f"  {s.scorer}: newly passing: {', '.join(s.newly_passing[:MAX_FLIPS_SHOWN])}"
-                      + (f" (+{more} more)" if more > 0 else ""), highlight=False)
+        note(console, f"{s.scorer}: newly passing: {_some(s.newly_passing)}")
+
+
+def _some(names: Sequence[str]) -> str:
+    more = len(names) - MAX_FLIPS_SHOWN
+    return ", ".join(names[:MAX_FLIPS_SHOWN]) + (f" (+{more} more)" if more > 0 else "")
 
 
 def print_history(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]],
                   console: Console) -> None:
-    """One row per run and scorer, newest first (narrower than 120 columns: run, suite and
-    status on the run's row, each scorer's mean, baseline, drop and verdict below it)."""
-    if console.width < WIDE_COLUMNS:
-        console.print(_narrow_history(runs, summaries))
-        return
+    """One row per run and scorer, newest first: one table when it fits the console (from 120
+    columns), else each run on a line of its own and its scorers' mean, baseline, drop and
+    verdict in aligned rows below it (stacked further when even those do not fit)."""
+    if console.width >= WIDE_COLUMNS:
+        table = _wide_history(runs, summaries)
+        if fits(table, console):
+            console.print(table)
+            return
+    _narrow_history(runs, summaries, console)
+
+
+def _wide_history(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]]) -> Table:
     table = Table(show_edge=False, pad_edge=False)
     for col in ("run", "suite", "started (UTC)", "status", "scorer", "mean", "n", "err",
                 "baseline", "drop", "verdict"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=True)
     for run in runs:
         status = _status(run)
         rows = summaries.get(run.id) or {}
@@ -156,7 +179,7 @@ def print_history(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSumm
                 status if first else "", name, num(s.mean), str(s.n), str(s.errored),
                 num(s.baseline), pct(s.drop), _verdict(s.verdict),
             )
-    console.print(table)
+    return table
 
 
 def _status(run: Run) -> str:
@@ -168,14 +191,31 @@ def _verdict(verdict: str | None) -> str:
     return f"[{style}]{verdict}[/]" if style and verdict else (verdict or "")
 
 
-def _narrow_history(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]]) -> Table:
-    table = Table(show_edge=False, pad_edge=False, box=None)
-    for col in ("run / scorer", "mean", "baseline", "drop", "verdict"):
-        table.add_column(col, justify="left" if col in ("run / scorer", "verdict") else "right",
-                         no_wrap=col != "verdict", min_width=26 if col == "run / scorer" else None)
+def _narrow_history(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]],
+                    console: Console) -> None:
+    from rich.cells import cell_len
+
+    names = {name for run in runs for name in summaries.get(run.id) or {}}
+    widths = {"scorer": max((cell_len(n) for n in names), default=6) + 2, "mean": 5, "baseline": 8,
+              "drop": 6, "verdict": max((cell_len(s.verdict or "") for r in runs
+                                         for s in (summaries.get(r.id) or {}).values()), default=7)}
+    header = True
     for run in runs:
-        table.add_row(f"[bold]{run.id}[/]", "", "", "",
-                      f"{run.suite} · {_status(run)} · {run.started_at.strftime('%m-%d %H:%M')}")
-        for name, s in sorted((summaries.get(run.id) or {}).items()):
+        note(console, f"{run.id}  {run.suite} · {_status(run)} · {run.started_at:%m-%d %H:%M}",
+             indent=0, hang=4, style="bold")
+        rows = sorted((summaries.get(run.id) or {}).items())
+        if not rows:
+            continue
+        table = Table(show_edge=False, pad_edge=False, box=None, show_header=header, header_style="dim")
+        for col, width in widths.items():
+            table.add_column(f"  {col}" if col == "scorer" else col, width=max(width, cell_len(col)),
+                             no_wrap=True, justify="left" if col in ("scorer", "verdict") else "right")
+        for name, s in rows:
             table.add_row(f"  {name}", num(s.mean), num(s.baseline), pct(s.drop), _verdict(s.verdict))
-    return table
+        records = [Record(name, [f"mean {num(s.mean)} · baseline {num(s.baseline)} · drop {pct(s.drop)} · "
+                                 f"{s.verdict or '—'}"], style="") for name, s in rows]
+        if fits(table, console):
+            console.print(table)
+            header = False
+        else:
+            print_records(console, records, indent=2)

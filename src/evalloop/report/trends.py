@@ -13,7 +13,6 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
@@ -22,23 +21,11 @@ from evalloop.history.eligibility import baseline_eligible
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
 from evalloop.history.strata import StrataReport, strata_means
+from evalloop.report.failing import CaseReader, FailingCase, FlippedCase
 from evalloop.verdicts.verdict import VerdictStatus
 
 DEFAULT_LAST = 20
-MAX_FLIPS = 50
-MAX_OUTPUT_CHARS = 300
 MAX_MEMORIES = 50
-
-
-class FlippedCase(BaseModel):
-    """A case whose pass/fail changed between a run and the previous baseline-eligible run."""
-
-    case_id: str
-    before: float
-    after: float
-    message: str = ""
-    output: str | None = None
-    error: str | None = None
 
 
 class TrendPoint(BaseModel):
@@ -93,10 +80,17 @@ class ScorerTrend(BaseModel):
     threshold: float
     pass_mark: float
     points: list[TrendPoint]
+    failing: list[FailingCase] = Field(default_factory=list)  # in the latest run, longest failing first
 
     @property
     def latest(self) -> TrendPoint | None:
         return self.points[-1] if self.points else None
+
+    @property
+    def still_failing(self) -> list[FailingCase]:
+        """The cases that keep failing: in the latest run and in the run before it too (the
+        newly failing ones are the latest point's flips)."""
+        return [c for c in self.failing if c.runs > 1]
 
     @property
     def regressions(self) -> list[TrendPoint]:
@@ -134,6 +128,15 @@ class MemoryNote(BaseModel):
     scorer: str | None = None
     run_id: str | None = None
     created_at: datetime | None = None
+    status: str = "open"  # open, resolved, accepted (evalloop.learning.incidents.State; else its status: tag)
+    chronic_cases: list[str] = Field(default_factory=list)  # failing before the regression too: kept apart
+
+    @property
+    def state(self) -> str:
+        """``open``, or ``open; chronic (failing before it too): c19``."""
+        if not self.chronic_cases:
+            return self.status
+        return f"{self.status}; chronic (failing before it too): {', '.join(self.chronic_cases[:8])}"
 
 
 class SuiteTrend(BaseModel):
@@ -218,7 +221,7 @@ def suite_trend(store: HistoryStore, suite: str, *, last: int = DEFAULT_LAST, wi
     finished.reverse()  # oldest first
     shown = finished[-last:]
     summaries = {r.id: store.summaries(r.id) for r in finished}
-    reader = _CaseReader(store)
+    reader = CaseReader(store)
     scorers = _scorer_names(shown, summaries)
     trends = [_scorer_trend(name, finished, shown, summaries, reader, window) for name in scorers]
     memories, note = read_memories(memory_file, suite)
@@ -243,7 +246,7 @@ _eligible = baseline_eligible  # the one definition, shared with the verdicts
 
 
 def _scorer_trend(name: str, finished: list[Run], shown: list[Run],
-                  summaries: dict[str, dict[str, ScorerSummary]], reader: _CaseReader,
+                  summaries: dict[str, dict[str, ScorerSummary]], reader: CaseReader,
                   window: int) -> ScorerTrend:
     shown_ids = {r.id for r in shown}
     prior: list[tuple[Run, ScorerSummary]] = []  # eligible runs so far, oldest first
@@ -259,8 +262,10 @@ def _scorer_trend(name: str, finished: list[Run], shown: list[Run],
             assert summary is not None
             prior.append((run, summary))
     assert latest is not None
+    mark = _pass_mark(latest)
+    failing = reader.failing([p.run_id for p in points if not p.skipped], name, mark)
     return ScorerTrend(scorer=name, kind=latest.kind, threshold=latest.threshold,
-                       pass_mark=_pass_mark(latest), points=points)
+                       pass_mark=mark, points=points, failing=failing)
 
 
 def _pass_mark(summary: ScorerSummary) -> float:
@@ -271,7 +276,7 @@ def _pass_mark(summary: ScorerSummary) -> float:
 
 
 def _point(run: Run, summary: ScorerSummary, window: list[tuple[Run, ScorerSummary]],
-           reader: _CaseReader) -> TrendPoint:
+           reader: CaseReader) -> TrendPoint:
     means = [s.mean for _, s in window if s.mean is not None]
     baseline = summary.baseline if summary.baseline is not None else (
         sum(means) / len(means) if means else None)
@@ -296,53 +301,7 @@ def _aware(at: datetime) -> datetime:
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
-class _CaseReader:
-    """Per-case reads, cached: scores per (run, scorer) and results per run."""
-
-    def __init__(self, store: HistoryStore) -> None:
-        self.store = store
-        self._scores: dict[tuple[str, str], dict[str, float]] = {}
-        self._results: dict[str, list[Any]] = {}
-
-    def scores(self, run_id: str, scorer: str) -> dict[str, float]:
-        key = (run_id, scorer)
-        if key not in self._scores:
-            self._scores[key] = self.store.case_scores(run_id, scorer)
-        return self._scores[key]
-
-    def results(self, run_id: str) -> list[Any]:
-        if run_id not in self._results:
-            self._results[run_id] = self.store.case_results(run_id)
-        return self._results[run_id]
-
-    def flips(self, run_id: str, previous_id: str, scorer: str,
-              pass_mark: float) -> tuple[list[FlippedCase], list[FlippedCase]]:
-        now, before = self.scores(run_id, scorer), self.scores(previous_id, scorer)
-        common = sorted(set(now) & set(before))
-        failing = [c for c in common if now[c] < pass_mark <= before[c]][:MAX_FLIPS]
-        passing = [c for c in common if before[c] < pass_mark <= now[c]][:MAX_FLIPS]
-        messages = self.store.case_messages(run_id, scorer, failing + passing)
-        outputs = {r.case_id: r for r in self.results(run_id)} if failing else {}
-
-        def flipped(case_id: str, with_output: bool) -> FlippedCase:
-            result = outputs.get(case_id) if with_output else None
-            return FlippedCase(
-                case_id=case_id, before=before[case_id], after=now[case_id],
-                message=messages.get(case_id, ""),
-                output=_clip(result.output) if result is not None else None,
-                error=result.error if result is not None else None,
-            )
-
-        return [flipped(c, True) for c in failing], [flipped(c, False) for c in passing]
-
-
-def _clip(text: str | None) -> str | None:
-    if text is None or len(text) <= MAX_OUTPUT_CHARS:
-        return text
-    return text[:MAX_OUTPUT_CHARS - 1] + "…"
-
-
-def _run_row(run: Run, reader: _CaseReader) -> RunRow:
+def _run_row(run: Run, reader: CaseReader) -> RunRow:
     latencies = sorted(r.latency_ms for r in reader.results(run.id))
     return RunRow(
         run_id=run.id, started_at=_aware(run.started_at), status=run.status, valid=run.valid,
@@ -388,5 +347,8 @@ def read_memories(memory_file: Path | None, suite: str,
             id=record.id, information=record.information, tags=list(record.tags),
             scorer=scorer if isinstance(scorer, str) else None,
             run_id=run_id if isinstance(run_id, str) else None, created_at=record.created_at,
+            status=str(meta.get("status") or next((t.split(":", 1)[1] for t in record.tags
+                                                    if t.startswith("status:")), "open")),
+            chronic_cases=[str(c) for c in chronic] if isinstance(chronic := meta.get("chronic_cases"), list) else [],
         ))
     return notes, "" if notes else "no failure memories for this suite"

@@ -113,10 +113,11 @@ def _parse(model: type[BaseModel], obj: dict[str, Any], where: str) -> Any:
     try:
         return model.model_validate(obj)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "line"
+        from evalloop import validation
+
+        err = validation.first(exc)
         raise FixtureError(
-            f"field '{loc}': {err['msg']}",
+            f"field '{validation.location(err) or 'line'}': {validation.message(err, model)}",
             where=where,
             hint=f"see the {model.__name__} schema",
         ) from None

@@ -102,9 +102,11 @@ def _parse(model: type[BaseModel], obj: Any, where: str, what: str) -> Any:
     try:
         return model.model_validate(obj)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "item"
-        raise FixtureError(f"field '{loc}': {err['msg']}", where=where,
+        from evalloop import validation
+
+        err = validation.first(exc)
+        raise FixtureError(f"field '{validation.location(err) or 'item'}': {validation.message(err, model)}",
+                           where=where,
                            hint=f"this does not look like the published {what} format") from None
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from evalloop import validation
 from evalloop.config import Settings
 from evalloop.errors import TargetError
 from evalloop.history.store import HistoryStore
@@ -84,7 +85,7 @@ def _with_target(suite: Suite, label: str) -> tuple[Suite, dict[str, Any]]:
             retriever_factory(spec, options=options)()
         except (TypeError, ValueError) as exc:
             errors = exc.errors() if isinstance(exc, ValidationError) else []
-            why = (f"option '{'.'.join(map(str, errors[0]['loc']))}': {errors[0]['msg']}" if errors
+            why = (f"option '{validation.location(errors[0])}': {validation.message(errors[0])}" if errors
                    else str(exc).splitlines()[0])
             raise TargetError(f"target {label!r}: {why}",
                               hint="options are the retriever's keyword arguments, e.g. "

@@ -153,9 +153,11 @@ def _check_policy(policy: dict[str, Any], where: str) -> None:
     try:
         VerdictPolicy(**policy)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise FixtureError(f"verdict setting '{'.'.join(map(str, err['loc']))}': {err['msg']}", where=where,
-                           hint="see the README, 'Verdicts you can trust'") from None
+        from evalloop import validation
+
+        err = validation.first(exc)
+        raise FixtureError(f"verdict setting '{validation.location(err)}': {validation.message(err, VerdictPolicy)}",
+                           where=where, hint="see docs/verdicts.md") from None
 
 
 def _cases_hash(suite: Suite) -> str:

@@ -49,17 +49,37 @@ def fire_argv(project_dir: str, suite: str) -> list[str]:
 
 
 def verdict_from_summary(doc: dict[str, Any]) -> str:
-    """One word for a run from its JSON summary (as :func:`evalloop.scheduling.scheduler.verdict_of`)."""
-    scorers = doc.get("scorers") or []
-    if doc.get("regression"):
-        return "regressed"
-    if any(s.get("verdict") == "scorer broken" for s in scorers):
-        return "scorer broken"
-    if not doc.get("valid", True):
-        return "invalid run"
-    if scorers and all(s.get("verdict") == "no baseline yet" for s in scorers):
-        return "no baseline yet"
-    return "ok"
+    """The run's outcome from its JSON summary: the ``verdict`` that
+    :func:`evalloop.report.summary.run_summary` takes from the comparison's one run outcome
+    (``ok`` when no scorer graded anything)."""
+    return str(doc.get("verdict") or "ok")
+
+
+def fire_line(job_id: str, suite: str, result: FireResult) -> tuple[int, str]:
+    """The scheduler's one log line for one suite of a fire, and its level: ERROR when the fire
+    did not complete, WARNING when the run fails (regression, broken scorer, invalid run), else
+    INFO. A failing run's line names its failing scorers and their first newly failing cases."""
+    if result.status != "completed":
+        return logging.ERROR, f"{job_id}: {suite}: {result.detail}"
+    line = f"{job_id}: {suite} run {result.run_id}: {result.verdict}"
+    doc = result.summary or {}
+    if not doc.get("fails"):
+        return logging.INFO, line
+    why = []
+    for s in doc.get("scorers") or []:
+        if not s.get("fails"):
+            continue
+        part = f"{s.get('scorer')} {s.get('verdict')}"
+        if s.get("current") is not None and s.get("baseline") is not None:
+            part += f" {s['baseline']:.3f} → {s['current']:.3f}"
+        cases = [c.get("case", "") for c in s.get("newly_failing") or []]
+        if cases:
+            more = f" (+{len(cases) - 5} more)" if len(cases) > 5 else ""
+            part += f", newly failing: {', '.join(cases[:5])}{more}"
+        why.append(part)
+    if not doc.get("valid", True) and doc.get("invalid_reason"):
+        why.append(str(doc["invalid_reason"]))
+    return logging.WARNING, line + (f" — {'; '.join(why)}" if why else "")
 
 
 def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: Processes | None = None,
@@ -86,9 +106,9 @@ def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: 
         stderr.seek(0)
         out_text = stdout.read().decode("utf-8", "replace")
         err_text = stderr.read().decode("utf-8", "replace")
-    for line in err_text.splitlines():  # the child's notices, sink warnings and errors
-        if line.strip():
-            log.info("%s: %s", suite, line)
+    for line in err_text.splitlines():  # the fire's own line says the outcome: the child's
+        if line.strip():                 # notices are detail, a failing sink an error of its own
+            log.log(logging.ERROR if line.startswith("ERROR ") else logging.DEBUG, "%s: %s", suite, line)
     return _result(proc.returncode, out_text, err_text, why, timeout)
 
 

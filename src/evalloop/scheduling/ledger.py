@@ -32,7 +32,7 @@ _READY: set[int] = set()
 _LOCK = threading.Lock()
 
 #: statuses: running → completed | interrupted | error; skipped (suite locked elsewhere)
-SEVERITY = ["ok", "no baseline yet", "skipped", "invalid run", "error", "interrupted",
+SEVERITY = ["ok", "improved", "steady", "no baseline yet", "watch", "skipped", "invalid run", "error", "interrupted",
             "scorer broken", "regressed"]
 
 

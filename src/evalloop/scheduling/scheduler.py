@@ -39,7 +39,7 @@ from evalloop.history.schema import ensure_job_store
 from evalloop.history.store import HistoryStore
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
-from evalloop.scheduling.fire import FireResult, Processes, run_fire, verdict_from_summary
+from evalloop.scheduling.fire import FireResult, Processes, fire_line, run_fire, verdict_from_summary
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
 
 if TYPE_CHECKING:
@@ -128,19 +128,18 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
             ledger.finish(url, entry, status="interrupted", detail=result.detail)
             log.warning("%s: run of %s interrupted and marked so", job_id, suite)
             break
+        log.log(*fire_line(job_id, suite, result))
         if result.status != "completed":
             ledger.finish(url, entry, status="error", detail=result.detail, run_id=result.run_id)
-            log.error("%s: %s: %s", job_id, suite, result.detail)
             continue
         ledger.finish(url, entry, status="completed", verdict=result.verdict, run_id=result.run_id)
         if result.run_id:
             run_ids.append(result.run_id)
-        log.info("%s: %s run %s: %s", job_id, suite, result.run_id, result.verdict)
     return run_ids
 
 
 def verdict_of(report: RunReport) -> str:
-    """One word for a run: regressed, scorer broken, invalid run, no baseline yet, or ok."""
+    """One word for a run: its outcome as the fire's ledger records it."""
     from evalloop.report.summary import run_summary
 
     return verdict_from_summary(run_summary(report))

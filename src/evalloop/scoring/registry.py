@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from evalloop import validation
 from evalloop.errors import ScorerError
 from evalloop.score import ScorerKind
 
@@ -70,7 +71,8 @@ class ScorerSpec:
                     TypeAdapter(hints[key]).validate_python(value)
                 except ValidationError as exc:
                     raise ScorerError(
-                        f"scorer '{self.name}' parameter '{key}': {exc.errors()[0]['msg']} (got {value!r})",
+                        f"scorer '{self.name}' parameter '{key}': {validation.message(exc.errors()[0])} "
+                        f"(got {value!r})",
                         where=where, hint=f"give {key} as {_type_name(hints[key])}",
                     ) from None
         missing = [p for p in self.required_params if p not in params]

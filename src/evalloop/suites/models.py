@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from evalloop.errors import FixtureError
 from evalloop.suites.jsonlines import iter_jsonl as _iter_jsonl
 from evalloop.suites.jsonlines import not_utf8
+from evalloop.validation import first_error
 
 SUITE_SUFFIXES = (".yaml", ".yml", ".json")
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
@@ -293,20 +294,8 @@ def _case(data: Any, where: str) -> Case:
         return Case.model_validate(data)
     except ValidationError as exc:
         case_id = data.get("id")
-        raise FixtureError(_first_error(exc), where=f"{where} (case '{case_id}')" if case_id
+        raise FixtureError(first_error(exc, Case), where=f"{where} (case '{case_id}')" if case_id
                            else where, hint="a case has id, input, expected, tags, metadata") from None
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field"
-    elif err["type"] == "missing":
-        msg = "required field missing"
-    return f"{loc}: {msg}{more}" if loc else f"{msg}{more}"
 
 
 def _yaml_case_lines(text: str) -> list[int]:
@@ -381,7 +370,7 @@ def load_suite(path: str | Path) -> Suite:
     try:
         suite = Suite.model_validate({**data, "path": path.resolve()})
     except ValidationError as exc:
-        raise FixtureError(_first_error(exc), where=str(path),
+        raise FixtureError(first_error(exc, Suite), where=str(path),
                            hint="see `evalloop suites validate --help` for the suite format") from None
     if isinstance(suite.cases, list):
         seen: dict[str, int] = {}

@@ -52,6 +52,7 @@ class ScorerComparison:
     evidence: Verdict | None = None
     first_error: str = ""
     grades: int = 0
+    pass_mark: float = 0.5  # a case scoring below it fails (the suite's, else the scorer's)
 
     @property
     def verdict(self) -> str:
@@ -255,6 +256,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
         errored=summary.errored, skipped=summary.skipped, threshold=summary.threshold,
         baseline=None, window_runs=0, drop=None, status=VerdictStatus.SKIPPED,
         first_error=details.get("first_error") or "", grades=int(details.get("grades") or 0),
+        pass_mark=_policy(summary).pass_mark,
     )
     if summary.skipped:
         out.reason = details.get("skip") or "scorer did not run"

@@ -1,0 +1,96 @@
+"""The memory store the settings name, and which failure memories enter a prompt, and how.
+
+:func:`failure_patterns` chooses what enters a prompt: the suite's open incidents
+(:mod:`evalloop.learning.incidents`), newest first — looked up by metadata, not by similarity;
+resolved and accepted ones never do. :func:`injected_for` renders them for a run within the
+settings' budget (:func:`evalloop.learning.feedback.injection`: fenced, capped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from evalloop.config import Settings
+from evalloop.errors import ConfigError, EvalloopError
+from evalloop.learning import feedback
+from evalloop.learning.incidents import incidents
+
+PATTERN_LIMIT = 3
+HEADING = "Past failure patterns:"
+
+
+def open_adapter(settings: Settings) -> Any:
+    """The memory adapter the settings name: the embedded store, or an HTTP memory service."""
+    if settings.memory_url:
+        from evalloop.memory.adapters import HTTPMemoryAdapter, HTTPMemoryConfig
+
+        return HTTPMemoryAdapter(HTTPMemoryConfig(base_url=settings.memory_url, **settings.memory_http))
+    from evalloop.memory.store import MemoryStore
+
+    return MemoryStore(settings.memory_file)  # a damaged file: one StoreError line naming it
+
+
+def close_adapter(adapter: Any) -> None:
+    close = getattr(adapter, "close", None)
+    if close is not None:
+        close()
+
+
+def failure_patterns(adapter: Any, suite: str, query: str | None = None, limit: int = PATTERN_LIMIT) -> list[Any]:
+    """The suite's open failure memories, newest first (``query`` is kept for compatibility:
+    the question "what is open for this suite" is answered by metadata, not by similarity)."""
+    del query
+    return incidents(adapter, suite)[:limit]
+
+
+def enhance_prompt(base: str, patterns: Sequence[Any], *, budget: int = 6000, per_memory: int = 2400,
+                   detail: feedback.Detail = "full") -> str:
+    """``base`` with the fenced, capped failure patterns (unchanged when there are none)."""
+    records = [getattr(p, "record", p) for p in patterns]
+    section = feedback.injection(records, budget=budget, per_memory=per_memory, detail=detail)
+    return base if not section else f"{base.rstrip()}\n\n{section}\n"
+
+
+class Injected(BaseModel):
+    """What the next run's prompts get: the fenced text, and which memories it came from."""
+
+    text: str | None = None
+    memory_ids: list[str] = []
+    records: list[Any] = []
+
+
+def injected_for(settings: Settings, suite: str) -> tuple[Injected, str | None]:
+    """The suite's injection under the settings' budget, and a notice if memories could not be read."""
+    try:
+        adapter = open_adapter(settings)
+    except (EvalloopError, OSError) as exc:
+        return Injected(), f"failure memories not read: {exc}"
+    try:
+        found = [getattr(f, "record", f) for f in failure_patterns(adapter, suite, limit=settings.inject_limit)]
+    except Exception as exc:  # noqa: BLE001 - prompts still work without past failures
+        message = exc.one_line() if isinstance(exc, EvalloopError) else str(exc)
+        return Injected(), f"failure memories not read: {message}"
+    finally:
+        close_adapter(adapter)
+    text = feedback.injection(found, budget=settings.inject_budget, per_memory=settings.inject_per_memory,
+                              detail=settings.inject_detail)
+    if settings.inject_detail == "ids":  # a target reading memories directly gets no more than the text
+        found = [r.model_copy(update={"metadata": {k: v for k, v in r.metadata.items() if k != "corrections"}})
+                 for r in found]
+    return Injected(text=text, memory_ids=[r.id for r in found] if text else [], records=found if text else []), None
+
+
+def patterns_text(settings: Settings, suite: str, limit: int = PATTERN_LIMIT) -> tuple[str | None, str | None]:
+    """The fenced failure-pattern text for a suite's prompts, and a notice if memories could not be read."""
+    injected, notice = injected_for(settings.model_copy(update={"inject_limit": limit}), suite)
+    return injected.text, notice
+
+
+def require_memories(settings: Settings) -> None:
+    """Raise when the embedded memory file does not exist yet (nothing was ever learned)."""
+    if not settings.memory_url and not settings.memory_file.exists():
+        raise ConfigError("no memory store yet", where=str(settings.memory_file),
+                          hint="memories are written when a run regresses; see `evalloop run --help`")

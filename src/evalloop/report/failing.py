@@ -1,0 +1,125 @@
+"""Case-level trend data: which cases flipped between two runs, which keep failing, and how an
+output is shown to a reader.
+
+A report's per-scorer chart says *how much* a score moved; this module says *which cases* a
+reader should look at. :class:`CaseReader` reads (and caches) per-case scores and results of the
+runs a report covers; :func:`case_fails` is the one pass/fail test the reports apply to a case's
+score (the scorer's pass mark), for both the flips and the cases that keep failing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from evalloop.history.store import HistoryStore
+
+MAX_CASES = 50
+MAX_OUTPUT_CHARS = 300
+
+
+class FlippedCase(BaseModel):
+    """A case whose pass/fail changed between a run and the previous baseline-eligible run."""
+
+    case_id: str
+    before: float
+    after: float
+    message: str = ""
+    output: str | None = None
+    error: str | None = None
+
+
+class FailingCase(BaseModel):
+    """A case that fails in the latest run, and for how many runs in a row it has failed."""
+
+    case_id: str
+    value: float
+    runs: int  # consecutive runs, the latest included, in which the case failed
+    message: str = ""
+    output: str | None = None
+    error: str | None = None
+
+
+def case_fails(value: float, pass_mark: float) -> bool:
+    """Whether a case's score fails its scorer (below the pass mark)."""
+    return value < pass_mark
+
+
+def shown_output(stored: str | None, limit: int = MAX_OUTPUT_CHARS) -> str | None:
+    """A stored output as the target returned it: the history keeps outputs as JSON, so a text
+    is shown as that text (not as a quoted, escaped JSON string) and anything else as JSON once."""
+    if stored is None:
+        return None
+    try:
+        value: Any = json.loads(stored)
+    except ValueError:
+        value = stored
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+class CaseReader:
+    """Per-case reads, cached: scores per (run, scorer) and results per run."""
+
+    def __init__(self, store: HistoryStore) -> None:
+        self.store = store
+        self._scores: dict[tuple[str, str], dict[str, float]] = {}
+        self._results: dict[str, list[Any]] = {}
+
+    def scores(self, run_id: str, scorer: str) -> dict[str, float]:
+        key = (run_id, scorer)
+        if key not in self._scores:
+            self._scores[key] = self.store.case_scores(run_id, scorer)
+        return self._scores[key]
+
+    def results(self, run_id: str) -> list[Any]:
+        if run_id not in self._results:
+            self._results[run_id] = self.store.case_results(run_id)
+        return self._results[run_id]
+
+    def flips(self, run_id: str, previous_id: str, scorer: str,
+              pass_mark: float) -> tuple[list[FlippedCase], list[FlippedCase]]:
+        now, before = self.scores(run_id, scorer), self.scores(previous_id, scorer)
+        common = sorted(set(now) & set(before))
+        failing = [c for c in common if case_fails(now[c], pass_mark) and not case_fails(before[c], pass_mark)]
+        passing = [c for c in common if case_fails(before[c], pass_mark) and not case_fails(now[c], pass_mark)]
+        failing, passing = failing[:MAX_CASES], passing[:MAX_CASES]
+        messages = self.store.case_messages(run_id, scorer, failing + passing)
+        outputs = {r.case_id: r for r in self.results(run_id)} if failing else {}
+
+        def flipped(case_id: str, with_output: bool) -> FlippedCase:
+            result = outputs.get(case_id) if with_output else None
+            return FlippedCase(
+                case_id=case_id, before=before[case_id], after=now[case_id],
+                message=messages.get(case_id, ""),
+                output=shown_output(result.output) if result is not None else None,
+                error=result.error if result is not None else None,
+            )
+
+        return [flipped(c, True) for c in failing], [flipped(c, False) for c in passing]
+
+    def failing(self, run_ids: Sequence[str], scorer: str, pass_mark: float) -> list[FailingCase]:
+        """The cases that fail in the last of ``run_ids`` (oldest first), longest failing first,
+        each with the number of runs in a row it has failed, its message and its output."""
+        if not run_ids:
+            return []
+        latest = self.scores(run_ids[-1], scorer)
+        streak = {c: 1 for c, v in latest.items() if case_fails(v, pass_mark)}
+        open_ = set(streak)
+        for run_id in reversed(run_ids[:-1]):
+            scores = self.scores(run_id, scorer)
+            open_ = {c for c in open_ if c in scores and case_fails(scores[c], pass_mark)}
+            if not open_:
+                break
+            for c in open_:
+                streak[c] += 1
+        chosen = sorted(streak, key=lambda c: (-streak[c], c))[:MAX_CASES]
+        messages = self.store.case_messages(run_ids[-1], scorer, chosen)
+        results = {r.case_id: r for r in self.results(run_ids[-1])}
+        return [FailingCase(case_id=c, value=latest[c], runs=streak[c], message=messages.get(c, ""),
+                            output=shown_output(results[c].output) if c in results else None,
+                            error=results[c].error if c in results else None)
+                for c in chosen]
