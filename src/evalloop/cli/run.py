@@ -89,6 +89,7 @@ def run(
 
     from evalloop.cli import lifecycle
 
+    started = time.monotonic()
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
     failing = fails_on_regression(fail_on_regression, no_fail)
@@ -105,7 +106,6 @@ def run(
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
-    started = time.monotonic()
     for loaded in suites:  # the checked suites are run as loaded: their cases are validated once
         with terminate_as_interrupt():  # SIGTERM (systemd, docker stop) ends the run like Ctrl-C
             reports.append(asyncio.run(_run_one(loaded, settings, registry, options, show_progress)))
@@ -119,7 +119,6 @@ def run(
             print_run(reports[-1], out())
             if verbose:
                 _print_failures(reports[-1], settings, which)
-    elapsed = time.monotonic() - started
     if json_out or json_file:
         docs = [_summary(r, settings, which, not no_cases) for r in reports]
         text = json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
@@ -138,7 +137,8 @@ def run(
         err().print(line, markup=False)
     for problem in unloaded:  # each suite that did not load, one line, and exit 2 at the end
         err().print(f"error: {problem.one_line()}", markup=False, soft_wrap=True, highlight=False)
-    err().print(closing_line(reports, elapsed), markup=False, highlight=False)
+    # the whole wait: start-up, loading and checking the suites, the runs and their reports
+    err().print(closing_line(reports, lifecycle.waited(since=started)), markup=False, highlight=False)
     if unloaded:
         err().print(f"{len(unloaded)} suite{'s' if len(unloaded) > 1 else ''} did not load (above): exit 2",
                     markup=False, highlight=False)
