@@ -112,3 +112,31 @@ def test_remembered_secrets_are_masked_wherever_they_appear_but_plain_words_are_
     remember_secrets("postgresql://postgres:postgres@db:5432/evals")  # a plain word: not masked as text
     said = redact_text("404 not found: /v1;token=Echo7Token/v1/messages (postgres is up)")
     assert said == "404 not found: /v1;token=***/v1/messages (postgres is up)"
+
+
+async def test_an_openai_compatible_base_url_with_user_and_password_is_sent_as_basic_auth():
+    from evalloop.errors import ConfigError
+    from evalloop.llm import LLMRequest, Message
+    from evalloop.llm.openai_client import OpenAICompatClient
+
+    with LLMServer(lambda seen: Reply.of_text("fine")) as server:
+        host = server.url.split("://", 1)[1]
+        client = OpenAICompatClient(f"http://evals:sk-ant-PASS1@{host}/v1", "m", max_retries=0)
+        reply = await client.complete(LLMRequest(model="m", messages=[Message(role="user", content="hi")]))
+        await client.aclose()
+        (seen,) = server.requests
+    assert reply.text == "fine"
+    assert seen.headers["authorization"] == "Basic " + base64.b64encode(b"evals:sk-ant-PASS1").decode()
+    with pytest.raises(ConfigError, match="one way") as info:  # a key would need the same header
+        OpenAICompatClient(f"http://evals:sk-ant-PASS1@{host}/v1", "m", api_key="k")
+    assert "sk-ant-PASS1" not in info.value.one_line()
+
+
+def test_an_anthropic_base_url_with_credentials_and_a_bearer_token_is_refused_in_one_line(monkeypatch):
+    from evalloop.errors import ConfigError
+    from evalloop.llm import AnthropicClient
+
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "bearer")
+    with pytest.raises(ConfigError, match="one way") as info:
+        AnthropicClient(api_key="k", base_url="http://evals:sk-ant-PASS1@127.0.0.1:9")
+    assert "sk-ant-PASS1" not in info.value.one_line() and "ANTHROPIC_BASE_URL" in info.value.one_line()
