@@ -143,3 +143,13 @@ def test_repair_keeps_schedules_and_memories_a_rebuild_cannot_restore(tmp_path):
     assert "kept 1 schedule" in text and "kept 1 memor" in text, text
     kept(root)
     assert cli(root, "doctor").returncode == 0
+
+
+def test_history_export_reads_a_history_it_may_not_write(tmp_path):
+    root, hist = project(tmp_path)
+    log = hist / "s.jsonl"
+    log.unlink()
+    give_away(hist / "evalloop.db", mode=0o644)
+    proc = cli_as_other(root, "history", "export")
+    assert proc.returncode == 0, proc.stderr
+    assert len(log.read_text().splitlines()) == 2

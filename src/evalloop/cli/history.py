@@ -149,11 +149,13 @@ def history_export(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
 
     Example: [bold]evalloop history export --suite exact-match[/bold]
     """
+    from evalloop.history.readonly import cannot_write
     from evalloop.history.runlog import export_runs
     from evalloop.history.store import HistoryStore
 
     settings = settings_for(project)
-    counts = export_runs(HistoryStore(settings.database_url), settings.history_dir, suite or None)
+    url = settings.database_url  # export only reads the database: a read-only one will do
+    counts = export_runs(HistoryStore(url, readonly=cannot_write(url)), settings.history_dir, suite or None)
     for name, n in sorted(counts.items()):
         out().print(f"{name}: {n} run(s) appended to {settings.history_dir / (name + '.jsonl')}")
     if not counts:
