@@ -48,9 +48,11 @@ CLOSING = re.compile(r"^(ok|FAILED \(\d+ of \d+\)): \d+ suites? run")
 
 
 def errors(proc: subprocess.CompletedProcess[str]) -> list[str]:
-    """stderr without the key notice and the closing summary line: what went wrong, if anything."""
+    """stderr without the key notice, the prompt-caching notice and the closing summary line: what
+    went wrong, if anything."""
     return [line for line in proc.stderr.splitlines()
-            if line.strip() and not line.startswith("no ANTHROPIC_API_KEY") and not CLOSING.match(line)]
+            if line.strip() and not line.startswith(("no ANTHROPIC_API_KEY", "prompt caching:"))
+            and not CLOSING.match(line)]
 
 
 @pytest.mark.parametrize(("how", "run_log"), [("random", True), ("zeros", True), ("zeros", False)])

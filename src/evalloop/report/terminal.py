@@ -36,6 +36,10 @@ def print_run(report: RunReport, console: Console) -> None:
         head += f" × {run.epochs} epochs"
     if run.llm_calls or run.cost_usd:
         head += f"  {run.llm_calls} LLM calls ({run.cache_hits} cached), ${run.cost_usd:.4f}"
+        if run.cache_read_tokens or run.cache_write_tokens:
+            head += f", prompt cache {run.cache_read_tokens or 0} read / {run.cache_write_tokens or 0} written tokens"
+        if run.batched_calls:
+            head += f", {run.batched_calls} batched"
     console.print(head)
     wide = run_table(report, wide=True)
     if console.width >= WIDE_COLUMNS and fits(wide, console):

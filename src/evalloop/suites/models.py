@@ -110,6 +110,8 @@ class Suite(BaseModel):
     target_threads: bool = False
     window: int | None = Field(default=None, ge=1, le=100)
     verdict: dict[str, Any] = Field(default_factory=dict)
+    max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
+    batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None
