@@ -90,6 +90,9 @@ def run(
         show_default=False)] = None,
     notify_sinks: Annotated[bool, typer.Option(
         "--notify", hidden=True, help="Send regressions to the configured sinks (scheduled fires).")] = False,
+    nightly: Annotated[bool, typer.Option(
+        "--nightly", help="Judge the run as one night of a series, within the suite's alarm budget "
+                          "(scheduled fires do; a one-off run is judged alone).")] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Run suites against their targets, store the run, and compare it with the baseline.
@@ -119,7 +122,7 @@ def run(
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
                "select": _selector(which) if which.active else None, "max_cost": max_cost,
-               "batch": batch, "resume": resume}
+               "batch": batch, "resume": resume, "nightly": nightly}
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()

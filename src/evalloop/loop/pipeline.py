@@ -70,6 +70,7 @@ async def arun_suite(
     max_cost: float | None = None,
     batch: bool | None = None,
     resume: str | None = None,
+    nightly: bool = False,
 ) -> RunReport:
     """Run one suite and compare it with its rolling baseline (async).
 
@@ -78,7 +79,8 @@ async def arun_suite(
     only the cases it accepts (a partial run, never a baseline). ``max_cost`` (USD, else the
     suite's ``max_cost``) is the run's cost budget. ``batch`` (else the suite's ``batch``) sends
     the LLM calls through the provider's batch API; ``resume`` names a batch run to collect
-    from instead of submitting again (:mod:`evalloop.run.batchmode`).
+    from instead of submitting again (:mod:`evalloop.run.batchmode`). ``nightly`` judges the run
+    as one night of a series, with the suite's alarm budget (:mod:`evalloop.verdicts.sequential`).
     """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
@@ -91,7 +93,7 @@ async def arun_suite(
                                            concurrency=concurrency, batch=batched)
     try:
         report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
-                            concurrency, progress, on_start, select, max_cost, resume)
+                            concurrency, progress, on_start, select, max_cost, resume, nightly)
     finally:
         if owned:
             await close_services(services)
@@ -116,7 +118,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None,
                select: Callable[[Case], bool] | None = None, max_cost: float | None = None,
-               resume: str | None = None) -> RunReport:
+               resume: str | None = None, nightly: bool = False) -> RunReport:
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
@@ -153,7 +155,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if resume:
         notices.append(batchmode.resume_notice(services, resume))
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
-                             current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()})
+                             current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()},
+                             nightly=nightly)
     report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):

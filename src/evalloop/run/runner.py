@@ -104,8 +104,13 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
                                      spec.effective_threshold) if t is not None)
         pass_mark = next(m for m in (ref.pass_mark, suite.verdict.get("pass_mark"), spec.pass_mark)
                          if m is not None)
+        # the floor: the scorer's entry, the suite's verdict block, the project, the registration, the kind
+        floor = next(m for m in (ref.min_score, suite.verdict.get("min_score"),
+                                 (verdict_defaults or {}).get("min_score"), spec.min_score,
+                                 spec.kind.default_target)
+                     if m is not None)
         policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
-                  "pass_mark": pass_mark}
+                  "pass_mark": pass_mark, "min_score": floor}
         _check_policy(policy, where)
         bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label))
     params = {**suite.target.params, **(target_params or {})}

@@ -52,7 +52,7 @@ def fire_argv(project_dir: str, suite: str, options: dict[str, Any] | None = Non
     if options.get("max_cost") is not None:
         extra += ["--max-cost", repr(float(options["max_cost"]))]
     return [sys.executable, "-m", "evalloop", "run", *which, "--project", str(project_dir),
-            "--json", "--no-cases", "--no-fail-on-regression", "--notify", *extra]
+            "--json", "--no-cases", "--no-fail-on-regression", "--notify", "--nightly", *extra]
 
 
 def verdict_from_summary(doc: dict[str, Any]) -> str:
@@ -115,9 +115,17 @@ def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: 
         out_text = stdout.read().decode("utf-8", "replace")
         err_text = stderr.read().decode("utf-8", "replace")
     for line in err_text.splitlines():  # the fire's own line says the outcome: the child's
-        if line.strip():                 # notices are detail, a failing sink an error of its own
-            log.log(logging.ERROR if line.startswith("ERROR ") else logging.DEBUG, "%s: %s", suite, line)
+        if line.strip():                 # notices are detail, a failing sink an error of its own,
+            log.log(_level(line), "%s: %s", suite, line)  # a damaged store something to mend
     return _result(proc.returncode, out_text, err_text, why, timeout)
+
+
+def _level(line: str) -> int:
+    """The log level of one line the fire's process printed: ERROR for a failing sink, WARNING
+    for a store it went on without (its one line names `evalloop doctor`), else DEBUG."""
+    if line.startswith("ERROR "):
+        return logging.ERROR
+    return logging.WARNING if "evalloop doctor" in line else logging.DEBUG
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float | None, started: float,

@@ -20,8 +20,10 @@ _READY: set[int] = set()
 _LOCK = threading.Lock()
 
 #: statuses: running → completed | interrupted | error; skipped (suite locked elsewhere)
-SEVERITY = ["ok", "improved", "steady", "no baseline yet", "watch", "skipped", "invalid run", "error", "interrupted",
-            "scorer broken", "regressed"]
+#: least to most severe: the run outcome's one order (evalloop.verdicts.outcome.ORDER), then a fire that
+#: did not finish, then an invalid run (as Comparison.worst ranks it)
+SEVERITY = ["ok", "no scorers", "skipped", "no baseline yet", "steady", "improved", "watch", "below floor",
+            "regressed", "scorer broken", "interrupted", "error", "invalid run"]
 
 
 class LastFire(BaseModel):

@@ -174,7 +174,7 @@ def _embedder() -> Any:
     return default_embedder()
 
 
-@scorer("embedding-similarity")
+@scorer("embedding-similarity", min_score=0)
 def embedding_similarity(input: Any, output: Any, expected: Any, keywords: list[str] | None = None,
                          max_words: int | None = None, partial_at: float = 0.75, field: str | None = None) -> Score:
     """Seed 003: cosine mapped to [0, 1]; with keywords, 0.5 partial credit at ≥ partial_at when they miss."""
