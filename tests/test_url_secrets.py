@@ -64,8 +64,9 @@ def similarity_project(root: Path) -> Path:
 
     similarity = yaml.safe_load((PACKAGE_FIXTURES / "similarity.yaml").read_text(encoding="utf-8"))
     (root / "fixtures").mkdir(parents=True)
-    (root / "fixtures" / "similarity.yaml").write_text(
-        yaml.safe_dump({**similarity, "cases": similarity["cases"][:2]}, sort_keys=False))
+    (root / "fixtures" / "similarity.yaml").write_text(  # no floor: the server answers CREATE to all
+        yaml.safe_dump({**similarity, "cases": similarity["cases"][:2], "verdict": {"min_score": 0}},
+                       sort_keys=False))
     return root
 
 
