@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalloop.errors import ConfigError
-from evalloop.redact import install_log_redaction, redact_url
+from evalloop.redact import install_log_redaction, redact_url, remember_secrets
 
 CONFIG_FILE = "evalloop.toml"
 
@@ -230,6 +230,9 @@ def check_settings(settings: Settings, where: str | None = None) -> None:
     check_url(settings.memory_url, setting="memory_url", where=where)
     for name in BASE_URL_ENV:
         check_url(os.environ.get(name), setting=name, where="environment")
+    for url in (settings.webhook_url, settings.memory_url, settings.history_url,
+                *(os.environ.get(name) for name in BASE_URL_ENV)):
+        remember_secrets(url)  # masked wherever a server echoes them
     install_log_redaction()
 
 

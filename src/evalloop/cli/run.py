@@ -22,7 +22,7 @@ from evalloop.cli.app import (
     out,
     settings_for,
 )
-from evalloop.errors import FixtureError
+from evalloop.errors import EvalloopError, FixtureError
 
 if TYPE_CHECKING:
     from evalloop.config import Settings
@@ -120,7 +120,8 @@ def run(
         if resume:
             resume, suite, repeat = _resumed(resume, suite, all_suites, project)
             epochs, limit = epochs or repeat.get("epochs"), limit or repeat.get("limit")
-        settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project)
+        unloaded: list[EvalloopError] = []
+        settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project, unloaded)
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
                "select": None, "max_cost": max_cost, "batch": batch, "resume": resume, "nightly": nightly}
@@ -157,16 +158,24 @@ def run(
     code = exit_code_of(reports, fail_on_regression=failing)
     for line in failure_lines(reports) if code else []:
         err().print(line, markup=False)
+    for problem in unloaded:  # each suite that did not load, one line, and exit 2 at the end
+        err().print(f"error: {problem.one_line()}", markup=False, soft_wrap=True, highlight=False)
     # the whole wait: start-up, loading and checking the suites, the runs and their reports
     err().print(closing_line(reports, lifecycle.waited(since=started)), markup=False, highlight=False)
+    if unloaded:
+        err().print(f"{len(unloaded)} suite{'s' if len(unloaded) > 1 else ''} did not load (above): exit 2",
+                    markup=False, highlight=False)
+        code = 2
     if code:
         raise typer.Exit(code)
 
 
 def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: list[str] | None,
-             tag: list[str] | None, project: Path | None) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
-    """The settings, scorers and suites of a run, every suite checked before any runs (a bad one
-    stops nothing half-way), and the case filter."""
+             tag: list[str] | None, project: Path | None,
+             unloaded: list[EvalloopError]) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
+    """The settings, scorers and suites of a run, and the case filter. Every suite is checked
+    before any runs; one that does not load (a bad file, a scorer of a broken ``scorers/`` file)
+    goes to ``unloaded`` and the others run (a nightly ``--all`` survives one bad file)."""
     import evalloop.loop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
     from evalloop.report.filters import CaseFilter
     from evalloop.run.runner import prepare
@@ -180,11 +189,23 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
         names += [n for n in suites_for_all(settings.project_dir, shipped=shipped) if n not in names]
     if not names:
         raise FixtureError("no suite given", hint="use --suite NAME or --all (see `evalloop suites list`)")
-    registry = discover(settings.project_dir)
-    suites = [find_suite(name, settings.project_dir) for name in names]
-    for loaded in suites:
-        prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
-                verdict_defaults=settings.verdict.model_dump(exclude_none=True))
+    registry = discover(settings.project_dir, strict=False)
+    for broken in registry.broken:  # told now; only the suites that need its scorers fail
+        err().print(f"warning: {broken.one_line()}", markup=False, soft_wrap=True, highlight=False)
+    suites: list[Suite] = []
+    for name in names:
+        try:
+            loaded = find_suite(name, settings.project_dir)
+            prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
+                    verdict_defaults=settings.verdict.model_dump(exclude_none=True))
+        except EvalloopError as exc:
+            if len(names) == 1:  # the one suite asked for: its error is the answer
+                raise
+            unloaded.append(exc)
+            continue
+        suites.append(loaded)
+    if not suites and unloaded:
+        raise unloaded.pop()
     return settings, registry, suites, which
 
 
@@ -251,7 +272,7 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
                        previous_run=previous_completed(store, report.suite.name, run_id))
     if views:
         out().print(f"failing cases ({len(views)}):")
-        print_cases(views, out())
+        print_cases(views, out(), tracebacks=True)
 
 
 async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:

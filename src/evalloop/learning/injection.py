@@ -31,16 +31,9 @@ def open_adapter(settings: Settings) -> Any:
         from evalloop.memory.adapters import HTTPMemoryAdapter, HTTPMemoryConfig
 
         return HTTPMemoryAdapter(HTTPMemoryConfig(base_url=settings.memory_url, **settings.memory_http))
-    from evalloop.errors import MEMORY_RECOVER, is_db_error, store_error
     from evalloop.memory.store import MemoryStore
 
-    try:
-        return MemoryStore(settings.memory_file)
-    except Exception as exc:  # a damaged file: one line naming it, and the run goes on
-        if not is_db_error(exc):
-            raise
-        raise store_error(exc, store="memory store", where=str(settings.memory_file),
-                          recover=MEMORY_RECOVER) from None
+    return MemoryStore(settings.memory_file)  # a damaged file: one StoreError line naming it
 
 
 def close_adapter(adapter: Any) -> None:
