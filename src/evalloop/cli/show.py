@@ -54,7 +54,13 @@ def show(
                           "cases": case_docs(views), "incidents": incidents}, indent=2))
         return
     console = out()
-    print_history([run], {run.id: store.summaries(run.id)}, console)
+    summaries = store.summaries(run.id)
+    print_history([run], {run.id: summaries}, console)
+    from evalloop.history.eligibility import verdict_reason
+
+    for name, summary in summaries.items():  # the verdict's own words, as `run` printed them
+        if summary.verdict not in (None, "steady", "improved", "no baseline yet") and verdict_reason(summary):
+            note(console, f"{name}: {summary.verdict} — {verdict_reason(summary)}")
     if run.origin == "log":
         err().print("this run came from the run log, which keeps scores but no outputs", markup=False)
     if suite is None:
