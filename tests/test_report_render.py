@@ -18,8 +18,9 @@ from support.project import make_project, write_answers
 
 CASES = [f"c{i}" for i in range(8)]
 # run k: every case at LEVELS[k]; run 3 fails c5 (recovers in run 4); run 7 drops every case
-# (a significant paired drop) and fails c1 and c3.
-LEVELS = [0.80, 0.82, 0.78, 0.80, 0.81, 0.79, 0.80, 0.60]
+# (a significant paired drop) and fails c1 and c3. Every case moving together is significant, and a
+# significant drop never joins a baseline, so the runs before the drop hold their level.
+LEVELS = [0.80, 0.80, 0.80, 0.80, 0.80, 0.80, 0.80, 0.60]
 EVIL = "<script>alert('x')</script> & co"
 SCORERS = f'''
 from evalloop import Score, scorer

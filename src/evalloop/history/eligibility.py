@@ -41,6 +41,17 @@ def accepted(summary: ScorerSummary) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
+def verdict_reason(summary: ScorerSummary) -> str:
+    """The words a stored verdict was given (what the rule showed), as the run printed them."""
+    if '"reason"' not in (summary.details or ""):
+        return ""
+    try:
+        evidence = json.loads(summary.details).get("evidence") or {}
+    except ValueError:
+        return ""
+    return str(evidence.get("reason") or "")
+
+
 def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, significant_drop: bool = False) -> bool:
     """Whether a judged scorer of a finished run may serve as a later run's baseline.
 

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
-from evalloop.errors import ConfigError, StoreError
+from evalloop.errors import ConfigError, StoreError, access_error
 from evalloop.history.models import HISTORY_TABLES, metadata
 from evalloop.history.schema import ensure_tables
 from evalloop.redact import redact_url
@@ -41,6 +41,10 @@ def get_engine(url: str) -> Engine:
                           hint="use e.g. sqlite:///history/evalloop.db or postgresql://…") from None
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        # a file this process may not write fails here, in one line that says why, before any write
+        problem = access_error(parsed.database, store="history database")
+        if problem is not None:
+            raise problem
     parsed = available_driver(parsed)
     try:
         engine = create_engine(parsed, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"

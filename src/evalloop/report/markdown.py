@@ -127,6 +127,10 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
                      f"{pct(t.threshold)} | {pct(p.mdd if p else None)} | {_verdict(p)} | "
                      f"{sparkline([q.mean for q in t.points])} |")
     lines.append("")
+    said = [(t.scorer, t.latest) for t in suite.scorers if t.latest is not None and t.latest.reason
+            and t.latest.verdict not in ("steady", "improved", "no baseline yet")]
+    if said:  # the verdict's own words, as `run`, `show` and the sinks give them
+        lines += [f"- {_code(name, cell=False)} **{p.verdict}**: {_cell(p.reason)}" for name, p in said] + [""]
     if suite.strata is not None:
         lines += _strata(suite.strata)
     for t in suite.scorers:

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, computed_field
 
 from evalloop.errors import EvalloopError
-from evalloop.history.eligibility import baseline_eligible
+from evalloop.history.eligibility import baseline_eligible, verdict_reason
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
 from evalloop.history.strata import StrataReport, strata_means
@@ -46,6 +46,7 @@ class TrendPoint(BaseModel):
     window_runs: int = 0
     threshold_line: float | None = None
     eligible: bool = True
+    reason: str = ""  # the verdict's words: what the rule showed (as `run`, `show` and the sinks say)
     previous_run: str | None = None
     newly_failing: list[FlippedCase] = Field(default_factory=list)
     newly_passing: list[FlippedCase] = Field(default_factory=list)
@@ -287,7 +288,7 @@ def _point(run: Run, summary: ScorerSummary, window: list[tuple[Run, ScorerSumma
         baseline=baseline, band_low=min(means) if means else None,
         band_high=max(means) if means else None, window_runs=len(means),
         threshold_line=baseline * (1 - summary.threshold) if baseline is not None else None,
-        eligible=_eligible(run, summary),
+        eligible=_eligible(run, summary), reason=verdict_reason(summary),
     )
     if window and not summary.skipped:
         previous = window[-1][0]
