@@ -27,3 +27,9 @@ def test_the_items_view_reads_the_vector_once_and_is_a_real_view():
     items = scores.items()
     assert len(items) == 2 and ("a", 0.25) in items and ("b", 0.0) not in items
     assert list(items) == list(items) == [("a", 0.25), ("c", 1.0)]  # iterable again, not a one-shot generator
+
+
+def test_the_array_behind_the_scores_is_their_vector():
+    scores = ScorerResult(scorer="exact", kind="exact", threshold=0.5, pass_mark=0.5, policy={},
+                          ids=["a", "b"], vector=[0.25, math.nan]).scores
+    assert scores.vector.dtype == np.float64 and scores.vector[0] == 0.25 and np.isnan(scores.vector[1])

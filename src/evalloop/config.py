@@ -119,7 +119,8 @@ class Settings(BaseModel):
         chosen = self.learning
         if chosen.store == "embedded":
             return self
-        scope = {k: v for k, v in (("user_id", chosen.user_id), ("agent_id", chosen.agent_id)) if v}
+        pairs = (("user_id", chosen.user_id), ("agent_id", chosen.agent_id))
+        scope: dict[str, str | None] = {k: v for k, v in pairs if v}
         if scope and "user_id" not in scope:
             scope["user_id"] = None  # an agent's scope alone, not the adapter's default user
         self.memory_url = chosen.url

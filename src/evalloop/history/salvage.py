@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -32,7 +33,7 @@ class Rows(BaseModel):
     table: str
     create: list[str] = Field(default_factory=list)  # the table's CREATE statements (table, indexes)
     columns: list[str] = Field(default_factory=list)
-    rows: list[tuple] = Field(default_factory=list)  # type: ignore[type-arg]
+    rows: list[tuple[Any, ...]] = Field(default_factory=list)
     lost: int = 0  # rows that could not be read (-1: the table itself could not be read)
 
     def said(self) -> str:
@@ -119,7 +120,7 @@ class Memory(BaseModel):
 
     id: str
     information: str
-    metadata: dict = Field(default_factory=dict)  # type: ignore[type-arg]
+    metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: str
     tags: list[str] = Field(default_factory=list)
 

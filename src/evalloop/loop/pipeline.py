@@ -202,7 +202,7 @@ def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str
     mask = np.fromiter((c in held for c in ids), dtype=bool, count=len(ids))
     means: dict[str, float | None] = {}
     for name, r in outcome.results.items():
-        values = np.asarray(r.scores.values)[mask]
+        values = r.scores.vector[mask]
         values = values[~np.isnan(values)]
         means[name] = float(values.mean()) if values.size else None
     return held, {"split": suite.holdout.describe(), "n": len(held), "of": len(ids), "means": means,

@@ -90,15 +90,16 @@ def lesson_cut(ctx: Any, cut: float, measure: str) -> float:
     UPDATE's, above a CREATE's; the cut moves (only as far as they say: to the lowest UPDATE,
     above the highest CREATE, or midway when both bound it) and stays when they contradict each
     other. This is what lets the local engine generalise to cases it never saw."""
-    extras = getattr(getattr(ctx, "services", None), "extras", None)
-    records = (extras or {}).get("failure_memories") or []
+    extras = getattr(getattr(ctx, "services", None), "extras", None) or {}
+    records = extras.get("failure_memories") or []
     if not records:
         return cut
     key = (tuple(getattr(r, "id", "") for r in records), cut, measure)
     cached = extras.get("lesson_cut")
     if cached and cached[0] == key:
         return cached[1]
-    ups, creates = [], []
+    ups: list[float] = []
+    creates: list[float] = []
     for record in records:
         for case in (getattr(record, "metadata", None) or {}).get("corrections") or []:
             inp, exp = (case.get("input"), case.get("expected")) if isinstance(case, dict) else (None, None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from evalloop.score import Score
 
 if TYPE_CHECKING:
     from evalloop.run.bound import BoundScorer
+    from evalloop.scoring.scorevec import CaseScores
 
 
 @dataclass
@@ -62,7 +63,7 @@ class ScorerResult:
         return values
 
     @property
-    def scores(self) -> Mapping[str, float]:
+    def scores(self) -> CaseScores:
         from evalloop.scoring.scorevec import CaseScores
 
         return CaseScores(self.ids, self._graded)

@@ -28,25 +28,29 @@ def ids_digest(ids: Sequence[str]) -> str:
 
 
 class CaseScores(Mapping[str, float]):
-    """A read-only case id → score view of a vector (NaN entries are absent)."""
+    """A read-only case id → score view of a vector (NaN entries are absent).
 
-    __slots__ = ("ids", "_values")
+    ``vector`` is the array itself (float64, aligned to ``ids``, NaN where a case has no score),
+    for arithmetic over many cases at once; it is not called ``values``: that is
+    ``Mapping.values()``."""
+
+    __slots__ = ("ids", "vector")
 
     def __init__(self, ids: Sequence[str], values: np.ndarray) -> None:
-        self.ids, self._values = ids, values  # not `values`: that is Mapping.values()
+        self.ids, self.vector = ids, values
 
     def __getitem__(self, case_id: str) -> float:
         for i, known in enumerate(self.ids):  # a lookup is rare (reports); iteration is the use
-            if known == case_id and not math.isnan(self._values[i]):
-                return float(self._values[i])
+            if known == case_id and not math.isnan(self.vector[i]):
+                return float(self.vector[i])
         raise KeyError(case_id)
 
     def __iter__(self) -> Iterator[str]:
-        for i in np.flatnonzero(~np.isnan(self._values)):
+        for i in np.flatnonzero(~np.isnan(self.vector)):
             yield self.ids[int(i)]
 
     def __len__(self) -> int:
-        return int(np.count_nonzero(~np.isnan(self._values)))
+        return int(np.count_nonzero(~np.isnan(self.vector)))
 
     def items(self) -> ItemsView[str, float]:
         return _Items(self)
@@ -59,7 +63,7 @@ class _Items(ItemsView[str, float]):
     _mapping: CaseScores
 
     def __iter__(self) -> Iterator[tuple[str, float]]:
-        ids, values = self._mapping.ids, self._mapping._values
+        ids, values = self._mapping.ids, self._mapping.vector
         return ((ids[int(i)], float(values[i])) for i in np.flatnonzero(~np.isnan(values)))
 
 
