@@ -137,6 +137,13 @@ def test_missing_file_and_explicit_paths(tmp_path: Path) -> None:
     assert ds.name == "mine" and len(ds.queries) == 2
 
 
+@pytest.mark.parametrize("corpus", [None, ""])
+def test_explicit_paths_without_a_directory_need_all_three(tmp_path: Path, corpus) -> None:
+    write(tmp_path, CORPUS, QUERIES, QRELS)
+    with pytest.raises(FixtureError, match="no dataset given"):  # "" was a TypeError (None / "corpus.jsonl")
+        load_dataset(corpus=corpus, queries=tmp_path / "queries.jsonl", qrels=tmp_path / "qrels.jsonl")
+
+
 @pytest.mark.parametrize("stratum", [None, "", 3])
 def test_a_query_without_a_stratum_is_an_error_naming_file_and_line(tmp_path: Path, stratum) -> None:
     bad = {k: v for k, v in QUERIES[1].items() if k != "stratum"}

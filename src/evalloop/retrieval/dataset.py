@@ -142,6 +142,15 @@ def read_corpus(path: Path) -> list[Doc]:
     return docs
 
 
+def _file(given: str | Path | None, base: Path | None, default: str) -> Path:
+    """An explicit path, or the file's default name in the dataset directory."""
+    if given:
+        return Path(given)
+    if base is None:
+        raise FixtureError("no dataset given", hint="pass a directory or corpus=, queries= and qrels= paths")
+    return base / default
+
+
 def load_dataset(
     source: str | Path | None = None,
     *,
@@ -152,11 +161,9 @@ def load_dataset(
 ) -> Dataset:
     """Load and validate a dataset from a directory or from three explicit JSONL paths."""
     base = Path(source) if source is not None else None
-    if base is None and None in (corpus, queries, qrels):
-        raise FixtureError("no dataset given", hint="pass a directory or corpus=, queries= and qrels= paths")
-    c_path = Path(corpus) if corpus else base / CORPUS_FILE  # type: ignore[operator]
-    q_path = Path(queries) if queries else base / QUERIES_FILE  # type: ignore[operator]
-    r_path = Path(qrels) if qrels else base / QRELS_FILE  # type: ignore[operator]
+    c_path = _file(corpus, base, CORPUS_FILE)
+    q_path = _file(queries, base, QUERIES_FILE)
+    r_path = _file(qrels, base, QRELS_FILE)
 
     docs = read_corpus(c_path)
     doc_ids = {d.key for d in docs}
