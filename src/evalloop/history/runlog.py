@@ -167,7 +167,7 @@ def entry_for(store: HistoryStore, run: Run, results: Mapping[str, Any] | None =
 def _entry(run: Run, scorers: Mapping[str, LoggedScorer]) -> LoggedRun:
     data = run.model_dump(mode="json", exclude=_RUN_SKIP)
     data["started_at"] = _utc(run.started_at)
-    data["ended_at"] = _utc(run.ended_at).isoformat() if run.ended_at else None  # type: ignore[union-attr]
+    data["ended_at"] = ended.isoformat() if (ended := _utc(run.ended_at)) else None
     entry = LoggedRun(**data, fingerprint=json.loads(run.fingerprint or "{}"))
     entry.scorers = dict(scorers)  # as built: a streamed scorer keeps its vector
     return entry
