@@ -41,7 +41,7 @@ def print_run(report: RunReport, console: Console) -> None:
         if run.batched_calls:
             head += f", {run.batched_calls} batched"
     if any(s.evidence is not None and s.evidence.mode == "nightly" for s in report.comparison.scorers):
-        head += "  (nightly: judged as one night of a series)"
+        head += "  (nightly)"
     console.print(head)
     wide = run_table(report, wide=True)
     if console.width >= WIDE_COLUMNS and fits(wide, console):
