@@ -28,8 +28,8 @@ IR_SCORERS = ["recall@5", "recall@10", "ndcg@10", "mrr@20"]  # the suites retrie
 SUBSTRING_SCORERS = ["substring-hit", "substring-mrr", "change-detection", "null-rejection"]
 
 
-def write_benchmark(out_dir: Path, *, weeks: int = 4, seed: int = 42, mode: str = "fast",
-                    delivery: str = "facts", kind: str = "qrels", retriever: str = "bm25",
+def write_benchmark(out_dir: Path, *, weeks: int = 4, seed: int = 42, mode: Literal["fast", "full"] = "fast",
+                    delivery: Literal["facts", "journal"] = "facts", kind: str = "qrels", retriever: str = "bm25",
                     name: str | None = None, force: bool = False) -> tuple[Path, Path]:
     """Write a seed-000 synthetic corpus as a dataset folder and a suite file beside it."""
     from evalloop.retrieval.dataset import write_dataset
@@ -39,8 +39,8 @@ def write_benchmark(out_dir: Path, *, weeks: int = 4, seed: int = 42, mode: str 
     if not force and (suite_file.exists() or (out_dir / "corpus.jsonl").exists()):
         raise FixtureError("benchmark files already exist", where=str(out_dir),
                            hint="pass --force to overwrite, or choose another --out")
-    corpus = generate_corpus(weeks=weeks, mode=mode, seed=seed)  # type: ignore[arg-type]
-    dataset = to_dataset(corpus, delivery=delivery)  # type: ignore[arg-type]
+    corpus = generate_corpus(weeks=weeks, mode=mode, seed=seed)
+    dataset = to_dataset(corpus, delivery=delivery)
     params: dict[str, object] = {"retriever": retriever, "k": 20}
     if kind == "qrels":
         write_dataset(dataset, out_dir)
@@ -111,7 +111,7 @@ SCOPED_SCORERS: list[object] = [{"name": "hit", "params": {"k": 5}}, {"name": "h
 QA_SCORERS: list[object] = ["j-judge", "locomo-f1", "abstention"]
 
 
-def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "session",
+def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: Literal["session", "turn"] = "session",
                  retriever: str = "bm25", name: str | None = None, force: bool = False,
                  dates: bool = True, qa_k: int = 10) -> tuple[Path, ImportReport]:
     """Write a published benchmark file as two suites beside their folders: a scoped retrieval
@@ -136,7 +136,7 @@ def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "s
         data = read_locomo(source, dates=dates)
         dataset, report = locomo_retrieval(data, source, dates=dates)
     else:
-        data = read_longmemeval(source, granularity, dates=dates)  # type: ignore[arg-type]
+        data = read_longmemeval(source, granularity, dates=dates)
         dataset, report = longmemeval_retrieval(data, source, granularity, dates=dates)
     write_dataset(dataset, out_dir)
     report.qa_skipped = write_answers(qa_dir, data.docs, data.questions)
