@@ -21,18 +21,13 @@ from pydantic import BaseModel
 from evalloop.errors import EvalloopError
 from evalloop.history.models import CalibrationRecord
 from evalloop.history.store import HistoryStore, dumps
+from evalloop.llm.cache import current_epoch
 from evalloop.llm.errors import is_case_level
 from evalloop.policy import VerdictPolicy
 from evalloop.run.context import CaseContext, Services
 from evalloop.run.runner import BoundScorer, PreparedRun
 from evalloop.verdicts import power
 from evalloop.verdicts.verdict import minimal_detectable_drop
-
-try:
-    from evalloop.llm.cache import current_epoch
-except ImportError:  # pragma: no cover
-    current_epoch = None  # type: ignore[assignment]
-
 
 CALIBRATION_EPOCH = 1_000_000  # cache epochs of calibration repeats, apart from run epochs
 
@@ -50,7 +45,7 @@ class ScorerCalibration(BaseModel):
 
 async def _call_target(prepared: PreparedRun, services: Services, case: Any, epoch: int) -> tuple[bool, Any]:
     ctx = CaseContext(prepared.suite.name, "calibration", case, epoch, services)
-    token = current_epoch.set(CALIBRATION_EPOCH + epoch) if current_epoch is not None else None
+    token = current_epoch.set(CALIBRATION_EPOCH + epoch)
     try:
         return True, await prepared.target(case.input, ctx)
     except EvalloopError as exc:
@@ -60,18 +55,16 @@ async def _call_target(prepared: PreparedRun, services: Services, case: Any, epo
     except Exception:  # noqa: BLE001 - a case the target cannot answer is left out
         return False, None
     finally:
-        if token is not None:
-            current_epoch.reset(token)
+        current_epoch.reset(token)
 
 
 async def _grade(bound: BoundScorer, services: Services, suite: str, case: Any, output: Any, epoch: int):
     ctx = CaseContext(suite, "calibration", case, epoch, services)
-    token = current_epoch.set(CALIBRATION_EPOCH + epoch) if current_epoch is not None else None
+    token = current_epoch.set(CALIBRATION_EPOCH + epoch)
     try:
         return await bound.score(case, output, ctx)
     finally:
-        if token is not None:
-            current_epoch.reset(token)
+        current_epoch.reset(token)
 
 
 async def _repeat(prepared: PreparedRun, services: Services, bound: BoundScorer, case: Any, output: Any,
