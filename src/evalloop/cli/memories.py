@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.errors import EvalloopError
+
+if TYPE_CHECKING:
+    from evalloop.suites.models import Suite
 
 memories_app = typer.Typer(help="Find and list memories in the memory store (failure memories included).",
                            no_args_is_help=True)
@@ -134,12 +137,12 @@ def prompt_enhance(
     from evalloop.suites.lookup import find_suite
 
     try:  # the suite itself, so that an incident showing one of its held-out cases is left out
-        which: object = find_suite(suite, settings.project_dir)
+        which: str | Suite = find_suite(suite, settings.project_dir)
     except EvalloopError:
         which = suite  # a suite no longer in the project: its incidents as stored
     adapter = injection.open_adapter(settings)
     try:
-        found = injection.failure_patterns(adapter, which, query=query, limit=limit)  # type: ignore[arg-type]
+        found = injection.failure_patterns(adapter, which, query=query, limit=limit)
     finally:
         injection.close_adapter(adapter)
     if not found:
