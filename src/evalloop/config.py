@@ -68,7 +68,10 @@ class Settings(BaseModel):
     run_log: bool = True
     timezone: str | None = None
     misfire_grace_seconds: int = Field(default=3600, ge=1)
-    lock_stale_seconds: float = Field(default=600.0, gt=0)
+    #: how often a holder of a lock or a run's lease writes its heartbeat (the database's now())
+    heartbeat_seconds: float = Field(default=5.0, gt=0, le=60)
+    #: missed heartbeats after which another host takes the lock over (and the run is reaped)
+    takeover_heartbeats: int = Field(default=4, ge=2, le=100)
     scheduler_poll_seconds: float = Field(default=5.0, gt=0)
     scheduler_stop_seconds: float | None = Field(default=None, ge=0)
     #: a scheduled run still going after this is stopped (marked interrupted); None: no limit
@@ -80,6 +83,11 @@ class Settings(BaseModel):
     thresholds: dict[str, Annotated[float, Field(gt=0.0, lt=1.0)]] = Field(default_factory=dict)
     verdict: VerdictSettings = Field(default_factory=VerdictSettings)
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a lock or a run's lease lasts without a heartbeat: then another host takes over."""
+        return self.heartbeat_seconds * self.takeover_heartbeats
 
     @property
     def history_dir(self) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
-from evalloop.history.store import HistoryStore
+from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
@@ -122,6 +123,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                        settings_thresholds=settings.thresholds, services=services,
                        verdict_defaults=settings.verdict.model_dump(exclude_none=True))
     store = store or HistoryStore(settings.database_url)
+    store.lease_seconds, store.beat_seconds = settings.lease_seconds, settings.heartbeat_seconds
     reaped = store.reap_dead_runs()  # runs left 'running' by a process that died are failed now
     if reaped:
         notices.append(f"marked failed {len(reaped)} run(s) whose process died: {', '.join(reaped[:3])}")
@@ -134,7 +136,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         concurrency=concurrency, default_concurrency=settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
         progress=progress, select=select,
-        notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None)},
+        notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
+               **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {})},
     )
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
                              current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()})

@@ -34,13 +34,14 @@ from sqlalchemy.engine import make_url
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history.engine import get_engine
-from evalloop.history.locks import DatabaseLock, claim_fire, process_owner
+from evalloop.history.locks import DatabaseLock, claim_fire, process_owner, release_fire
 from evalloop.history.schema import ensure_job_store
-from evalloop.history.store import HistoryStore
+from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
 from evalloop.scheduling.fire import FireResult, Processes, fire_line, run_fire, verdict_from_summary
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
+from evalloop.suites.lookup import find_suite
 
 if TYPE_CHECKING:
     from evalloop.loop.pipeline import RunReport
@@ -81,6 +82,11 @@ class _Control:
 
     def reset(self) -> None:
         self.owner = process_owner()
+        #: a worker's own checkout and database (``scheduler start -C DIR``): fires run there
+        self.project_dir: Path | None = None
+        self.url: str | None = None
+        #: the fire time this scheduler claimed, by job (one fire of a job at a time)
+        self.claims: dict[str, datetime] = {}
         self.stopping = threading.Event()
         self.hard = threading.Event()
         self.interrupted = 0
@@ -95,32 +101,59 @@ class _Control:
 CONTROL = _Control()
 
 
-def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc") -> list[str]:
+def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc",
+                      grace_seconds: float | None = None) -> list[str]:
     """One fire of a schedule: run each suite under its lock, each in a fresh process (today's
-    code), record it, and let the run notify the sinks. Run ids back."""
-    settings = load_settings(Path(project_dir))
-    url, fire_id = settings.database_url, uuid.uuid4().hex[:12]
+    code), record it, and let the run notify the sinks. Run ids back.
+
+    A worker runs the suites in its own checkout (``scheduler start -C DIR``), not at the path
+    of the host that added the schedule. A suite that is busy elsewhere is waited for within the
+    fire's misfire grace, else recorded as skipped; a suite whose holder's heartbeat stopped is
+    taken over, and the dead fire's run and ledger row are closed as interrupted.
+    """
+    started = time.monotonic()
+    fire_id = uuid.uuid4().hex[:12]
+    try:
+        settings = load_settings(Path(CONTROL.project_dir or project_dir))
+    except EvalloopError as exc:
+        if CONTROL.url is None:
+            raise
+        _cannot_run(CONTROL.url, job_id, fire_id, suites, _one_line(exc))
+        return []
+    url = settings.database_url
+    grace = grace_seconds if grace_seconds is not None else settings.misfire_grace_seconds
     run_ids: list[str] = []
     for suite in suites:
         base = {"job_id": job_id, "fire_id": fire_id, "suite": suite, "owner": CONTROL.owner}
         if CONTROL.stopping.is_set():
             ledger.start(url, **base, status="skipped", detail="scheduler stopping")
             continue
-        lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lock_stale_seconds,
-                            owner=CONTROL.owner)
-        if not lock.acquire():
+        try:
+            find_suite(suite, settings.project_dir)
+        except EvalloopError as exc:  # not in this worker's checkout: another worker may have it
+            _cannot_run(url, job_id, fire_id, [suite], _one_line(exc))
+            continue
+        lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lease_seconds,
+                            beat_seconds=settings.heartbeat_seconds, owner=CONTROL.owner)
+        if not _acquire_within(lock, started + grace, settings.heartbeat_seconds):
             holder = lock.holder()
-            detail = f"suite is running elsewhere ({holder.owner if holder else 'unknown'})"
+            detail = (f"suite busy: running elsewhere ({holder.owner if holder else 'unknown'})"
+                      + ("; scheduler stopping" if CONTROL.stopping.is_set()
+                         else f" for the whole misfire grace ({grace:g} s)"))
             log.warning("%s: skipped %s: %s", job_id, suite, detail)
             ledger.start(url, **base, status="skipped", detail=detail)
+            _alarm(settings, job_id, suite, "skipped", detail)
             continue
+        if lock.taken_from is not None:
+            _close_dead_fires(settings, job_id, suite, lock.taken_from)
         entry = ledger.start(url, **base)
         try:
             if CONTROL.hard.is_set():
                 result = FireResult("interrupted", detail="scheduler stopped mid-run")
             else:
                 result = run_fire(str(settings.project_dir), suite, timeout=settings.fire_timeout_seconds,
-                                  processes=CONTROL.processes, stop_requested=CONTROL.hard.is_set)
+                                  processes=CONTROL.processes, stop_requested=CONTROL.hard.is_set,
+                                  env={FIRE_ENV: str(entry)})
         finally:
             lock.release()
         if result.status == "interrupted":
@@ -136,6 +169,56 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         if result.run_id:
             run_ids.append(result.run_id)
     return run_ids
+
+
+def _acquire_within(lock: DatabaseLock, deadline: float, beat: float) -> bool:
+    """Take the lock, waiting for a busy suite until ``deadline`` (monotonic) or a stop."""
+    while not lock.acquire():
+        if time.monotonic() >= deadline or CONTROL.stopping.is_set():
+            return False
+        CONTROL.stopping.wait(min(beat, max(deadline - time.monotonic(), 0.0)))
+    return True
+
+
+def _close_dead_fires(settings: Settings, job_id: str, suite: str, dead: str) -> None:
+    """After taking a suite over from a dead holder: close its fire's ledger rows as interrupted,
+    each with the run it started (marked interrupted once that run's own lease lapsed too)."""
+    url = settings.database_url
+    for entry_id, _, owner in ledger.running_entries(url, suite=suite, owner=dead):
+        detail = f"host of scheduler {owner} stopped heartbeating; suite taken over by {CONTROL.owner}"
+        run_id = ledger.close_dead(url, entry_id, suite, detail, wait=settings.lease_seconds,
+                                   lease_seconds=settings.lease_seconds)
+        log.warning("%s: %s: %s (its run %s marked interrupted)", job_id, suite, detail, run_id or "—")
+        _alarm(settings, job_id, suite, "interrupted", f"{detail}; run {run_id or '—'} interrupted")
+
+
+def _one_line(exc: EvalloopError) -> str:
+    return f"{exc.where}: {exc.what}" if exc.where else exc.what
+
+
+def _cannot_run(url: str, job_id: str, fire_id: str, suites: list[str], why: str) -> None:
+    """This worker cannot run the fire: one line per suite in the ledger and the log, and the
+    fire's claim released so that another worker may take it."""
+    detail = f"worker {CONTROL.owner} cannot run it: {why}"
+    for suite in suites:
+        ledger.start(url, job_id=job_id, fire_id=fire_id, suite=suite, owner=CONTROL.owner,
+                     status="cannot run", detail=detail)
+        log.error("%s: %s: %s", job_id, suite, detail)
+    fire = CONTROL.claims.pop(job_id, None)
+    if fire is not None:
+        release_fire(url, job_id, fire, CONTROL.owner)
+
+
+def _alarm(settings: Settings, job_id: str, suite: str, event: str, detail: str) -> None:
+    """A fire's event to the alarm sinks (a sink that fails is logged, never raised)."""
+    from evalloop.scheduling.sinks import alarm, build_sinks
+
+    try:
+        sinks = build_sinks(settings)
+    except EvalloopError as exc:
+        log.error("%s: %s: no alarm sent (%s)", job_id, suite, exc)
+        return
+    alarm({"event": event, "schedule": job_id, "suite": suite, "detail": detail}, sinks)
 
 
 def verdict_of(report: RunReport) -> str:
@@ -161,6 +244,7 @@ class ClaimingExecutor(ThreadPoolExecutor):
         if not claim_fire(self.url, job.id, fire, self.owner):
             self._logger.info("fire %s of %s was taken by another scheduler", fire, job.id)
             return
+        CONTROL.claims[job.id] = fire
         super().submit_job(job, run_times)
 
     def in_flight(self) -> int:
@@ -228,8 +312,6 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
                  every: str | None = None, tz: str | None = None, job_id: str | None = None,
                  grace_seconds: int | None = None, first_run: datetime | None = None) -> ScheduleInfo:
     """Persist a schedule for the given suites; ``first_run`` overrides the first fire time."""
-    from evalloop.suites.lookup import find_suite
-
     if not suites:
         raise ScheduleError("no suite given", hint="use --suite NAME (repeat for several)")
     for name in suites:
@@ -240,9 +322,10 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
     with _admin(settings) as scheduler:
         if scheduler.get_job(job_id) is not None:
             raise ScheduleError(f"schedule '{job_id}' exists", hint="pick another --id or remove it")
+        grace = grace_seconds or settings.misfire_grace_seconds
         scheduler.add_job(JOB_FUNC, trigger, args=[str(settings.project_dir), list(suites)],
-                          kwargs={"job_id": job_id}, id=job_id, name=",".join(suites),
-                          misfire_grace_time=grace_seconds or settings.misfire_grace_seconds,
+                          kwargs={"job_id": job_id, "grace_seconds": grace}, id=job_id, name=",".join(suites),
+                          misfire_grace_time=grace,
                           **extra)
     return next(s for s in list_schedules(settings) if s.id == job_id)
 
@@ -303,6 +386,7 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
     supervisor expects), else 130.
     """
     CONTROL.reset()
+    CONTROL.project_dir, CONTROL.url = settings.project_dir, settings.database_url
     stop = stop or threading.Event()
     poll = poll_seconds or settings.scheduler_poll_seconds
     patience = stop_timeout if stop_timeout is not None else settings.scheduler_stop_seconds
@@ -322,7 +406,9 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
             previous[sig] = signal.signal(sig, on_signal)
     executor = ClaimingExecutor(settings.database_url, CONTROL.owner)
     scheduler = make_scheduler(settings, executor=executor)
-    reaped = HistoryStore(settings.database_url).reap_dead_runs()
+    history = HistoryStore(settings.database_url)
+    history.lease_seconds, history.beat_seconds = settings.lease_seconds, settings.heartbeat_seconds
+    reaped = history.reap_dead_runs()
     if reaped:
         log.warning("marked %d run(s) of dead processes failed: %s", len(reaped), ", ".join(reaped))
     try:
