@@ -41,6 +41,7 @@ from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
 from evalloop.scheduling.fire import FireResult, Processes, fire_line, run_fire, verdict_from_summary
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
+from evalloop.scheduling.worker import WorkerJobStore
 from evalloop.suites.lookup import find_suite
 
 if TYPE_CHECKING:
@@ -192,6 +193,16 @@ def _close_dead_fires(settings: Settings, job_id: str, suite: str, dead: str) ->
         _alarm(settings, job_id, suite, "interrupted", f"{detail}; run {run_id or '—'} interrupted")
 
 
+def _cannot_run_why(settings: Settings, job: Job) -> str | None:
+    """Why this worker's checkout cannot run the job's suites, or None when it can."""
+    for suite in job.args[1]:
+        try:
+            find_suite(suite, settings.project_dir)
+        except EvalloopError as exc:
+            return _one_line(exc)
+    return None
+
+
 def _one_line(exc: EvalloopError) -> str:
     return f"{exc.where}: {exc.what}" if exc.where else exc.what
 
@@ -254,12 +265,16 @@ class ClaimingExecutor(ThreadPoolExecutor):
 
 
 def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = None,
-                   admin: bool = False) -> BackgroundScheduler:
-    """A scheduler on the history database's job store (not started)."""
+                   admin: bool = False, worker: bool = False) -> BackgroundScheduler:
+    """A scheduler on the history database's job store (not started); a ``worker`` sees only
+    the schedules whose suites its own checkout has (:mod:`evalloop.scheduling.worker`)."""
     url = settings.database_url
     get_engine(url)  # creates the folder and the history tables
     options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
-    store = SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options)
+    store = (WorkerJobStore(url=url, tablename=JOBS_TABLE, engine_options=options,
+                            can_run=lambda job: _cannot_run_why(settings, job),
+                            on_cannot=lambda job, why: _cannot_run(url, job.id, "-", list(job.args[1]), why))
+             if worker else SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options))
     ensure_job_store(store)  # its table, created race-free (many schedulers may start at once)
     _move_old_jobs(store)
     return (_AdminScheduler if admin else BackgroundScheduler)(
@@ -405,7 +420,7 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, on_signal)
     executor = ClaimingExecutor(settings.database_url, CONTROL.owner)
-    scheduler = make_scheduler(settings, executor=executor)
+    scheduler = make_scheduler(settings, executor=executor, worker=True)
     history = HistoryStore(settings.database_url)
     history.lease_seconds, history.beat_seconds = settings.lease_seconds, settings.heartbeat_seconds
     reaped = history.reap_dead_runs()
