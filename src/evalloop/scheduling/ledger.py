@@ -91,23 +91,25 @@ def finish(url: str, entry_id: int, *, status: str, verdict: str | None = None,
 
 
 def close_dead(url: str, entry_id: int, suite: str, detail: str, *, wait: float = 0.0,
-               lease_seconds: float | None = None) -> str | None:
+               lease_seconds: float | None = None) -> tuple[bool, str | None]:
     """Close the ``running`` entry of a fire whose scheduler died: the run that fire started
     (its notes name the entry) is marked ``interrupted`` once its own lease lapsed (waiting for
     that at most ``wait`` seconds), and the entry is closed ``interrupted`` with that run's id.
-    The run id back (None when the fire had not started one)."""
-    from evalloop.history.leases import interrupt_fire_runs
+    (closed?, the run id) back: an entry whose run still holds a live lease stays open."""
+    from evalloop.history.leases import fire_runs, interrupt_fire_runs
     from evalloop.history.store import HistoryStore
 
     store = HistoryStore(url)
     if lease_seconds is not None:
         store.lease_seconds = lease_seconds
     runs = interrupt_fire_runs(store, suite, str(entry_id), detail, wait=wait)
+    if fire_runs(store, suite, str(entry_id)):  # its run lives on (its lease is fresh): not dead yet
+        return False, None
     run_id = runs[0] if runs else None
     with _engine(url).begin() as conn:
-        conn.execute(update(ENTRIES).where(ENTRIES.c.id == entry_id, ENTRIES.c.status == "running").values(
+        done = conn.execute(update(ENTRIES).where(ENTRIES.c.id == entry_id, ENTRIES.c.status == "running").values(
             status="interrupted", run_id=run_id, detail=detail[:1000], ended_at=time.time()))
-    return run_id
+    return done.rowcount == 1, run_id
 
 
 def running_entries(url: str, suite: str | None = None, owner: str | None = None) -> list[tuple[int, str, str]]:
@@ -132,8 +134,8 @@ def reap_stale(url: str) -> int:
         holder = current_holder(_engine(url), f"suite:{suite}")
         if holder is not None and holder.owner == owner:
             continue
-        close_dead(url, entry_id, suite, f"scheduler {owner} stopped mid-run (its lease on the suite lapsed)")
-        closed += 1
+        done, _ = close_dead(url, entry_id, suite, f"scheduler {owner} stopped mid-run (its lease on the suite lapsed)")
+        closed += done
     return closed
 
 

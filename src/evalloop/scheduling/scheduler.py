@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from apscheduler.executors.base import MaxInstancesReachedError
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job
 from apscheduler.jobstores.base import JobLookupError
@@ -187,8 +188,8 @@ def _close_dead_fires(settings: Settings, job_id: str, suite: str, dead: str) ->
     url = settings.database_url
     for entry_id, _, owner in ledger.running_entries(url, suite=suite, owner=dead):
         detail = f"host of scheduler {owner} stopped heartbeating; suite taken over by {CONTROL.owner}"
-        run_id = ledger.close_dead(url, entry_id, suite, detail, wait=settings.lease_seconds,
-                                   lease_seconds=settings.lease_seconds)
+        _, run_id = ledger.close_dead(url, entry_id, suite, detail, wait=settings.lease_seconds,
+                                      lease_seconds=settings.lease_seconds)
         log.warning("%s: %s: %s (its run %s marked interrupted)", job_id, suite, detail, run_id or "—")
         _alarm(settings, job_id, suite, "interrupted", f"{detail}; run {run_id or '—'} interrupted")
 
@@ -252,6 +253,10 @@ class ClaimingExecutor(ThreadPoolExecutor):
             self._logger.info("not taking %s of %s: scheduler stopping", run_times[-1], job.id)
             return
         fire = job.next_run_time or run_times[0]
+        assert self._lock is not None
+        with self._lock:  # still running its last fire here: leave this one to another scheduler
+            if self._instances[job.id] >= job.max_instances:
+                raise MaxInstancesReachedError(job)
         if not claim_fire(self.url, job.id, fire, self.owner):
             self._logger.info("fire %s of %s was taken by another scheduler", fire, job.id)
             return
