@@ -1,30 +1,43 @@
 """Choose the embedded store's fusion weights and tokenizer on corpora generated here.
 
-The seed-000 generator writes corpora with seeds other than the shipped benchmark's (42); the
-store is run on each with a grid of ``text_weight`` (vector weight 1) and the weight with the best
-mean nDCG@10 (then recall@10) over the seeds is the one to ship as :class:`Fusion`'s default. The
-text side's tokenizer is measured the same way: FTS5 ``unicode61`` against ``porter unicode61``,
-each with and without stop-word removal in the query. Nothing here reads a public benchmark.
+Two kinds of data, both made here with seeds other than the shipped benchmark's (42): the
+seed-000 weekly fact corpora, and multi-session conversations in LoCoMo's format
+(:mod:`evalloop.retrieval.conversations`, imported as ``bench import locomo`` does, one scope per
+conversation). The store is run on each with a grid of ``vector_weight`` (text weight 1) and
+``rrf_k``; a setting qualifies when it is at least as good as the store's own text search on
+every metric of every generated dataset, each seed of each kind (the fused store must never
+lose to its text side), and the qualifying setting with the best mean nDCG@10 is the one to
+ship as :class:`Fusion`'s default. The text-coverage gate (``text_confident_at``: below it the
+vectors weigh as much as the text) is chosen the same way; among gates that tie because they
+never fire on this data, the largest, so queries by meaning alone keep their vectors.
+The text side's tokenizer is measured on the fact corpora: FTS5 ``unicode61`` against ``porter
+unicode61``, each with and without stop-word removal. Nothing here reads a public benchmark.
 
-    .venv/bin/python bench/fusion_weights.py [--seeds 1 2 3] [--weeks 4]
+    .venv/bin/python bench/fusion_weights.py [--seeds 1 2 3] [--weeks 4] [--conversations 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sqlite3
 import statistics
+import tempfile
+from pathlib import Path
 
 from evalloop.memory.textsearch import STOPWORDS, quoted_or
+from evalloop.retrieval.conversations import generate_conversations
 from evalloop.retrieval.dataset import Dataset
 from evalloop.retrieval.fts import tokens
 from evalloop.retrieval.generator import generate_corpus, to_dataset
-from evalloop.retrieval.retrievers import retriever_factory
-from evalloop.retrieval.runner import run_retriever
+from evalloop.retrieval.loaders import load_locomo
+from evalloop.retrieval.retrievers import retriever_factory, run_scoped
 from evalloop.retrieval.types import Doc
 
-TEXT_WEIGHTS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
-METRICS = ("recall@5", "recall@10", "ndcg@10", "mrr")
+VECTOR_WEIGHTS = (1.0, 0.35, 0.25, 0.15, 0.1)
+RRF_KS = (60, 20, 10)
+GATES = (0.0, 0.1, 0.15, 0.2)  # text_confident_at; 0 never gates
+METRICS = ("hit@5", "hit@10", "recall@10", "ndcg@10", "mrr")
 
 
 class FtsOnly:
@@ -54,44 +67,93 @@ def datasets(seeds: list[int], weeks: int) -> list[Dataset]:
     return [to_dataset(generate_corpus(weeks=weeks, seed=s)) for s in seeds]
 
 
-def mean_metrics(make, data: list[Dataset]) -> dict[str, float]:  # noqa: ANN001
-    runs = [run_retriever(make(), ds, k=20).overall for ds in data]
+def conversation_sets(seeds: list[int], n: int) -> list[Dataset]:
+    """Generated LoCoMo-format conversations, read by the LoCoMo importer (dates in the text)."""
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in seeds:
+            path = Path(tmp) / f"conversations-{seed}.json"
+            path.write_text(json.dumps(generate_conversations(n, seed=seed)), encoding="utf-8")
+            out.append(load_locomo(path)[0])
+    return out
+
+
+def per_dataset(make, data: list[Dataset]) -> list[dict[str, float]]:  # noqa: ANN001
+    return [run_scoped(make, ds, k=20, ks=(5, 10)).overall for ds in data]
+
+
+def mean_of(runs: list[dict[str, float]]) -> dict[str, float]:
     return {m: statistics.fmean(r[m] for r in runs) for m in METRICS}
+
+
+def mean_metrics(make, data: list[Dataset]) -> dict[str, float]:  # noqa: ANN001
+    return mean_of(per_dataset(make, data))
+
+
+def never_below(runs: list[dict[str, float]], text: list[dict[str, float]]) -> bool:
+    """At least as good as the text side alone on every metric of every dataset (each seed)."""
+    return all(r[m] >= t[m] - 1e-9 for r, t in zip(runs, text, strict=True) for m in METRICS)
 
 
 def row(label: str, values: dict[str, float]) -> str:
     return f"| {label} | " + " | ".join(f"{values[m]:.3f}" for m in METRICS) + " |"
 
 
+def memory(**options: float):  # noqa: ANN201
+    return retriever_factory("memory", options=options)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--weeks", type=int, default=4)
+    parser.add_argument("--conversations", type=int, default=8, help="per seed")
+    parser.add_argument("--no-tokenizers", action="store_true", help="skip the tokenizer table")
     args = parser.parse_args()
     if 42 in args.seeds:
         parser.error("seed 42 is the shipped benchmark's; choose weights on other seeds")
-    data = datasets(args.seeds, args.weeks)
+    kinds = {"facts": datasets(args.seeds, args.weeks),
+             "conversations": conversation_sets(args.seeds, args.conversations)}
     head = "| {} | " + " | ".join(METRICS) + " |\n|---|" + "---|" * len(METRICS)
-    print(f"generated corpora: seeds {args.seeds}, {args.weeks} weeks, "
-          f"{sum(len(d.queries) for d in data)} queries in all (means over seeds)\n")
-    print(head.format("tokenizer (FTS5 alone)"))
-    for tokenize in ("unicode61", "porter unicode61 remove_diacritics 2"):
-        for stop in (False, True):
-            print(row(FtsOnly(tokenize, stop).name, mean_metrics(lambda t=tokenize, s=stop: FtsOnly(t, s), data)))
-    print("\n" + head.format("store fusion (text : vector)"))
-    scored: list[tuple[float, float, float]] = []
-    for tw in TEXT_WEIGHTS:
-        opts = {"text_weight": tw, "vector_weight": 1.0}
-        values = mean_metrics(lambda o=opts: retriever_factory("memory", options=o)(), data)
-        scored.append((values["ndcg@10"], values["recall@10"], tw))
-        print(row(f"{tw:g} : 1", values))
-    text_only = mean_metrics(lambda: retriever_factory("memory", options={"vector_weight": 0.0})(), data)
-    print(row("1 : 0 (text side alone)", text_only))
-    for name in ("bm25", "hybrid"):
-        print(row(f"{name} (reference)", mean_metrics(retriever_factory(name), data)))
-    best = max(scored)
-    print(f"\nchosen: text_weight {best[2]:g}, vector_weight 1 "
-          f"(mean nDCG@10 {best[0]:.3f}, recall@10 {best[1]:.3f})")
+    for kind, data in kinds.items():
+        print(f"{kind}: seeds {args.seeds}, {sum(len(d.queries) for d in data)} queries, "
+              f"{sum(len(d.corpus) for d in data)} documents (means over seeds)")
+    if not args.no_tokenizers:
+        print("\n" + head.format("tokenizer (FTS5 alone, facts)"))
+        for tokenize in ("unicode61", "porter unicode61 remove_diacritics 2"):
+            for stop in (False, True):
+                print(row(FtsOnly(tokenize, stop).name,
+                          mean_metrics(lambda t=tokenize, s=stop: FtsOnly(t, s), kinds["facts"])))
+    text_runs = {kind: per_dataset(memory(vector_weight=0.0), data) for kind, data in kinds.items()}
+    text = {kind: mean_of(runs) for kind, runs in text_runs.items()}
+    qualified: list[tuple[float, float, int, float]] = []
+    for kind, data in kinds.items():
+        print("\n" + head.format(f"{kind}: store (vector weight, rrf k)"))
+        print(row("text only (vector weight 0)", text[kind]))
+        print(row("vectors only (text weight 0)", mean_metrics(memory(text_weight=0.0), data)))
+        for name in ("bm25", "hybrid"):
+            print(row(f"{name} (reference)", mean_metrics(retriever_factory(name), data)))
+    grid: dict[tuple[float, int, float], dict[str, list[dict[str, float]]]] = {}
+    for vw in VECTOR_WEIGHTS:
+        for k in RRF_KS:
+            for gate in GATES if vw < 1 else (0.0,):
+                grid[(vw, k, gate)] = {kind: per_dataset(memory(vector_weight=vw, rrf_k=k, text_confident_at=gate),
+                                                         data) for kind, data in kinds.items()}
+    ok = {key: all(never_below(runs[kd], text_runs[kd]) for kd in kinds) for key, runs in grid.items()}
+    for kind in kinds:
+        print("\n" + head.format(f"{kind}: fused (vector weight, rrf k, text gate); * never below text only "
+                                  f"on any seed"))
+        for (vw, k, gate), runs in grid.items():
+            print(row(f"{vw:g}, {k}, {gate:g}{' *' if ok[(vw, k, gate)] else ''}", mean_of(runs[kind])))
+    for key, runs in grid.items():
+        if ok[key]:
+            qualified.append((statistics.fmean(mean_of(runs[kd])["ndcg@10"] for kd in kinds), *key))
+    if not qualified:
+        print("\nno setting is at least as good as text search alone everywhere")
+        return
+    best = max(qualified)  # ties (a gate that never fires here) go to the larger vector weight, k, gate
+    print(f"\nchosen: text_weight 1, vector_weight {best[1]:g}, rrf_k {best[2]}, text_confident_at {best[3]:g} "
+          f"(mean nDCG@10 over both kinds {best[0]:.3f}; {len(qualified)} settings qualified)")
 
 
 if __name__ == "__main__":

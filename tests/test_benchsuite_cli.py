@@ -35,8 +35,8 @@ def test_generate_run_and_compare_targets(tmp_path):
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)
     scorers = {s["scorer"]: s for s in doc["scorers"]}
-    assert set(scorers) == {"recall@5", "recall@10", "ndcg@10", "mrr"}
-    assert 0 < scorers["mrr"]["current"] <= 1 and doc["n_cases"] > 40
+    assert set(scorers) == {"recall@5", "recall@10", "ndcg@10", "mrr@20"}
+    assert 0 < scorers["mrr@20"]["current"] <= 1 and doc["n_cases"] > 40
 
     cmp = cli(tmp_path, "compare-targets", "-s", "mb", "-t", "bm25", "-t", "memory", "-t", "hybrid",
               "--json")
@@ -44,10 +44,10 @@ def test_generate_run_and_compare_targets(tmp_path):
     table = json.loads(cmp.stdout)
     rows = {r["target"]: r for r in table["results"]}
     assert list(rows) == ["bm25", "memory", "hybrid"] and table["reference"] == "bm25"
-    assert rows["bm25"]["means"]["mrr"] == pytest.approx(scorers["mrr"]["current"])  # same suite, same numbers
+    assert rows["bm25"]["means"]["mrr@20"] == pytest.approx(scorers["mrr@20"]["current"])  # same suite, same numbers
     assert rows["bm25"]["vs_reference"] == {}
-    diff = rows["memory"]["vs_reference"]["mrr"]
-    assert diff["diff"] == pytest.approx(rows["memory"]["means"]["mrr"] - rows["bm25"]["means"]["mrr"], abs=1e-12)
+    diff = rows["memory"]["vs_reference"]["mrr@20"]
+    assert diff["diff"] == pytest.approx(rows["memory"]["means"]["mrr@20"] - rows["bm25"]["means"]["mrr@20"], abs=1e-12)
     assert 0 < diff["p_value"] <= 1 and diff["n"] == doc["n_cases"]
     for r in rows.values():
         assert r["stats"]["index_bytes"] > 0 and r["stats"]["latency_p95_ms"] >= r["stats"]["latency_p50_ms"]

@@ -87,14 +87,17 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 def test_locomo_turns_become_scoped_documents_and_evidence_the_qrels(files):
     dataset, report = load_locomo(files[0])
     assert report.n_docs == 8 and report.n_scopes == 2 and report.n_queries == 4
-    assert report.skipped == {"no evidence": 1, "evidence not in the conversation": 1}
+    assert report.skipped == {"no evidence": 1,
+                              "adversarial (category 5: scored as abstention in the QA suite)": 1}
     doc = dataset.doc_map()["conv-a:D1:2"]
-    assert doc.scope == "conv-a" and doc.content == "Bob: I started guitar lessons last week."
+    assert doc.scope == "conv-a" and doc.content == "[1:56 pm on 8 May, 2023] Bob: I started guitar lessons last week."
     assert doc.field("date_time") == "1:56 pm on 8 May, 2023" and doc.field("session") == 1
     shared = dataset.doc_map()["conv-a:D2:1"].content
-    assert shared == "Bob: Pepper knocked my coffee over at your place. [shares a spilled mug on a table]"
+    assert shared == ("[3:00 pm on 20 May, 2023] Bob: Pepper knocked my coffee over at your place. "
+                      "[shares a spilled mug on a table]")
     queries = {q.query_id: q for q in dataset.queries}
-    assert queries["conv-a:q1"].stratum == "single-hop" and queries["conv-b:q2"].stratum == "open-domain"
+    assert queries["conv-a:q1"].stratum == "4 single-hop / mem0 open-domain"
+    assert queries["conv-b:q2"].stratum == "3 open-domain / mem0 multi-hop"
     assert dataset.qrels["conv-a:q2"] == {"conv-a:D1:3": 1, "conv-a:D2:1": 1}  # "D1:3; D2:1" split
     assert queries["conv-a:q2"].scope == "conv-a" and queries["conv-a:q2"].model_extra["answer"] == "Pepper; coffee"
 
@@ -114,7 +117,8 @@ def test_a_query_searches_only_its_own_conversation(files, tmp_path):
     folder = tmp_path / "fixtures" / "locomo"
     made = cli(tmp_path, "bench", "import", "locomo", str(files[0]), "--out", str(folder))
     assert made.returncode == 0, made.stderr
-    assert "skipped: 1 no evidence, 1 evidence not in the conversation" in " ".join(made.stdout.split())
+    assert ("skipped: 1 no evidence, 1 adversarial (category 5: scored as abstention in the QA suite)"
+            in " ".join(made.stdout.split()))
     target = RetrieverTarget(retriever="bm25", k=5, dataset=str(folder))
     # conv-b's first turn is the stronger "guitar instrument" match; conv-a's query never sees it
     ids = target({"query": "What instrument is Bob learning? guitar", "scope": "conv-a"})
@@ -134,7 +138,7 @@ def test_each_import_runs_as_one_suite_with_hit_and_recall_per_stratum_and_scope
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)
     means = {s["scorer"]: s["current"] for s in doc["scorers"]}
-    assert list(means) == ["hit@5", "hit@10", "recall@5", "recall@10", "ndcg@10", "mrr"]
+    assert list(means) == ["hit@5", "hit@10", "recall@5", "recall@10", "ndcg@10", "mrr@20"]
     assert means["hit@5"] >= means["recall@5"] > 0
     strata = doc["strata"]
     scopes = {row["tag"]: row for row in strata["scopes"]}
@@ -150,7 +154,7 @@ def test_locomo_per_scope_means_are_the_conversations_own(files, tmp_path):
     doc = json.loads(cli(tmp_path, "run", "--suite", "locomo", "--json").stdout)
     scopes = {row["tag"]: row["means"] for row in doc["strata"]["scopes"]}
     assert scopes["conv-b"]["hit@5"] == 1.0  # two questions, each finds its turn in a 3-turn corpus
-    multi = next(r["means"] for r in doc["strata"]["strata"] if r["tag"] == "multi-hop")
+    multi = next(r["means"] for r in doc["strata"]["strata"] if r["tag"] == "1 multi-hop / mem0 single-hop")
     assert (multi["hit@5"], multi["recall@5"]) == (1.0, 0.5)  # one of two evidence turns found
     macro = doc["strata"]["scope_macro"]["recall@5"]
     assert macro == pytest.approx((scopes["conv-a"]["recall@5"] + scopes["conv-b"]["recall@5"]) / 2)
@@ -219,7 +223,7 @@ def test_python_api_scores_a_scoped_dataset_as_the_suite_does(files, tmp_path):
     means = {s["scorer"]: s["current"] for s in suite["scorers"]}
     dataset = load_dataset(tmp_path / "fixtures" / "locomo")
     result = run_scoped(retriever_factory("bm25"), dataset, k=20)
-    for metric in ("recall@5", "recall@10", "ndcg@10", "mrr"):
-        assert result.overall[metric] == pytest.approx(means[metric])
+    for metric in ("recall@5", "recall@10", "ndcg@10", "mrr@20"):
+        assert result.overall[metric.removesuffix("@20")] == pytest.approx(means[metric])
     with pytest.raises(TargetError, match="is scoped"):
         run_retriever(retriever_factory("bm25")(), dataset)

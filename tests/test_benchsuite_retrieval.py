@@ -49,17 +49,18 @@ def test_bm25_suite_matches_the_pure_benchmark_and_keeps_history(settings):
     report = run_suite("retrieval-bm25", settings=settings, store=store)
     run = report.outcome.run
     direct = run_retriever(Fts5Bm25Retriever(), retrieval_dataset(BENCH), k=20, ks=(5, 10))
-    means = {s: report.outcome.summaries[s].mean for s in ("recall@5", "recall@10", "ndcg@10", "mrr")}
-    for name, value in means.items():
-        assert value == pytest.approx(direct.overall[name], abs=1e-12), name
+    means = {s: report.outcome.summaries[s].mean for s in ("recall@5", "recall@10", "ndcg@10", "mrr@20")}
+    for name, value in means.items():  # the Python API's mrr ranks k=20 deep: the suite's mrr@20
+        assert value == pytest.approx(direct.overall[name.removesuffix("@20")], abs=1e-12), name
     assert run.n_cases == direct.n_queries == 86
 
     strata = strata_means(store, run.id, order=list(means))
     assert strata.scorers[:4] == list(means)
     for row in strata.strata:
         for name in means:
-            assert row.means[name] == pytest.approx(direct.per_stratum[row.tag][name], abs=1e-12)
-    assert strata.overall["mrr"] == pytest.approx(means["mrr"])
+            assert row.means[name] == pytest.approx(direct.per_stratum[row.tag][name.removesuffix("@20")],
+                                                    abs=1e-12)
+    assert strata.overall["mrr@20"] == pytest.approx(means["mrr@20"])
     assert sum(r.n for r in strata.strata) == 86
     assert latency_summary(store, run.id)["p50_ms"] >= 0
 
@@ -72,15 +73,15 @@ def test_bm25_suite_matches_the_pure_benchmark_and_keeps_history(settings):
 
     again = run_suite("retrieval-bm25", settings=settings, store=store)
     verdicts = {s.scorer: (s.verdict, s.baseline) for s in again.comparison.scorers}
-    assert verdicts["mrr"] == ("steady", pytest.approx(means["mrr"]))
+    assert verdicts["mrr@20"] == ("steady", pytest.approx(means["mrr@20"]))
 
 
 def test_memory_suite_beats_bm25_on_mrr(settings):
     store = HistoryStore(settings.database_url)
-    bm25 = run_suite("retrieval-bm25", settings=settings, store=store).outcome.summaries["mrr"].mean
+    bm25 = run_suite("retrieval-bm25", settings=settings, store=store).outcome.summaries["mrr@20"].mean
     memory = run_suite("retrieval-memory", settings=settings, store=store)
     assert memory.outcome.case_errors == 0
-    assert memory.outcome.summaries["mrr"].mean > bm25 + 0.1
+    assert memory.outcome.summaries["mrr@20"].mean > bm25 + 0.1
     assert target_stats(memory.prepared.target)["retriever"] == "evalloop-memory"
 
 

@@ -78,7 +78,7 @@ def test_find_reports_ranks_and_scores(store: MemoryStore) -> None:
     hits = store.find("merge quality judge baseline", 3)
     assert hits[0].record.id == target
     assert hits[0].text_rank == 1 and hits[0].vector_rank == 1
-    assert hits[0].score == pytest.approx(2 / 61)
+    assert hits[0].score == pytest.approx(1 / 21 + 0.15 / 21)  # text 1 and vectors 0.15 at rank 1, k 20
     assert hits[0].similarity is not None and hits[0].similarity > hits[1].similarity
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert store.find("merge", 0) == [] and store.find("   ", 3) == []

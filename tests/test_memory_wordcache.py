@@ -1,10 +1,18 @@
-"""The static embedder's chunk-cached pooling gives model2vec's own vectors."""
+"""The static embedder (its files read without model2vec, its pooling chunk-cached) gives
+model2vec's own vectors."""
 
 from __future__ import annotations
+
+import functools
+import json
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 
 from evalloop.memory import StaticEmbedder, default_embedder, wordcache
+from evalloop.memory.embedders import MODEL_DIR
 from evalloop.memory.vectors import normalise_rows
 from evalloop.memory.wordcache import ChunkPooler
 
@@ -16,8 +24,40 @@ ODD_TEXTS = [
 ]
 
 
+@functools.cache
+def shipped_by_model2vec():  # model2vec itself (a test dependency only)
+    from model2vec import StaticModel
+
+    return StaticModel.from_pretrained(MODEL_DIR, force_download=False)
+
+
 def _model2vec(emb: StaticEmbedder, texts: list[str]) -> np.ndarray:
-    return normalise_rows(emb._model.encode(texts, use_multiprocessing=False))
+    return normalise_rows(shipped_by_model2vec().encode(texts, use_multiprocessing=False))
+
+
+def test_the_shipped_model_is_read_as_model2vec_reads_it_without_importing_it() -> None:
+    ours, theirs = default_embedder()._model, shipped_by_model2vec()
+    assert np.array_equal(ours.embedding, theirs.embedding) and ours.embedding.dtype == theirs.embedding.dtype
+    assert (ours.median_token_length, ours.unk_token_id, ours.max_length, ours.normalize) == \
+        (theirs.median_token_length, theirs.unk_token_id, theirs.max_length, theirs.normalize)
+    assert ours.tokenizer.get_vocab() == theirs.tokenizer.get_vocab()
+    code = ("import sys; from evalloop.memory.embedders import default_embedder; "
+            "v = default_embedder().embed(['offline check']); "
+            "heavy = ('model2vec', 'huggingface_hub', 'httpx', 'joblib'); "
+            "print(v.shape, sorted(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "(1, 256) []"
+
+
+def test_a_model_that_is_not_word_by_word_is_model2vecs_to_load(tmp_path) -> None:
+    folder = tmp_path / "metaspace"
+    shutil.copytree(MODEL_DIR, folder)
+    spec = json.loads((folder / "tokenizer.json").read_text())
+    spec["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+    (folder / "tokenizer.json").write_text(json.dumps(spec))
+    emb = StaticEmbedder(folder)
+    assert emb._pooler is None and type(emb._model).__name__ == "StaticModel"
+    np.testing.assert_allclose(emb.embed(ODD_TEXTS), normalise_rows(emb._model.encode(ODD_TEXTS)), atol=1e-6)
 
 
 def test_the_shipped_model_takes_the_cached_path_and_gets_model2vecs_vectors() -> None:

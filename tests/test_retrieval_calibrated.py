@@ -74,7 +74,7 @@ def test_ablation_targets_parse_and_bad_options_end_in_one_line(tmp_path):
     assert cmp.returncode == 0, cmp.stderr
     rows = {r["target"]: r for r in json.loads(cmp.stdout)["results"]}
     assert set(rows) == {"memory", "memory[vector_weight=0]"}
-    assert rows["memory[vector_weight=0]"]["vs_reference"]["mrr"]["n"] == 12
+    assert rows["memory[vector_weight=0]"]["vs_reference"]["mrr@20"]["n"] == 12
     assert rows["memory"]["suite"] != rows["memory[vector_weight=0]"]["suite"]
     bad = cli(tmp_path, "compare-targets", "-s", "retrieval-bm25", "-t", "memory[colour=1]")
     assert bad.returncode == 2 and "option 'colour'" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -16,9 +16,10 @@ from support.project import TARGET, make_project
 SUITE = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
          "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
 
-#: never needed by a run of a heuristic scorer over an in-process target, printed to a pipe
-UNUSED = ("sqlmodel", "sqlalchemy.orm", "anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec",
-          "sqlite_vec",
+#: never needed by a run of a heuristic scorer over an in-process target, printed to a pipe (sqlmodel
+#: and sqlalchemy.orm are: the run writes the history, whose tables are SQLModel models, issue #25)
+UNUSED = ("anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec", "huggingface_hub",
+          "tokenizers", "safetensors", "sqlite_vec",
           "rich.progress", "rich.markdown", "rich.syntax",
           "evalloop.learning", "evalloop.memory", "evalloop.scheduling.scheduler", "evalloop.scheduling.sinks",
           "evalloop.report.cases", "evalloop.report.html", "evalloop.report.markdown",
@@ -206,9 +207,9 @@ def test_typer_builds_only_the_command_named_and_the_whole_app_otherwise():
 
 
 def test_the_history_schema_is_still_the_one_sqlmodel_made(tmp_path):
-    """The tables are Core tables now (no ORM at start-up), but a database made by a release that
-    used SQLModel opens as current: same schema stamp, same PostgreSQL column types, and
-    timestamps still come back aware, in UTC."""
+    """A database made by the releases before (SQLModel tables at d907b87, Core tables built from
+    pydantic records at f3594c2, SQLModel again since) opens as current: same schema stamp, same
+    PostgreSQL column types, and timestamps still come back aware, in UTC."""
     from datetime import datetime, timedelta, timezone
 
     from sqlalchemy.dialects import postgresql
@@ -229,3 +230,19 @@ def test_the_history_schema_is_still_the_one_sqlmodel_made(tmp_path):
     assert again.started_at == at and again.started_at.utcoffset() == timedelta(0)
     assert done.ended_at.tzinfo is not None and again.ended_at == done.ended_at and again.status == "completed"
     assert store.find_runs("r_") == []  # a prefix is matched literally, not as a LIKE pattern
+
+
+def test_the_time_a_run_prints_is_the_time_the_user_waited(tmp_path):
+    """The closing line's seconds count from the process's start: imports, loading the target and
+    checking the suites included (a target that takes 1.5 s to import makes the run say so)."""
+    import re
+    import time
+
+    slow = TARGET + "\nimport time\ntime.sleep(1.5)\n"
+    root = make_project(tmp_path / "p", {"tiny": SUITE}, target=slow, scorers=None)
+    started = time.monotonic()
+    done = cli(root, "run", "--suite", "tiny")
+    wall = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    printed = float(re.findall(r" in (\d+\.\d)s", done.stderr)[-1])
+    assert 1.5 <= printed <= wall + 0.05, (printed, wall)

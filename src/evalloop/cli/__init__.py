@@ -49,8 +49,11 @@ def main() -> None:
     As the program's own entry point, the process then ends without the interpreter's teardown
     (see :mod:`evalloop.cli.lifecycle`); called in-process, it raises ``SystemExit`` as usual.
     """
+    import time
+
     from evalloop.cli import lifecycle
 
+    lifecycle.CALLED = time.monotonic()
     if not lifecycle.is_program(main):
         return _main()
     lifecycle.PROGRAM = True

@@ -23,7 +23,7 @@ bench_app = typer.Typer(help="Generate or import memory-system benchmark dataset
                         no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
-IR_SCORERS = ["recall@5", "recall@10", "ndcg@10", "mrr"]
+IR_SCORERS = ["recall@5", "recall@10", "ndcg@10", "mrr@20"]  # the suites retrieve k=20
 SUBSTRING_SCORERS = ["substring-hit", "substring-mrr", "change-detection", "null-rejection"]
 
 
@@ -104,23 +104,45 @@ def generate(
 
 
 SCOPED_SCORERS: list[object] = [{"name": "hit", "params": {"k": 5}}, {"name": "hit", "params": {"k": 10}},
-                                "recall@5", "recall@10", "ndcg@10", "mrr"]
+                                "recall@5", "recall@10", "ndcg@10", "mrr@20"]
+
+
+QA_SCORERS: list[object] = ["j-judge", "locomo-f1", "abstention"]
 
 
 def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "session",
-                 retriever: str = "bm25", name: str | None = None, force: bool = False) -> tuple[Path, ImportReport]:
-    """Write a published benchmark file as a scoped dataset folder and a suite beside it."""
+                 retriever: str = "bm25", name: str | None = None, force: bool = False,
+                 dates: bool = True, qa_k: int = 10) -> tuple[Path, ImportReport]:
+    """Write a published benchmark file as two suites beside their folders: a scoped retrieval
+    suite (``<folder>.yaml``) and a memory-QA suite (``<folder>-qa.yaml``: retrieve, answer
+    with the run's model, grade with the J judge, token F1 and abstention)."""
+    from evalloop.retrieval.answers import write_answers
     from evalloop.retrieval.dataset import write_dataset
-    from evalloop.retrieval.loaders import load_locomo, load_longmemeval
+    from evalloop.retrieval.loaders import (
+        locomo_retrieval,
+        longmemeval_retrieval,
+        read_locomo,
+        read_longmemeval,
+    )
 
     suite_file = out_dir.parent / f"{out_dir.name}.yaml"
-    if not force and (suite_file.exists() or (out_dir / "corpus.jsonl").exists()):
+    qa_dir = out_dir.parent / f"{out_dir.name}-qa"
+    qa_file = out_dir.parent / f"{qa_dir.name}.yaml"
+    if not force and any(p.exists() for p in (suite_file, qa_file, out_dir / "corpus.jsonl")):
         raise FixtureError("benchmark files already exist", where=str(out_dir),
                            hint="pass --force to overwrite, or choose another --out")
-    dataset, report = (load_locomo(source) if fmt == "locomo"
-                       else load_longmemeval(source, granularity))  # type: ignore[arg-type]
+    if fmt == "locomo":
+        data = read_locomo(source, dates=dates)
+        dataset, report = locomo_retrieval(data, source, dates=dates)
+    else:
+        data = read_longmemeval(source, granularity, dates=dates)  # type: ignore[arg-type]
+        dataset, report = longmemeval_retrieval(data, source, granularity, dates=dates)
     write_dataset(dataset, out_dir)
-    (out_dir / "import.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    report.qa_skipped = write_answers(qa_dir, data.docs, data.questions)
+    report.n_qa = len(data.questions) - sum(report.qa_skipped.values())
+    record = report.model_dump_json(indent=2) + "\n"
+    for folder in (out_dir, qa_dir):
+        (folder / "import.json").write_text(record, encoding="utf-8")
     suite = {
         "name": name or out_dir.name,
         "description": f"{report.format} from {source.name}: {report.n_docs} documents in "
@@ -132,7 +154,46 @@ def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: str = "s
         "dataset": out_dir.name,
     }
     _write_suite(suite_file, suite)
+    n_adv = sum(1 for q in data.questions if q.adversarial)
+    qa_suite = {
+        "name": f"{name or out_dir.name}-qa",
+        "description": f"{report.format} QA from {source.name}: {report.n_qa} questions "
+                       f"({n_adv} adversarial, graded by abstention only); each retrieves its top "
+                       f"{qa_k} from its own conversation and the run's model answers. j-judge is "
+                       f"J (binary, generous), locomo-f1 LoCoMo's token F1.",
+        "target": {"ref": "evalloop.retrieval.suite:AnswerTarget",
+                   "params": {"retriever": retriever, "k": qa_k}},
+        "scorers": QA_SCORERS,
+        "dataset": qa_dir.name,
+    }
+    _write_suite(qa_file, qa_suite)
     return suite_file, report
+
+
+@bench_app.command("conversations")
+@friendly
+def conversations_cmd(
+    out_file: Annotated[Path, typer.Option("--out", help="JSON file to write, in LoCoMo's format.")],
+    n: Annotated[int, typer.Option("--n", min=1, max=200, help="Conversations.")] = 6,
+    sessions: Annotated[int, typer.Option(min=1, max=10, help="Dated sessions per conversation.")] = 5,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same file).")] = 1,
+    force: ForceOpt = False,
+) -> None:
+    """Write generated multi-session conversations in LoCoMo's published JSON format.
+
+    Two friends per conversation, dated sessions, chit-chat and fact turns, with single-hop,
+    temporal, multi-hop and adversarial questions: a file to try `bench import locomo` on.
+    Example: [bold]evalloop bench conversations --out conversations.json[/bold]
+    """
+    from evalloop.retrieval.conversations import generate_conversations
+
+    if out_file.exists() and not force:
+        raise FixtureError("file already exists", where=str(out_file), hint="pass --force to overwrite")
+    samples = generate_conversations(n, sessions=sessions, seed=seed)
+    out_file.write_text(json.dumps(samples, indent=1) + "\n", encoding="utf-8")
+    questions = sum(len(s["qa"]) for s in samples)
+    out().print(f"wrote {out_file} ({n} conversations, {questions} questions); import it with "
+                f"[bold]evalloop bench import locomo {out_file}[/bold]", highlight=False)
 
 
 @bench_app.command("import")
@@ -147,21 +208,29 @@ def import_cmd(
     retriever: RetrieverOpt = "bm25",
     name: SuiteNameOpt = None,
     force: ForceOpt = False,
+    dates: Annotated[bool, typer.Option("--dates/--no-dates", help="Write each session's date "
+                     "into its documents' text (temporal questions need it); --no-dates for the "
+                     "ablation.")] = True,
 ) -> None:
-    """Turn a published memory benchmark (LoCoMo, LongMemEval) into a scoped suite.
+    """Turn a published memory benchmark (LoCoMo, LongMemEval) into a retrieval and a QA suite.
 
-    Documents are the dialogue turns (or sessions), queries the questions with their evidence as
-    judgments, the category as stratum; each question searches only its own conversation.
+    Retrieval (<folder>.yaml): documents are the dialogue turns (or sessions), queries the
+    questions with their evidence as judgments, the category as stratum; each question searches
+    only its own conversation. QA (<folder>-qa.yaml): each question retrieves from its own
+    conversation, the run's model answers, and the J judge, LoCoMo's token F1 and abstention
+    (adversarial questions only) grade the answer, as the published tables do.
 
     Example: [bold]evalloop bench import locomo locomo10.json --out fixtures/locomo[/bold]
     """
     folder = out_dir or Path("fixtures") / fmt
     suite_file, report = write_import(fmt, source, folder, granularity=granularity,
-                                      retriever=retriever, name=name, force=force)
-    skipped = ", ".join(f"{n} {why}" for why, n in report.skipped.items()) or "none"
+                                      retriever=retriever, name=name, force=force, dates=dates)
+    qa_file = suite_file.with_name(f"{suite_file.stem}-qa.yaml")
     out().print(f"wrote {folder}/ ({report.n_docs} documents, {report.n_scopes} scopes, "
-                f"{report.n_queries} questions; skipped: {skipped}) and {suite_file}; run it with "
-                f"[bold]evalloop run --suite {suite_file}[/bold]")
+                f"{report.n_queries} questions; {report.summary()}) and {suite_file}; run it with "
+                f"[bold]evalloop run --suite {suite_file}[/bold]", highlight=False)
+    out().print(f"wrote the QA suite {qa_file} ({report.n_qa} questions); it needs an answer "
+                f"model and a judge: [bold]evalloop run --suite {qa_file}[/bold]", highlight=False)
 
 
 def _cell(value: float | None, diff: object = None) -> str:
@@ -195,7 +264,8 @@ def compare_targets_cmd(
     """Run one suite against several targets and print their metrics side by side.
 
     Differences from the first target are tested with a paired permutation test on per-case
-    scores (* p<0.05, ** p<0.01, *** p<0.001).
+    scores (* p<0.05, ** p<0.01, *** p<0.001); on a scoped suite (LoCoMo, LongMemEval) whole
+    conversations are flipped, since questions of one conversation are not independent.
 
     Example: [bold]evalloop compare-targets -s retrieval-bm25 -t bm25 -t hybrid -t memory[/bold]
     """
@@ -219,15 +289,27 @@ def compare_targets_cmd(
     table.add_column("target")
     for s in result.scorers:
         table.add_column(s, justify="right")
-    for col in ("p50 ms", "p95 ms", "build ms", "index KB"):
+    qa = any("total_p50_ms" in r.stats for r in result.results)  # a memory-QA suite: answers too
+    cols = (("search p50", "search p95", "total p50", "total p95", "tokens/q", "cost $") if qa
+            else ("p50 ms", "p95 ms", "build ms", "index KB"))
+    for col in cols:
         table.add_column(col, justify="right")
     for r in result.results:
-        size, build = r.stats.get("index_bytes"), r.stats.get("build_s")
+        st = r.stats
+        size, build = st.get("index_bytes"), st.get("build_s")
+        cells = ([_ms(st.get("search_p50_ms")), _ms(st.get("search_p95_ms")), _ms(st.get("total_p50_ms")),
+                  _ms(st.get("total_p95_ms")), _ms(st.get("tokens_per_question")),
+                  "—" if st.get("answer_cost_usd") is None else f"{st['answer_cost_usd']:.4f}"] if qa
+                 else [_ms(st.get("latency_p50_ms")), _ms(st.get("latency_p95_ms")),
+                       _ms(None if build is None else build * 1000.0),
+                       "—" if size is None else f"{size / 1024:.0f}"])
         table.add_row(escape(r.target), *[_cell(r.means.get(s), r.vs_reference.get(s)) for s in result.scorers],
-                      _ms(r.stats.get("latency_p50_ms")), _ms(r.stats.get("latency_p95_ms")),
-                      _ms(None if build is None else build * 1000.0),
-                      "—" if size is None else f"{size / 1024:.0f}")
+                      *cells)
     console.print(table)
+    tests = {d.test for r in result.results for d in r.vs_reference.values()}
+    if "paired permutation by scope" in tests:
+        console.print("  differences tested by conversation (scope): whole scopes flipped; "
+                      "--json gives each mean's 95% interval, resampled by scope", highlight=False)
     if strata:
         from evalloop.report.strata import strata_table
 

@@ -30,7 +30,7 @@ def suites_list(json_out: JsonOpt = False, project: ProjectOpt = None) -> None:
             suite = load_suite(path)
             rows.append({"name": name, "origin": origin, "path": str(path),
                          "description": suite.description, "target": suite.target.ref,
-                         "scorers": [s.name for s in suite.scorers], "error": None})
+                         "scorers": suite.scorer_labels, "error": None})
         except Exception as exc:  # listed, with the error, so one bad file does not hide others
             rows.append({"name": name, "origin": origin, "path": str(path), "description": "",
                          "target": "", "scorers": [], "error": str(exc)})

@@ -33,6 +33,7 @@ import os
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -43,6 +44,32 @@ _LEFTOVERS = (sqlite3.Connection, io.BufferedWriter, io.BufferedRandom, io.TextI
 
 #: whether evalloop is the program (set by :func:`evalloop.cli.main`), not a library in a process
 PROGRAM = False
+#: when :func:`evalloop.cli.main` was called (``time.monotonic()``), in or out of the program
+CALLED: float | None = None
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux: its start time in /proc, to 10 ms), else None."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        ticks = os.sysconf("SC_CLK_TCK")
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / ticks)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def waited(since: float) -> float:
+    """The seconds the user has waited for the command: since the process started when evalloop
+    is the program (where the start is unknown, since :func:`evalloop.cli.main` was called, which
+    leaves out the interpreter's own start, ≈ 20 ms), since ``main`` was called in a process
+    that embeds it, else since ``since`` (a command invoked without ``main``)."""
+    now = time.monotonic()
+    if PROGRAM:
+        age = process_age()
+        if age is not None:
+            return age
+    return now - (CALLED if CALLED is not None else since)
 
 
 def is_program(entry: Any) -> bool:

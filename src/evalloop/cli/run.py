@@ -89,6 +89,7 @@ def run(
 
     from evalloop.cli import lifecycle
 
+    started = time.monotonic()
     if no_cache and cache_only:
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
     failing = fails_on_regression(fail_on_regression, no_fail)
@@ -104,7 +105,6 @@ def run(
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
-    started = time.monotonic()
     for loaded in suites:  # the checked suites are run as loaded: their cases are validated once
         with terminate_as_interrupt():  # SIGTERM (systemd, docker stop) ends the run like Ctrl-C
             reports.append(asyncio.run(_run_one(loaded, settings, registry, options, show_progress)))
@@ -118,7 +118,6 @@ def run(
             print_run(reports[-1], out())
             if verbose:
                 _print_failures(reports[-1], settings, which)
-    elapsed = time.monotonic() - started
     if json_out or json_file:
         docs = [_summary(r, settings, which, not no_cases) for r in reports]
         text = json.dumps(docs[0] if len(docs) == 1 else docs, indent=2)
@@ -135,7 +134,8 @@ def run(
     code = exit_code_of(reports, fail_on_regression=failing)
     for line in failure_lines(reports) if code else []:
         err().print(line, markup=False)
-    err().print(closing_line(reports, elapsed), markup=False, highlight=False)
+    # the whole wait: start-up, loading and checking the suites, the runs and their reports
+    err().print(closing_line(reports, lifecycle.waited(since=started)), markup=False, highlight=False)
     if code:
         raise typer.Exit(code)
 

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 
 from evalloop.errors import ConfigError, StoreError
-from evalloop.history.models import metadata
+from evalloop.history.models import HISTORY_TABLES, metadata
 from evalloop.history.schema import ensure_tables
 from evalloop.redact import redact_url
 
@@ -59,7 +59,7 @@ def get_engine(url: str) -> Engine:
     where = store_where(url)
     try:
         if not _schema_is_current(engine):
-            ensure_tables(engine, metadata, migrate=_migrate, where=where)
+            ensure_tables(engine, metadata, tables=HISTORY_TABLES, migrate=_migrate, where=where)
     except StoreError as exc:
         engine.dispose()
         if "is damaged" in exc.what:
@@ -95,7 +95,7 @@ def schema_stamp() -> int:
     import zlib
 
     shape = [(t.name, [(c.name, str(c.type)) for c in t.columns], sorted(i.name or "" for i in t.indexes))
-             for t in metadata.sorted_tables]
+             for t in metadata.sorted_tables if t in HISTORY_TABLES]
     return zlib.crc32(repr(shape).encode()) & 0x7FFFFFFF or 1
 
 
@@ -126,7 +126,7 @@ def _add_missing_columns(conn: Connection) -> None:
     from sqlalchemy.schema import CreateColumn
 
     inspector = sa_inspect(conn)
-    for table in metadata.sorted_tables:
+    for table in HISTORY_TABLES:
         if not inspector.has_table(table.name):
             continue
         present = {c["name"] for c in inspector.get_columns(table.name)}

@@ -27,34 +27,20 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Column, Float, MetaData, String, Table, cast, delete, func, insert, literal, select, update
+from sqlalchemy import Float, cast, delete, func, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
 
 from evalloop.errors import EvalloopError
 from evalloop.history.engine import get_engine
+from evalloop.history.models import LOCK_TABLES, metadata
 from evalloop.history.schema import ensure_tables
 
 log = logging.getLogger("evalloop.locks")
 
-_META = MetaData()
-LOCKS = Table(
-    "evalloop_locks", _META,
-    Column("name", String(191), primary_key=True),
-    Column("owner", String(191), nullable=False),
-    Column("acquired_at", Float, nullable=False),
-    Column("expires_at", Float, nullable=False),
-    Column("refreshed_at", Float, nullable=True),
-    Column("beat_seconds", Float, nullable=True),
-)
-FIRE_CLAIMS = Table(
-    "evalloop_fire_claims", _META,
-    Column("job_id", String(191), primary_key=True),
-    Column("fire_time", String(40), primary_key=True),
-    Column("owner", String(191), nullable=False),
-    Column("claimed_at", Float, nullable=False),
-)
+#: the lock tables (declared with the history's models)
+LOCKS, FIRE_CLAIMS = LOCK_TABLES
 CLAIM_RETENTION_SECONDS = 7 * 24 * 3600
 MAX_BEAT_SECONDS = 10.0
 _READY: set[int] = set()
@@ -105,7 +91,7 @@ def engine_for(url_or_engine: str | Engine) -> Engine:
     engine = get_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
     if id(engine) not in _READY:
         with _READY_LOCK:
-            ensure_tables(engine, _META, migrate=_add_lock_columns, store="lock tables")
+            ensure_tables(engine, metadata, tables=LOCK_TABLES, migrate=_add_lock_columns, store="lock tables")
             _READY.add(id(engine))
     return engine
 

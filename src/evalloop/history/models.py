@@ -1,40 +1,26 @@
-"""The stored history: its records (runs, per-scorer summaries, case results and scores, score
-vectors, calibrations) and the SQLAlchemy Core tables that hold them.
+"""Every table evalloop keeps in a history database, declared once as SQLModel models.
 
-Each record is a pydantic model, and its table is built from its fields (:func:`_table`), so
-a column is declared once. The store reads and writes them with SQLAlchemy Core: no ORM
-session, identity map or unit of work is involved, and importing the history costs neither the
-ORM nor SQLModel (≈ 145 ms of every ``evalloop`` process, issue #16). Rows read back are trusted
-and skip validation (:meth:`Record.from_row`).
+The history proper — runs, per-scorer summaries, case results and scores, score vectors and
+calibrations (:data:`HISTORY_TABLES`, created and stamped together by
+:mod:`evalloop.history.engine`) — and beside it the lock and fire-claim tables
+(:mod:`evalloop.history.locks`) and the schedule ledger (:mod:`evalloop.scheduling.ledger`). The models
+live in a registry (and ``MetaData``) of their own, so a system under test that uses SQLModel
+itself never finds evalloop's tables in its ``SQLModel.metadata``, nor evalloop its tables.
+
+Reads that users see (``history``, ``show``, the Python API) return these objects. Writes where
+speed matters (the case rows, written for every case of every run) are Core statements over
+``Model.__table__`` (a model's ``model_dump()`` is its row).
 """
 
 from __future__ import annotations
 
-import types
-from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Self, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, Field
-from pydantic_core import PydanticUndefined
-from sqlalchemy import (
-    Boolean,
-    Column,
-    DateTime,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
-    TypeDecorator,
-)
-
-#: every history table (created and migrated together, see :mod:`evalloop.history.engine`)
-metadata = MetaData()
+from sqlalchemy import DateTime, Index, Table, TypeDecorator
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -55,62 +41,19 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-_SQL_TYPES: dict[type, Any] = {str: String, int: Integer, float: Float, bool: Boolean, datetime: UTCDateTime,
-                               bytes: LargeBinary}
-
-
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Record(BaseModel):
-    """One row of a history table; ``__table__`` is built from the fields."""
+class TableModel(SQLModel, registry=registry()):
+    """The base of evalloop's table models: their own registry and ``MetaData``."""
 
-    __table__: ClassVar[Table]
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any] | Any) -> Self:
-        """A record of a row read back from its table (trusted: no validation)."""
-        return cls.model_construct(**(row if isinstance(row, Mapping) else row._mapping))
-
-    @classmethod
-    def from_values(cls, values: Iterable[Any]) -> Self:
-        """A record of the values of every column, in table order."""
-        return cls.model_construct(**dict(zip(cls.model_fields, values, strict=True)))  # fields = columns
-
-    def row(self, *, with_key: bool = True) -> dict[str, Any]:
-        """The column values to write (an unset integer key left out, for the database to assign)."""
-        values = {name: getattr(self, name) for name in type(self).model_fields}
-        if not with_key or values.get("id", "") is None:
-            values.pop("id", None)
-        return values
+    if TYPE_CHECKING:  # set on each table model by SQLAlchemy's declarative mapping
+        __table__: ClassVar[Table]
 
 
-def _column_type(annotation: Any) -> tuple[type, bool]:
-    """The SQL type of a field's annotation, and whether it may be NULL."""
-    if get_origin(annotation) in (Union, types.UnionType):
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        return _SQL_TYPES[args[0]], True
-    return _SQL_TYPES[annotation], False
-
-
-def _table(name: str, *, indexed: tuple[str, ...] = (), refs: Mapping[str, str] | None = None,
-           extra: tuple[Index, ...] = ()) -> Any:
-    """Class decorator: build the record's table from its fields (``id`` is the primary key)."""
-
-    def build(cls: type[Record]) -> type[Record]:
-        columns = []
-        for field, info in cls.model_fields.items():
-            sql_type, nullable = _column_type(info.annotation)
-            ref = (refs or {}).get(field)
-            default = info.default_factory or (None if info.default is PydanticUndefined else info.default)
-            columns.append(Column(field, sql_type(), *([ForeignKey(ref)] if ref else []),
-                                  primary_key=field == "id", nullable=nullable and field != "id",
-                                  index=True if field in indexed else None, default=default))
-        cls.__table__ = Table(name, metadata, *columns, *extra)
-        return cls
-
-    return build
+#: every table of every evalloop model (history, locks, ledger)
+metadata = TableModel.metadata
 
 
 class RunStatus(StrEnum):
@@ -122,18 +65,19 @@ class RunStatus(StrEnum):
     FAILED = "failed"
 
 
-@_table("runs", indexed=("suite", "status", "started_at"))
-class Run(Record):
+class Run(TableModel, table=True):
     """One execution of one suite."""
 
-    id: str
-    suite: str
-    status: str = RunStatus.RUNNING
+    __tablename__ = "runs"
+
+    id: str = Field(primary_key=True)
+    suite: str = Field(index=True)
+    status: str = Field(default=RunStatus.RUNNING, index=True)
     valid: bool = True
     invalid_reason: str | None = None
     partial: bool = False  # run on a subset (--limit): compared, but never a baseline
-    started_at: datetime = Field(default_factory=utcnow)
-    ended_at: datetime | None = None
+    started_at: datetime = Field(default_factory=utcnow, index=True, sa_type=UTCDateTime)
+    ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     code_version: str | None = None
     fingerprint: str = "{}"
     fingerprint_hash: str = ""
@@ -155,13 +99,14 @@ class Run(Record):
     origin: str = "local"
 
 
-@_table("scorer_summaries", indexed=("run_id", "scorer"), refs={"run_id": "runs.id"})
-class ScorerSummary(Record):
+class ScorerSummary(TableModel, table=True):
     """Per run and scorer: the mean over non-errored cases, counts, and the verdict."""
 
-    id: int | None = None
-    run_id: str
-    scorer: str
+    __tablename__ = "scorer_summaries"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    scorer: str = Field(index=True)
     kind: str
     mean: float | None = None
     n: int = 0
@@ -179,13 +124,14 @@ class ScorerSummary(Record):
     details: str = "{}"
 
 
-@_table("case_results", refs={"run_id": "runs.id"},
-        extra=(Index("ix_case_results_run_case", "run_id", "case_id", "epoch"),))
-class CaseResult(Record):
+class CaseResult(TableModel, table=True):
     """One case's output (or error) in one epoch of a run."""
 
-    id: int | None = None
-    run_id: str  # indexed first by ix_case_results_run_case
+    __tablename__ = "case_results"
+    __table_args__ = (Index("ix_case_results_run_case", "run_id", "case_id", "epoch"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id")  # indexed first by ix_case_results_run_case
     case_id: str
     epoch: int = 0
     tags: str | None = None
@@ -198,13 +144,14 @@ class CaseResult(Record):
     output_tokens: int = 0
 
 
-@_table("case_scores", refs={"run_id": "runs.id"},
-        extra=(Index("ix_case_scores_run_scorer", "run_id", "scorer", "case_id"),))
-class CaseScore(Record):
+class CaseScore(TableModel, table=True):
     """One scorer's grade of one case's output in one epoch."""
 
-    id: int | None = None
-    run_id: str  # indexed first by ix_case_scores_run_scorer
+    __tablename__ = "case_scores"
+    __table_args__ = (Index("ix_case_scores_run_scorer", "run_id", "scorer", "case_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id")  # indexed first by ix_case_scores_run_scorer
     case_id: str
     epoch: int = 0
     scorer: str
@@ -215,31 +162,33 @@ class CaseScore(Record):
     meta: str | None = None
 
 
-@_table("score_vectors", refs={"run_id": "runs.id"},
-        extra=(Index("ix_score_vectors_run_scorer", "run_id", "scorer"),))
-class ScoreVector(Record):
+class ScoreVector(TableModel, table=True):
     """One scorer's per-case scores of one run, compact: float64 per case in case order (NaN
     where a case has no grade), for the case list named by ``digest``
     (:func:`evalloop.scoring.scorevec.ids_digest`). Baselines read it instead of the run's score rows
     when the case list is the same; the rows stay the record."""
 
-    id: int | None = None
-    run_id: str
+    __tablename__ = "score_vectors"
+    __table_args__ = (Index("ix_score_vectors_run_scorer", "run_id", "scorer"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id")
     scorer: str
     digest: str
     n: int
     data: bytes
 
 
-@_table("calibrations", indexed=("suite",))
-class CalibrationRecord(Record):
+class CalibrationRecord(TableModel, table=True):
     """What ``evalloop calibrate`` measured for one suite and scorer."""
 
-    id: int | None = None
-    suite: str
+    __tablename__ = "calibrations"
+
+    id: int | None = Field(default=None, primary_key=True)
+    suite: str = Field(index=True)
     scorer: str
     kind: str
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     repeats: int
     n_cases: int
     mean: float
@@ -248,3 +197,55 @@ class CalibrationRecord(Record):
     suggested_threshold: float | None = None
     minimal_detectable_drop: float | None = None
     per_case_variance: str = "{}"
+
+
+#: the history proper: created, migrated and stamped together (evalloop.history.engine)
+HISTORY_TABLES = (Run.__table__, ScorerSummary.__table__, CaseResult.__table__, CaseScore.__table__,
+                  ScoreVector.__table__, CalibrationRecord.__table__)
+
+
+# -- beside the history: locks and the schedule ledger -----------------------------------------
+
+class Lock(TableModel, table=True):
+    """A lease on a name (``suite:<name>``, ``run:<id>``, a scheduler's job): who holds it, until when."""
+
+    __tablename__ = "evalloop_locks"
+
+    name: str = Field(primary_key=True, max_length=191)
+    owner: str = Field(max_length=191)
+    acquired_at: float
+    expires_at: float
+    refreshed_at: float | None = None
+    beat_seconds: float | None = None
+
+
+class FireClaim(TableModel, table=True):
+    """Which scheduler process took one scheduled fire time of a job."""
+
+    __tablename__ = "evalloop_fire_claims"
+
+    job_id: str = Field(primary_key=True, max_length=191)
+    fire_time: str = Field(primary_key=True, max_length=40)
+    owner: str = Field(max_length=191)
+    claimed_at: float
+
+
+class LedgerEntry(TableModel, table=True):
+    """One suite of one scheduled fire: what it did (run, skip, error) and its verdict."""
+
+    __tablename__ = "evalloop_schedule_runs"
+
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: str = Field(index=True, max_length=191)
+    fire_id: str = Field(max_length=40)
+    suite: str = Field(max_length=191)
+    owner: str = Field(max_length=191)
+    status: str = Field(max_length=20)
+    verdict: str | None = Field(default=None, max_length=40)
+    run_id: str | None = Field(default=None, max_length=64)
+    detail: str | None = Field(default=None, max_length=1000)
+    started_at: float
+    ended_at: float | None = None
+
+
+LOCK_TABLES = (Lock.__table__, FireClaim.__table__)

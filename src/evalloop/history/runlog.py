@@ -363,9 +363,9 @@ def _insert(store: HistoryStore, entry: LoggedRun) -> int:
                            "value": 0.0, "errored": True, "skipped": False, "message": "errored"})
     try:
         with store.engine.begin() as conn:
-            conn.execute(insert(RUNS), run.row())
+            conn.execute(insert(RUNS), run.model_dump())
             if summaries:
-                conn.execute(insert(ScorerSummary.__table__), [s.row(with_key=False) for s in summaries])
+                conn.execute(insert(ScorerSummary.__table__), [s.model_dump(exclude={"id"}) for s in summaries])
             if scores:
                 conn.execute(insert(SCORES), scores)
     except IntegrityError:  # another process imported it first

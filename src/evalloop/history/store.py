@@ -16,13 +16,23 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Table, func, insert, select, update
+from sqlalchemy import Table, func, insert, update
 from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import Session, col, select
 
 from evalloop.errors import EvalloopError, is_db_error, store_error
 from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.leases import LIVE, reap_dead_runs
-from evalloop.history.models import CaseResult, CaseScore, Record, Run, RunStatus, ScorerSummary, ScoreVector, utcnow
+from evalloop.history.models import (
+    CaseResult,
+    CaseScore,
+    Run,
+    RunStatus,
+    ScorerSummary,
+    ScoreVector,
+    TableModel,
+    utcnow,
+)
 from evalloop.redact import redact_text
 
 #: how long a run's lease lasts without a heartbeat (settings ``heartbeat_seconds`` ×
@@ -92,6 +102,10 @@ class HistoryStore(metaclass=_MappedErrors):
         else:
             self.engine = get_engine(url)
 
+    def _reading(self) -> Session:
+        """A session for reads: the models it returns stay readable once it is closed."""
+        return Session(self.engine, expire_on_commit=False)
+
     # -- writing -----------------------------------------------------------------------
     def begin_run(self, run: Run) -> Run:
         """Store a new run and hold its lease (a heartbeat keeps it while this process lives)."""
@@ -109,7 +123,7 @@ class HistoryStore(metaclass=_MappedErrors):
         self._take_lease(run.id, owner)
         try:
             with self.engine.begin() as conn:
-                conn.execute(insert(RUNS), run.row())
+                conn.execute(insert(RUNS), run.model_dump())
         except BaseException:
             self._end_lease(run.id)
             raise
@@ -171,9 +185,9 @@ class HistoryStore(metaclass=_MappedErrors):
                    vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
         """Write the summaries, score vectors and the run's final fields in one transaction."""
         with self.engine.begin() as conn:
-            found = conn.execute(select(RUNS).where(RUNS.c.id == run_id)).first()
-            assert found is not None, run_id
-            run = Run.from_row(found)
+            with Session(conn) as session:
+                run = session.get(Run, run_id)
+            assert run is not None, run_id
             for key, value in fields.items():
                 setattr(run, key, redact_text(value) if isinstance(value, str) else value)
             run.ended_at = run.ended_at or utcnow()
@@ -224,26 +238,26 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def find_runs(self, ref: str, limit: int = 4) -> list[Run]:
         """The run with this exact id, else up to ``limit`` runs whose id starts with ``ref``."""
-        with self.engine.connect() as conn:
-            found = conn.execute(select(RUNS).where(RUNS.c.id == ref)).first()
+        with self._reading() as session:
+            found = session.get(Run, ref)
             if found is not None:
-                return [Run.from_row(found)]
-            query = select(RUNS).where(RUNS.c.id.startswith(ref, autoescape=True)).order_by(RUNS.c.id).limit(limit)
-            return [Run.from_row(row) for row in conn.execute(query)]
+                return [found]
+            return list(session.exec(select(Run).where(col(Run.id).startswith(ref, autoescape=True))
+                                     .order_by(col(Run.id)).limit(limit)))
 
     def runs(self, suite: str | None = None, limit: int | None = 20,
              statuses: Sequence[str] | None = None) -> list[Run]:
         """Newest first."""
-        query = select(RUNS)
+        query = select(Run)
         if suite:
-            query = query.where(RUNS.c.suite == suite)
+            query = query.where(Run.suite == suite)
         if statuses:
-            query = query.where(RUNS.c.status.in_(list(statuses)))
-        query = query.order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc())
+            query = query.where(col(Run.status).in_(list(statuses)))
+        query = query.order_by(col(Run.started_at).desc(), col(Run.id).desc())
         if limit:
             query = query.limit(limit)
-        with self.engine.connect() as conn:
-            return [Run.from_row(row) for row in conn.execute(query)]
+        with self._reading() as session:
+            return list(session.exec(query))
 
     def count_runs(self, suite: str | None = None) -> int:
         """How many runs are stored (of one suite)."""
@@ -258,9 +272,10 @@ class HistoryStore(metaclass=_MappedErrors):
             return sorted(conn.execute(select(RUNS.c.suite).distinct()).scalars())
 
     def summaries(self, run_id: str) -> dict[str, ScorerSummary]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(SUMMARIES).where(SUMMARIES.c.run_id == run_id).order_by(SUMMARIES.c.id))
-            return {row.scorer: ScorerSummary.from_row(row) for row in rows}
+        with self._reading() as session:
+            rows = session.exec(select(ScorerSummary).where(ScorerSummary.run_id == run_id)
+                                .order_by(col(ScorerSummary.id)))
+            return {row.scorer: row for row in rows}
 
     def baseline_runs(self, suite: str, scorer: str, before: Run, n: int,
                       base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
@@ -273,21 +288,19 @@ class HistoryStore(metaclass=_MappedErrors):
         from evalloop.history.eligibility import baseline_eligible
 
         query = (
-            select(RUNS, SUMMARIES)
-            .join(SUMMARIES, SUMMARIES.c.run_id == RUNS.c.id)
-            .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer,
-                   RUNS.c.status == RunStatus.COMPLETED, RUNS.c.id != before.id,
-                   (RUNS.c.started_at < before.started_at)
-                   | ((RUNS.c.started_at == before.started_at) & (RUNS.c.id < before.id)))
-            .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc())
+            select(Run, ScorerSummary)
+            .join(ScorerSummary, col(ScorerSummary.run_id) == Run.id)
+            .where(Run.suite == suite, ScorerSummary.scorer == scorer,
+                   Run.status == RunStatus.COMPLETED, Run.id != before.id,
+                   (col(Run.started_at) < before.started_at)
+                   | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)))
+            .order_by(col(Run.started_at).desc(), col(Run.id).desc())
         )
         if base_fingerprint is not None:
-            query = query.where(RUNS.c.base_fingerprint == base_fingerprint)
+            query = query.where(Run.base_fingerprint == base_fingerprint)
         found: list[tuple[Run, ScorerSummary]] = []
-        width = len(RUNS.columns)
-        with self.engine.connect() as conn:
-            for row in conn.execute(query.execution_options(yield_per=64)):
-                run, summary = Run.from_values(row[:width]), ScorerSummary.from_values(row[width:])
+        with self._reading() as session:
+            for run, summary in session.exec(query.execution_options(yield_per=64)):
                 if baseline_eligible(run, summary):
                     found.append((run, summary))
                     if len(found) >= n:
@@ -329,15 +342,15 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def case_results(self, run_id: str) -> list[CaseResult]:
         """Every case result of a run (each epoch), in the order they were written."""
-        with self.engine.connect() as conn:
-            return [CaseResult.from_row(row) for row in
-                    conn.execute(select(RESULTS).where(RESULTS.c.run_id == run_id).order_by(RESULTS.c.id))]
+        with self._reading() as session:
+            return list(session.exec(select(CaseResult).where(CaseResult.run_id == run_id)
+                                     .order_by(col(CaseResult.id))))
 
     def score_rows(self, run_id: str) -> list[CaseScore]:
         """Every score of a run (each scorer and epoch), in the order they were written."""
-        with self.engine.connect() as conn:
-            return [CaseScore.from_row(row) for row in
-                    conn.execute(select(SCORES).where(SCORES.c.run_id == run_id).order_by(SCORES.c.id))]
+        with self._reading() as session:
+            return list(session.exec(select(CaseScore).where(CaseScore.run_id == run_id)
+                                     .order_by(col(CaseScore.id))))
 
     def case_errors(self, run_id: str) -> dict[str, str]:
         """The cases of a run whose target call failed: case id → error (the last epoch's)."""
@@ -345,7 +358,7 @@ class HistoryStore(metaclass=_MappedErrors):
             return dict(conn.execute(select(RESULTS.c.case_id, RESULTS.c.error).where(
                 RESULTS.c.run_id == run_id, RESULTS.c.error.is_not(None)).order_by(RESULTS.c.id)).all())
 
-    def count(self, table: type[Record] | Table) -> int:
+    def count(self, table: type[TableModel] | Table) -> int:
         """How many rows a history table holds."""
         target = table if isinstance(table, Table) else table.__table__
         with self.engine.connect() as conn:
@@ -356,10 +369,10 @@ RUNS, SUMMARIES, RESULTS, SCORES, VECTORS = (Run.__table__, ScorerSummary.__tabl
                                              CaseScore.__table__, ScoreVector.__table__)
 
 
-def _insert_all(conn: Any, records: Sequence[Record]) -> None:
-    """Insert records of one kind in one statement (their keys assigned by the database)."""
+def _insert_all(conn: Any, records: Sequence[TableModel]) -> None:
+    """Insert models of one kind in one statement (their keys assigned by the database)."""
     if records:
-        conn.execute(insert(type(records[0]).__table__), [record.row(with_key=False) for record in records])
+        conn.execute(insert(type(records[0]).__table__), [record.model_dump(exclude={"id"}) for record in records])
 
 
 #: the columns of a case result and of a case score, in the order a tuple row gives them

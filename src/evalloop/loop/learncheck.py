@@ -141,7 +141,7 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
                 means={s: report.outcome.summaries[s].mean for s in names},
                 seconds=time.perf_counter() - started))
         store.engine.dispose()
-    scorers = [s.name for s in base.scorers]
+    scorers = base.scorer_labels
     for result, cases in zip(results, per_case, strict=True):
         for s in scorers:
             common = sorted(set(cases.get(s, {})) & set(per_case[0].get(s, {})))

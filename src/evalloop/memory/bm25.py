@@ -145,49 +145,67 @@ class Bm25Index:
             return np.unique(rowids, return_counts=True)
         return rowids, np.ones(rowids.size, dtype=np.int64)
 
+    def idf(self, df: int) -> float:
+        """FTS5's IDF of a term in ``df`` rows (floored at 1e-6); a term no row holds gets the
+        IDF of one held by none (the most informative)."""
+        value = math.log((self._rows - df + 0.5) / (df + 0.5)) if self._rows > 0 else 0.0
+        return value if value > 0.0 else IDF_FLOOR
+
     def scores(self, phrases: Sequence[Phrase]) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, BM25 scores, higher is better) of the rows holding any of the ``phrases``,
         summed in the given order as FTS5 does."""
+        rowids, scores, _ = self.scored(phrases)
+        return rowids, scores
+
+    def scored(self, phrases: Sequence[Phrase]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """As :meth:`scores`, with each row's matched IDF mass (the sum of the IDFs of the
+        phrases it holds): how much of the query's information a row covers."""
         self._refresh()
         if self._rows <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
+            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
         avgdl = self._tokens / self._rows
         docs_per_term: list[np.ndarray] = []
         parts: list[np.ndarray] = []
+        idfs: list[float] = []
         for phrase in phrases:
             docs, tf = self._postings(phrase)
             if not docs.size:
                 continue
-            hits = docs.size
-            idf = math.log((self._rows - hits + 0.5) / (hits + 0.5))
-            if idf <= 0.0:
-                idf = IDF_FLOOR
+            idf = self.idf(docs.size)
             norm = K1 * (1 - B + B * self._lengths_of(docs) / avgdl)
             docs_per_term.append(docs)
             parts.append(idf * ((tf * (K1 + 1.0)) / (tf + norm)))
+            idfs.append(idf)
         if not parts:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
+            return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
         if len(parts) == 1:
-            return docs_per_term[0], parts[0]
+            return docs_per_term[0], parts[0], np.full(docs_per_term[0].size, idfs[0])
         rowids, where = np.unique(np.concatenate(docs_per_term), return_inverse=True)
-        return rowids, np.bincount(where, weights=np.concatenate(parts), minlength=rowids.size)
+        mass = np.repeat(np.asarray(idfs), [d.size for d in docs_per_term])
+        return (rowids, np.bincount(where, weights=np.concatenate(parts), minlength=rowids.size),
+                np.bincount(where, weights=mass, minlength=rowids.size))
 
     def top(self, phrases: Sequence[Phrase], limit: int, allowed: Sequence[int] | None = None) -> list[int]:
         """The ``limit`` best rowids for ``phrases`` (only ``allowed`` ones if given), best
         first, ties by rowid as FTS5's ``ORDER BY rank`` breaks them."""
-        rowids, scores = self.scores(phrases)
+        return self.top_covered(phrases, limit, allowed)[0]
+
+    def top_covered(self, phrases: Sequence[Phrase], limit: int,
+                    allowed: Sequence[int] | None = None) -> tuple[list[int], float]:
+        """:meth:`top`, and the largest matched IDF mass among the rows returned."""
+        rowids, scores, mass = self.scored(phrases)
         if allowed is not None and rowids.size:
             largest = int(rowids.max())
             mask = np.zeros(largest + 1, dtype=bool)
             wanted = np.asarray(allowed, dtype=np.int64)
             mask[wanted[(wanted >= 0) & (wanted <= largest)]] = True
             keep = mask[rowids]
-            rowids, scores = rowids[keep], scores[keep]
+            rowids, scores, mass = rowids[keep], scores[keep], mass[keep]
         if limit <= 0 or not rowids.size:
-            return []
+            return [], 0.0
         if rowids.size > limit:  # only rows scoring at least the limit-th best can be in the top
             cut = np.partition(scores, rowids.size - limit)[rowids.size - limit]
             keep = scores >= cut
-            rowids, scores = rowids[keep], scores[keep]
+            rowids, scores, mass = rowids[keep], scores[keep], mass[keep]
         order = np.lexsort((rowids, -scores))[:limit]
-        return rowids[order].tolist()
+        return rowids[order].tolist(), float(mass[order].max())

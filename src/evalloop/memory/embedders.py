@@ -1,22 +1,21 @@
 """Embedders: the protocol every text embedder follows, and the built-in implementations.
 
 ``default_embedder()`` is a static model2vec model distilled from all-MiniLM-L6-v2 and shipped
-in ``evalloop/memory/model`` (see the NOTICE there): semantic, offline, NumPy only.
+in ``evalloop/memory/model`` (see the NOTICE there): semantic, offline, read with ``tokenizers``
+and ``safetensors`` (model2vec itself only for models evalloop does not pool itself).
 ``HashingEmbedder`` is a cheap lexical fallback; sentence-transformers and HTTP endpoints
 (``embedders_http``) are optional.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -41,27 +40,13 @@ class Embedder(Protocol):
         ...
 
 
-@contextlib.contextmanager
-def _hub_offline() -> Iterator[None]:
-    """Tell huggingface_hub not to touch the network while a local model loads."""
-    saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    os.environ.update({k: "1" for k in saved})
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 class StaticEmbedder:
-    """A model2vec static model loaded from a local directory (the shipped one by default)."""
+    """A model2vec static model loaded from a local directory (the shipped one by default).
+
+    A plain model whose tokenizer works word by word (the shipped one) is loaded from its files
+    directly (:mod:`evalloop.memory.static_model`); any other needs the ``model2vec`` package."""
 
     def __init__(self, path: str | Path | None = None, name: str | None = None) -> None:
-        from model2vec import StaticModel
-
         folder = Path(path) if path is not None else MODEL_DIR
         if not (folder / "model.safetensors").is_file():
             raise ConfigError(
@@ -69,8 +54,7 @@ class StaticEmbedder:
                 where=str(folder),
                 hint="reinstall evalloop, or pass a model2vec model directory",
             )
-        with _hub_offline():
-            self._model = StaticModel.from_pretrained(folder, force_download=False)
+        self._model = _load_static(folder)
         if name is None:
             name = DEFAULT_EMBEDDER_NAME if path is None else f"model2vec:{folder.name}"
         self.name = name
@@ -84,6 +68,35 @@ class StaticEmbedder:
             return self._pooler.embed(list(texts))
         out = self._model.encode(list(texts), use_multiprocessing=False)
         return normalise_rows(out)
+
+
+def _load_static(folder: Path) -> Any:
+    """The files of a plain, word-by-word model; else model2vec's ``StaticModel`` of the folder."""
+    from evalloop.memory.static_model import has_extra_tensors, load_static_model
+
+    if not has_extra_tensors(folder):
+        try:
+            files = load_static_model(folder)
+        except ValueError:
+            files = None
+        if files is not None and wordcache.supports_spec(files.spec):
+            return files
+    try:
+        from model2vec import StaticModel
+    except ImportError:
+        raise ConfigError("this static model needs the model2vec package (its tokenizer or vocabulary "
+                          "is not one evalloop pools itself)", where=str(folder),
+                          hint="pip install model2vec, or use the default static embedder") from None
+    saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    os.environ.update({k: "1" for k in saved})  # a local folder: never the network
+    try:
+        return StaticModel.from_pretrained(folder, force_download=False)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)

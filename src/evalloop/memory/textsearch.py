@@ -140,13 +140,21 @@ class TextSearcher:
         """Memory pks best first by BM25 (only ``allowed`` ones if given). Scored in NumPy
         (:class:`Bm25Index`) when every kept word is one FTS5 term; a word FTS5 splits into
         a phrase (``foo_bar``) goes through FTS5's own ``ORDER BY rank``."""
+        return self.search_covered(text, limit, allowed)[0]
+
+    def search_covered(self, text: str, limit: int,
+                       allowed: Sequence[int] | None = None) -> tuple[list[int], float | None]:
+        """:meth:`search`, and how much of the query the best lexical match covers: the share
+        of the query words' IDF mass (words no memory holds count fully) held by the returned
+        memory that holds the most. ``None`` when FTS5 ranked the query itself."""
         kept = self._kept(text)
         if not kept:
-            return []
+            return [], 0.0
         phrases = self._phrases(kept) if self._numpy_bm25 else None
         if phrases is not None:
             try:
-                return self.bm25.top(phrases, limit, allowed)
+                pks, matched = self.bm25.top_covered(phrases, limit, allowed)
+                return pks, matched / self._query_mass(text) if pks else 0.0
             except UnreadableIndex:  # not the layout read here: FTS5 ranks (or says what is damaged)
                 self._numpy_bm25 = False
         sql = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ?"
@@ -155,7 +163,13 @@ class TextSearcher:
             sql += " AND +rowid IN (SELECT value FROM json_each(?))"
             params.append(json.dumps([int(pk) for pk in allowed]))
         rows = self.conn.execute(sql + " ORDER BY rank LIMIT ?", [*params, limit])
-        return [r[0] for r in rows]
+        return [r[0] for r in rows], None
+
+    def _query_mass(self, text: str) -> float:
+        """The summed IDF of every query word (stop words out), whether or not it was kept."""
+        words = query_words(text)
+        freqs = self._document_frequencies(self._stems_of(words))
+        return sum(self.bm25.idf(f) for f in freqs) or 1.0
 
 
 def _match(kept: list[tuple[str, tuple[str, ...]]]) -> str:

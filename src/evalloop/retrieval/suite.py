@@ -7,7 +7,10 @@ A suite may say ``dataset: <folder>`` instead of ``cases:``. The folder's files 
   stratum (and ``scope:<id>`` when documents and queries carry a scope);
 - ``corpus.jsonl`` + ``substring.jsonl`` (seed 000): queries judged by expected substrings;
 - ``questions.jsonl`` + ``conversations.jsonl`` (seed 002): one case per QA pair;
-- ``scenarios.jsonl`` (seed 003): one case per multi-turn scenario.
+- ``scenarios.jsonl`` (seed 003): one case per multi-turn scenario;
+- ``corpus.jsonl`` + ``answers.jsonl`` (memory QA, LoCoMo / LongMemEval as published tables
+  score them): one case per question, ``input = {question, scope}``, ``expected = {answer,
+  category, adversarial}``, tagged by stratum and scope (see :mod:`evalloop.retrieval.answers`).
 
 Every case carries the folder in ``metadata["dataset"]``, so a target (see
 :mod:`evalloop.retrieval.suite_targets`) loads the same data without repeating its path.
@@ -21,6 +24,7 @@ from pathlib import Path
 from evalloop.retrieval.suite_data import (
     SCOPE_TAG,
     dataset_kind,
+    load_answers,
     load_corpus,
     load_scenarios,
     load_substring_queries,
@@ -55,6 +59,12 @@ def dataset_cases(folder: str | Path) -> Iterator[Case]:
             yield Case(id=pair.id, input={"question": pair.question,
                                           "conversation_id": pair.conversation_id},
                        expected={"answer": pair.ground_truth}, tags=[pair.category], metadata=meta)
+    elif kind == "answers":
+        for a in load_answers(path):
+            when = {"date": a.date} if a.date else {}
+            yield Case(id=a.id, input={"question": a.question, "scope": a.scope, **when},
+                       expected={"answer": a.answer, "category": a.category, "adversarial": a.adversarial},
+                       tags=[a.stratum, f"{SCOPE_TAG}{a.scope}"], metadata=meta)
     else:
         for sc in load_scenarios(path):
             yield Case(id=sc.id, input={"turns": [t.text for t in sc.turns]},
@@ -68,6 +78,10 @@ _TARGETS = ("RetrieverTarget", "QATarget", "ScenarioTarget", "MemoryStoreRetriev
 
 def __getattr__(name: str) -> object:
     """The suite targets, so suites may name ``evalloop.retrieval.suite:RetrieverTarget``."""
+    if name == "AnswerTarget":
+        from evalloop.retrieval.answer_target import AnswerTarget
+
+        return AnswerTarget
     if name in _TARGETS:
         from evalloop.retrieval import suite_targets
 

@@ -3,7 +3,8 @@
 Every target runs the same cases through the ordinary pipeline, as suite ``<suite>.<target>``.
 By default the runs go to a throw-away history; with ``record=True`` they are stored in the
 project history, so every target keeps its own rolling baseline, verdicts and failure memories. Differences are
-tested against the first target with a paired permutation test over per-case scores.
+tested against the first target with a paired permutation test over per-case scores; when the cases carry
+scopes (one conversation each, as LoCoMo's), the test flips whole scopes and the intervals resample them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from evalloop.errors import TargetError
 from evalloop.history.store import HistoryStore
 from evalloop.loop.pipeline import arun_suite
 from evalloop.report.strata import StrataReport, latency_summary, strata_means
+from evalloop.retrieval.answers import FULL_CONTEXT
 from evalloop.retrieval.retrievers import parse_spec, retriever_factory
 from evalloop.retrieval.suite_targets import record_target_stats, target_stats
 from evalloop.scoring.registry import Registry, discover
@@ -38,6 +40,8 @@ class Difference(BaseModel):
     diff: float
     p_value: float | None = Field(description="two-sided paired permutation test; None without stats")
     n: int
+    test: str = Field(default="paired permutation", description="which test: by case, or by scope "
+                      "(whole conversations flipped) when the suite's cases carry scopes")
 
 
 class TargetResult(BaseModel):
@@ -47,6 +51,8 @@ class TargetResult(BaseModel):
     run_id: str
     suite: str
     means: dict[str, float | None]
+    intervals: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="95% bootstrap CI of each mean (by scope when scoped)")
     stats: dict[str, Any] = Field(default_factory=dict)
     strata: StrataReport
     vs_reference: dict[str, Difference] = Field(default_factory=dict)
@@ -63,13 +69,35 @@ class TargetComparison(BaseModel):
     results: list[TargetResult]
 
 
-def _paired_p(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Two-sided paired permutation p-value (None when the stats module is unavailable)."""
-    try:
-        from evalloop.verdicts.stats import paired_permutation_test
-    except ImportError:  # pragma: no cover - stats ships with evalloop
-        return None
-    return float(paired_permutation_test(x, y, alternative="two-sided").p_value)
+def _paired_p(x: Sequence[float], y: Sequence[float], clusters: Sequence[str] | None = None) -> float:
+    """Two-sided paired permutation p-value, flipping whole clusters (scopes) when given."""
+    from evalloop.verdicts.stats import paired_permutation_test
+
+    return float(paired_permutation_test(x, y, alternative="two-sided", clusters=clusters).p_value)
+
+
+def case_scopes(suite: Suite) -> dict[str, str]:
+    """``case id -> scope`` for a suite whose cases carry a ``scope:<id>`` tag (else empty): the
+    clusters its intervals and paired tests resample."""
+    from evalloop.retrieval.suite_data import SCOPE_TAG
+
+    out: dict[str, str] = {}
+    for case in suite.iter_cases():
+        scope = next((t[len(SCOPE_TAG):] for t in case.tags if t.startswith(SCOPE_TAG)), None)
+        if scope is not None:
+            out[case.id] = scope
+    return out
+
+
+def interval(values: dict[str, float], scopes: dict[str, str]) -> tuple[float, float] | None:
+    """A 95% bootstrap CI of the mean of per-case values: whole scopes resampled when every case
+    has one (the questions of one conversation are not independent), else cases."""
+    from evalloop.verdicts.stats import bootstrap_ci
+
+    ids = sorted(values)
+    clusters = [scopes[c] for c in ids] if ids and all(c in scopes for c in ids) else None
+    ci = bootstrap_ci([values[c] for c in ids], clusters=clusters, resamples=4000)
+    return None if ci is None else (ci.low, ci.high)
 
 
 def _slug(label: str) -> str:
@@ -82,7 +110,8 @@ def _with_target(suite: Suite, label: str) -> tuple[Suite, dict[str, Any]]:
         spec, options = parse_spec(label)
         options = {**suite.target.params.get("options", {}), **options} if options else {}
         try:  # an unknown retriever or option fails here, before any run
-            retriever_factory(spec, options=options)()
+            if spec != FULL_CONTEXT or not suite.target.ref.endswith(":AnswerTarget"):
+                retriever_factory(spec, options=options)()
         except (TypeError, ValueError) as exc:
             errors = exc.errors() if isinstance(exc, ValidationError) else []
             why = (f"option '{validation.location(errors[0])}': {validation.message(errors[0])}" if errors
@@ -132,7 +161,12 @@ async def acompare_targets(
                 strata=strata_means(store, run_id, order=scorers)))
         if not record:
             store.engine.dispose()
-    scorers = [s.name for s in base.scorers]
+    scorers = base.scorer_labels
+    scopes = case_scopes(base)
+    for result, cases in zip(results, per_case, strict=True):
+        for s in scorers:
+            if (ci := interval(cases[s], scopes)) is not None:
+                result.intervals[s] = ci
     for result, cases in zip(results[1:], per_case[1:], strict=True):
         for s in scorers:
             common = sorted(set(cases[s]) & set(per_case[0][s]))
@@ -140,8 +174,10 @@ async def acompare_targets(
                 continue
             x = [cases[s][c] for c in common]
             y = [per_case[0][s][c] for c in common]
-            result.vs_reference[s] = Difference(diff=sum(x) / len(x) - sum(y) / len(y),
-                                                p_value=_paired_p(x, y), n=len(common))
+            clusters = [scopes[c] for c in common] if all(c in scopes for c in common) else None
+            result.vs_reference[s] = Difference(
+                diff=sum(x) / len(x) - sum(y) / len(y), p_value=_paired_p(x, y, clusters),
+                n=len(common), test="paired permutation by scope" if clusters else "paired permutation")
     return TargetComparison(suite=base.name, n_cases=results[0].strata.n if results else 0,
                             scorers=scorers, reference=targets[0], results=results)
 

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from evalloop.errors import FixtureError
+from evalloop.retrieval.answers import ANSWERS_FILE, AnswerLine
 from evalloop.retrieval.dataset import (
     CORPUS_FILE,
     QRELS_FILE,
@@ -28,7 +29,7 @@ from evalloop.retrieval.scenarios import Scenario
 from evalloop.retrieval.substring import SubstringQuery
 from evalloop.retrieval.types import Doc
 
-DatasetKind = Literal["retrieval", "substring", "qa", "scenarios"]
+DatasetKind = Literal["retrieval", "substring", "qa", "scenarios", "answers"]
 SUBSTRING_FILE = "substring.jsonl"
 QUESTIONS_FILE = "questions.jsonl"
 CONVERSATIONS_FILE = "conversations.jsonl"
@@ -73,6 +74,8 @@ def dataset_kind(folder: Path) -> DatasetKind:
     if not folder.is_dir():
         raise FixtureError("dataset folder not found", where=str(folder),
                            hint="'dataset:' is a folder relative to the suite file")
+    if (folder / ANSWERS_FILE).is_file():
+        return "answers"
     if (folder / QUESTIONS_FILE).is_file():
         return "qa"
     if (folder / SCENARIOS_FILE).is_file():
@@ -157,6 +160,25 @@ def qa_dataset(folder: str | Path) -> QADataset:
     """The validated seed-002 QA data of a folder."""
     path = Path(folder).resolve()
     return _qa(path, _stamp(path))
+
+
+def load_answers(folder: str | Path) -> list[AnswerLine]:
+    """The questions of ``answers.jsonl`` (ids unique, every scope in ``corpus.jsonl``)."""
+    path = Path(folder) / ANSWERS_FILE
+    scopes = {d.scope for d in load_corpus(folder)}
+    seen: set[str] = set()
+    out: list[AnswerLine] = []
+    for lineno, obj in _jsonl(path):
+        line = _parse(AnswerLine, obj, f"{path}:{lineno}")
+        if line.id in seen:
+            raise FixtureError(f"duplicate question id {line.id!r}", where=f"{path}:{lineno}",
+                               hint="question ids must be unique")
+        if line.scope not in scopes:
+            raise FixtureError(f"question {line.id!r} names scope {line.scope!r}, which no document has",
+                               where=f"{path}:{lineno}", hint="a question is asked of its own conversation")
+        seen.add(line.id)
+        out.append(line)
+    return out
 
 
 def load_scenarios(folder: str | Path) -> list[Scenario]:

@@ -7,27 +7,15 @@ import time
 from collections import defaultdict
 
 from pydantic import BaseModel
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, select, update
+from sqlalchemy import insert, update
 from sqlalchemy.engine import Engine
+from sqlmodel import Session, col, select
 
 from evalloop.history.engine import get_engine
+from evalloop.history.models import LedgerEntry, metadata
 from evalloop.history.schema import ensure_tables
 
-_META = MetaData()
-ENTRIES = Table(
-    "evalloop_schedule_runs", _META,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("job_id", String(191), index=True, nullable=False),
-    Column("fire_id", String(40), nullable=False),
-    Column("suite", String(191), nullable=False),
-    Column("owner", String(191), nullable=False),
-    Column("status", String(20), nullable=False),
-    Column("verdict", String(40)),
-    Column("run_id", String(64)),
-    Column("detail", String(1000)),
-    Column("started_at", Float, nullable=False),
-    Column("ended_at", Float),
-)
+ENTRIES = LedgerEntry.__table__
 _READY: set[int] = set()
 _LOCK = threading.Lock()
 
@@ -35,21 +23,6 @@ _LOCK = threading.Lock()
 #: grace, or the scheduler stopping); cannot run (this worker could not run it: another may)
 SEVERITY = ["ok", "improved", "steady", "no baseline yet", "watch", "skipped", "cannot run", "invalid run", "error",
             "interrupted", "scorer broken", "regressed"]
-
-
-class LedgerEntry(BaseModel):
-    """One suite of one scheduled fire."""
-
-    job_id: str
-    fire_id: str
-    suite: str
-    owner: str
-    status: str
-    verdict: str | None = None
-    run_id: str | None = None
-    detail: str | None = None
-    started_at: float
-    ended_at: float | None = None
 
 
 class LastFire(BaseModel):
@@ -65,7 +38,7 @@ def _engine(url: str) -> Engine:
     engine = get_engine(url)
     if id(engine) not in _READY:
         with _LOCK:
-            ensure_tables(engine, _META, store="schedule ledger")
+            ensure_tables(engine, metadata, tables=[ENTRIES], store="schedule ledger")
             _READY.add(id(engine))
     return engine
 
@@ -142,12 +115,11 @@ def reap_stale(url: str) -> int:
 def entries(url: str, job_id: str | None = None, limit: int = 200) -> list[LedgerEntry]:
     """Newest first (entries of schedulers that died mid-run are closed first)."""
     reap_stale(url)
-    query = select(ENTRIES).order_by(ENTRIES.c.id.desc()).limit(limit)
+    query = select(LedgerEntry).order_by(col(LedgerEntry.id).desc()).limit(limit)
     if job_id is not None:
-        query = query.where(ENTRIES.c.job_id == job_id)
-    with _engine(url).connect() as conn:
-        rows = conn.execute(query).mappings().all()
-    return [LedgerEntry.model_validate({k: v for k, v in row.items() if k != "id"}) for row in rows]
+        query = query.where(LedgerEntry.job_id == job_id)
+    with Session(_engine(url), expire_on_commit=False) as session:
+        return list(session.exec(query))
 
 
 def last_fires(url: str, job_ids: list[str]) -> dict[str, LastFire]:

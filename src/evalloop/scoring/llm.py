@@ -47,7 +47,8 @@ def _content(value: Any, key: str = "content") -> str:
     return as_text(value)
 
 
-async def ask_judge(ctx: Any, schema: type[M], prompt: str, *, model: str | None = None) -> M | Score:
+async def ask_judge(ctx: Any, schema: type[M], prompt: str, *, model: str | None = None,
+                    system: str = "You are a strict evaluator of an AI memory system.") -> M | Score:
     """Ask the run's judge for a ``schema`` object; a skipped or errored Score when it cannot."""
     client = getattr(getattr(ctx, "services", None), "judge", None)
     if client is None:
@@ -56,8 +57,7 @@ async def ask_judge(ctx: Any, schema: type[M], prompt: str, *, model: str | None
 
     try:
         return await structured(client, schema, prompt=prompt, model=model,
-                                system="You are a strict evaluator of an AI memory system.",
-                                max_tokens=512)
+                                system=system, max_tokens=512)
     except EvalloopError as exc:
         if not is_case_level(exc):  # no connection, a rejected key, a replay miss: stop the run
             raise

@@ -26,7 +26,7 @@ from evalloop.errors import ScorerError
 from evalloop.score import ScorerKind
 
 BUILTIN_MODULES = ("evalloop.scoring.heuristic", "evalloop.retrieval.scorers")
-OPTIONAL_BUILTIN_MODULES = ("evalloop.scoring.llm", "evalloop.scoring.graded")
+OPTIONAL_BUILTIN_MODULES = ("evalloop.scoring.llm", "evalloop.scoring.graded", "evalloop.retrieval.answer_scorers")
 ENTRY_POINT_GROUP = "evalloop.scorers"
 _POSITIONAL = ("input", "output", "expected")
 

@@ -150,6 +150,12 @@ class Suite(BaseModel):
                 raise ValueError(f"threshold for '{name}' must be between 0 and 1, got {value}")
         return self
 
+    @property
+    def scorer_labels(self) -> list[str]:
+        """The names this suite's scores are stored and shown under (``as:`` names, ``hit@5``…),
+        in the suite's order: what every command reads results by."""
+        return [ref.label for ref in self.scorers]
+
     @cached_property
     def cases_file(self) -> Path | None:
         """The JSONL file holding the cases, when they are not inline."""

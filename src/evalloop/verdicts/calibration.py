@@ -154,7 +154,7 @@ def store_calibrations(store: HistoryStore, suite: str, results: list[ScorerCali
         suite=suite, scorer=r.scorer, kind=r.kind, repeats=c.repeats, n_cases=c.n_cases,
         mean=c.mean, noise_sd=c.noise_sd, false_alarm_rate=c.false_alarm_rate,
         suggested_threshold=c.suggested_threshold, minimal_detectable_drop=c.minimal_detectable_drop,
-        per_case_variance=dumps(c.per_case_variance)).row(with_key=False)
+        per_case_variance=dumps(c.per_case_variance)).model_dump(exclude={"id"})
         for r in results if (c := r.calibration) is not None]
     if rows:
         with store.engine.begin() as conn:

@@ -9,6 +9,7 @@ detect (thresholds, minimal detectable drops, judge-noise calibration) is :mod:`
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from statistics import NormalDist
 from typing import Literal
 
@@ -69,6 +70,17 @@ def stars(p_value: float | None) -> str:
     return "***" if p_value < 0.001 else "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
 
 
+def cluster_sums(values: ArrayLike, clusters: Sequence[Hashable]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Per-cluster sums of ``values`` and per-cluster counts, clusters in first-seen order."""
+    x = _vector(values, "values")
+    if len(clusters) != x.size:
+        raise ValueError(f"one cluster per value: {len(clusters)} clusters for {x.size} values")
+    index: dict[Hashable, int] = {}
+    codes = np.fromiter((index.setdefault(c, len(index)) for c in clusters), dtype=np.int64, count=x.size)
+    sums = np.asarray(np.bincount(codes, weights=x, minlength=len(index)), dtype=np.float64)
+    return sums, np.bincount(codes, minlength=len(index)).astype(np.float64)
+
+
 def bootstrap_ci(
     values: ArrayLike,
     *,
@@ -76,25 +88,44 @@ def bootstrap_ci(
     resamples: int = 10_000,
     method: Literal["BCa", "percentile"] = "BCa",
     seed: int | np.random.Generator = 0,
+    clusters: Sequence[Hashable] | None = None,
 ) -> ConfidenceInterval | None:
     """Bootstrap CI of the mean of ``values`` (BCa by default, as ``scipy.stats.bootstrap``).
 
-    Returns ``None`` for fewer than two values; a constant sample gives a zero-width interval.
+    With ``clusters`` (one label per value: the conversation a question comes from) whole
+    clusters are resampled and the mean is the ratio of resampled sums to resampled counts (the
+    cluster bootstrap; its BCa acceleration comes from leaving one cluster out), so questions of
+    one conversation are not counted as independent evidence. Returns ``None`` for fewer than
+    two values (or clusters); a constant sample gives a zero-width interval.
     """
     x = _vector(values, "values")
-    n = x.size
+    if clusters is not None:
+        sums, counts = cluster_sums(x, clusters)
+    else:
+        sums, counts = x, np.ones_like(x)
+    n = sums.size
     if n < 2:
         return None
     theta = float(x.mean())
+    label = f"cluster {method}" if clusters is not None else method
     if np.ptp(x) == 0:
-        return ConfidenceInterval(low=theta, high=theta, level=level, method=method)
+        return ConfidenceInterval(low=theta, high=theta, level=level, method=label)
     rng = _rng(seed)
     boot = np.empty(resamples)
     rows = max(1, _CHUNK_CELLS // n)
     for start in range(0, resamples, rows):
         stop = min(resamples, start + rows)
         idx = rng.integers(0, n, size=(stop - start, n))
-        boot[start:stop] = x[idx].mean(axis=1)
+        boot[start:stop] = (x[idx].mean(axis=1) if clusters is None
+                            else sums[idx].sum(axis=1) / counts[idx].sum(axis=1))
+    low, high = _interval(boot, theta, (sums.sum() - sums) / (counts.sum() - counts), level, method)
+    return ConfidenceInterval(low=low, high=high, level=level, method=label)
+
+
+def _interval(boot: NDArray[np.float64], theta: float, jack: NDArray[np.float64], level: float,
+              method: str) -> tuple[float, float]:
+    """Percentile or BCa bounds from bootstrap means and leave-one-out (jackknife) means."""
+    resamples = boot.size
     tail = (1.0 - level) / 2.0
     if method == "percentile":
         qs = (tail, 1.0 - tail)
@@ -102,7 +133,6 @@ def bootstrap_ci(
         share = (np.count_nonzero(boot < theta) + np.count_nonzero(boot <= theta)) / (2 * resamples)
         share = min(max(share, 0.5 / resamples), 1.0 - 0.5 / resamples)
         z0 = _NORMAL.inv_cdf(share)
-        jack = (x.sum() - x) / (n - 1)
         dev = jack.mean() - jack
         den = 6.0 * float(np.sum(dev**2)) ** 1.5
         accel = float(np.sum(dev**3)) / den if den > 0 else 0.0
@@ -112,7 +142,7 @@ def bootstrap_ci(
             qs_list.append(_NORMAL.cdf(z0 + zq / (1.0 - accel * zq)))
         qs = (qs_list[0], qs_list[1])
     low, high = np.percentile(boot, [100.0 * qs[0], 100.0 * qs[1]])
-    return ConfidenceInterval(low=float(low), high=float(high), level=level, method=method)
+    return float(low), float(high)
 
 
 def _sign_flip_sums(
@@ -170,17 +200,27 @@ def paired_permutation_test(
     permutations: int = 10_000,
     exact_max_nonzero: int = EXACT_MAX_NONZERO,
     seed: int | np.random.Generator = 0,
+    clusters: Sequence[Hashable] | None = None,
 ) -> TestResult:
     """Paired sign-flip permutation test of ``mean(x - y)`` (``x`` = current, ``y`` = baseline).
 
     ``alternative="less"`` asks whether ``x`` is lower than ``y``. Equivalent to SciPy's
     ``permutation_test(..., permutation_type="samples")``. Exact when at most
     ``exact_max_nonzero`` differences are non-zero (or 2**k ≤ ``permutations``), otherwise
-    Monte-Carlo with +1 smoothing.
+    Monte-Carlo with +1 smoothing. With ``clusters`` (one label per pair) the signs of whole
+    clusters' summed differences are flipped (a cluster-level paired test: the evidence is as
+    many pairs as there are clusters); the statistic stays the mean difference per pair.
     """
     a, b = _vector(x, "x"), _vector(y, "y")
     if a.size != b.size:
         raise ValueError(f"x and y must be paired: {a.size} != {b.size} values")
+    if clusters is not None:
+        sums, _ = cluster_sums(a - b, clusters)
+        flat = paired_permutation_test(sums, np.zeros_like(sums), alternative=alternative,
+                                       permutations=permutations, exact_max_nonzero=exact_max_nonzero,
+                                       seed=seed)
+        return flat.model_copy(update={"test": f"cluster {flat.test}", "n": a.size,
+                                       "statistic": float((a - b).mean()) if a.size else 0.0})
     d = a - b
     n = d.size
     observed = float(d.sum())

@@ -1,0 +1,147 @@
+"""The history's tables are SQLModel models (issue #25): one declaration of every table evalloop
+keeps, the same DDL on SQLite and PostgreSQL as the release before them (f3594c2, whose DDL and a
+database it made are saved in tests/data/schema_f3594c2.json), so existing databases open
+unchanged, and reads hand back the models themselves."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlmodel import SQLModel
+
+from evalloop.history import engine as history_engine
+from evalloop.history import models
+from support.cli import cli
+from support.project import make_project
+
+BEFORE = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").read_text())
+SRC = Path(__file__).resolve().parents[1] / "src" / "evalloop"
+TINY = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
+        "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
+
+
+def ddl(dialect) -> list[str]:
+    order = [s.split()[2] for s in BEFORE["sqlite"] if s.startswith("CREATE TABLE")]
+    out = []
+    for name in order:
+        table = models.metadata.tables[name]
+        out.append(str(CreateTable(table).compile(dialect=dialect)).strip())
+        indexes = sorted(table.indexes, key=lambda i: i.name)
+        out += [str(CreateIndex(i).compile(dialect=dialect)).strip() for i in indexes]
+    return out
+
+
+def test_every_table_is_a_sqlmodel_model_with_the_ddl_it_had():
+    tables = {m.__table__.name: m for m in models.TableModel.__subclasses__()}
+    assert sorted(tables) == sorted(models.metadata.tables)  # every table of the metadata has its model
+    assert sorted(tables) == sorted(s.split()[2] for s in BEFORE["sqlite"] if s.startswith("CREATE TABLE"))
+    assert all(issubclass(m, SQLModel) and m.model_config.get("table") for m in tables.values())
+    assert ddl(sqlite.dialect()) == BEFORE["sqlite"]
+    assert ddl(postgresql.dialect()) == BEFORE["postgresql"]
+    assert history_engine.schema_stamp() == BEFORE["schema_stamp"]
+    # evalloop's tables stay out of the SQLModel.metadata a system under test may use itself
+    assert not set(models.metadata.tables) & set(SQLModel.metadata.tables)
+
+
+def test_no_module_declares_a_table_outside_the_models():
+    """Tables come from SQLModel models only: no module calls SQLAlchemy's ``Table``, ``Column``
+    or ``MetaData`` (outside the engine's own use of them as types)."""
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        imported = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and (node.module or "").startswith("sqlalchemy") for alias in node.names
+                    if alias.name in ("Table", "Column", "MetaData")}
+        offenders += [f"{path.relative_to(SRC)}:{node.lineno}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in imported]
+    assert offenders == []
+
+
+def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
+    """A history made by f3594c2 (two runs, locks, a ledger entry) is read, run against and
+    written by this code without one DDL statement: same tables, same stamp, its runs readable."""
+    root = make_project(tmp_path / "p", {"tiny": TINY}, scorers=None)
+    db = root / "history" / "evalloop.db"
+    db.parent.mkdir()
+    with sqlite3.connect(db) as conn:
+        conn.executescript("\n".join(BEFORE["database_dump"]))
+        conn.execute(f"PRAGMA user_version = {BEFORE['database_user_version']}")
+    schema = sqlite3.connect(db).execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *rest) -> None:
+        statements.append(statement)
+
+    from evalloop.history import locks
+    from evalloop.history.store import HistoryStore
+    from evalloop.scheduling import ledger
+
+    history_engine._ENGINES.clear()
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        url = f"sqlite:///{db}"
+        store = HistoryStore(url)
+        runs = store.runs("tiny")
+        locks.engine_for(url)
+        entries = ledger.entries(url)
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+        history_engine._ENGINES.clear()
+    assert not [s for s in statements if any(w in s.upper() for w in ("CREATE", "ALTER", "DROP"))], statements
+    assert len(runs) == 2 and all(isinstance(r, models.Run) for r in runs)
+    assert runs[0].status == "completed" and runs[0].started_at.tzinfo is not None
+    assert {s.scorer for s in store.summaries(runs[0].id).values()} == {"equals"}
+    assert [e.job_id for e in entries] == ["j"] and isinstance(entries[0], models.LedgerEntry)
+
+    done = cli(root, "run", "--suite", "tiny")  # a run of this code on top of it
+    assert done.returncode == 0, done.stderr
+    assert "steady" in done.stdout
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall() == schema
+        assert conn.execute("PRAGMA user_version").fetchone() == (BEFORE["database_user_version"],)
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (3,)
+
+
+def test_reads_hand_back_the_models(tmp_path):
+    """What `history`, `show` and the Python API read are the SQLModel objects themselves."""
+    from evalloop import HistoryStore, Run
+
+    root = make_project(tmp_path / "p", {"tiny": TINY}, scorers=None)
+    for _ in range(2):
+        assert cli(root, "run", "--suite", "tiny").returncode == 0
+    store = HistoryStore(f"sqlite:///{root / 'history' / 'evalloop.db'}")
+    runs = store.runs("tiny")
+    assert Run is models.Run and all(type(r) is models.Run for r in runs)
+    newest, older = runs
+    assert [type(s) for s in store.summaries(newest.id).values()] == [models.ScorerSummary]
+    assert {type(r) for r in store.case_results(newest.id)} == {models.CaseResult}
+    assert {type(s) for s in store.score_rows(newest.id)} == {models.CaseScore}
+    (run, summary), = store.baseline_runs("tiny", "equals", newest, 5)
+    assert (type(run), type(summary), run.id) == (models.Run, models.ScorerSummary, older.id)
+    assert store.get_run(newest.id[:-2]).id == newest.id  # a unique prefix
+    assert newest.model_dump()["suite"] == "tiny"  # the row a model writes is its dump
+
+
+@pytest.mark.parametrize("kind", ["runs", "summaries"])
+def test_models_built_in_python_write_and_read_back_alike(tmp_path, kind):
+    from evalloop.history.store import HistoryStore
+
+    store = HistoryStore(f"sqlite:///{tmp_path / 'h.db'}")
+    run = store.begin_run(models.Run(id="r1", suite="s"))
+    summary = models.ScorerSummary(run_id="r1", scorer="x", kind="heuristic", mean=0.5, n=2)
+    done = store.finish_run("r1", [summary], status="completed")
+    if kind == "runs":
+        again = store.get_run("r1")
+        assert again.model_dump() == done.model_dump() and again.started_at == run.started_at
+    else:
+        got = store.summaries("r1")["x"]
+        assert got.id is not None and got.mean == 0.5 and got.n == 2 and got.kind == "heuristic"
