@@ -279,7 +279,9 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def baseline_runs(self, suite: str, scorer: str, before: Run, n: int,
                       base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
-        """The last ``n`` runs before ``before`` that may serve as this scorer's baseline.
+        """The last ``n`` runs before ``before`` that may serve as this scorer's baseline: runs
+        that had *completed* before it started (a run of another host that was still going
+        when this one began is never its baseline, even once it completed).
 
         Oldest first. Eligibility has one definition (:func:`history.eligibility.baseline_eligible`);
         the query only narrows the candidates. With ``base_fingerprint``, only runs of that
@@ -293,7 +295,8 @@ class HistoryStore(metaclass=_MappedErrors):
             .where(Run.suite == suite, ScorerSummary.scorer == scorer,
                    Run.status == RunStatus.COMPLETED, Run.id != before.id,
                    (col(Run.started_at) < before.started_at)
-                   | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)))
+                   | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)),
+                   col(Run.ended_at).is_(None) | (col(Run.ended_at) <= before.started_at))
             .order_by(col(Run.started_at).desc(), col(Run.id).desc())
         )
         if base_fingerprint is not None:
