@@ -47,6 +47,16 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _run_log_default(cls, data: Any) -> Any:
+        """Run logs by default only beside a SQLite history: a shared server's database is the
+        team's truth (its run logs are an export, ``evalloop history export``)."""
+        if isinstance(data, dict) and data.get("run_log") is None:
+            url = str(data.get("history_url") or "sqlite")
+            data = {**data, "run_log": url.startswith("sqlite")}
+        return data
+
     project_dir: Path = Field(default_factory=Path.cwd)
     history_url: str | None = None
     window: int = Field(default=5, ge=1, le=100)
@@ -65,6 +75,7 @@ class Settings(BaseModel):
     inject_per_memory: int = Field(default=2400, ge=100, description="characters of one failure memory")
     inject_limit: int = Field(default=3, ge=1, le=20, description="open failure memories per prompt")
     inject_detail: Literal["full", "ids"] = "full"
+    #: keep history/<suite>.jsonl; default: yes with a SQLite history, no with a shared server
     run_log: bool = True
     timezone: str | None = None
     misfire_grace_seconds: int = Field(default=3600, ge=1)

@@ -71,6 +71,7 @@ def _holder(lease: Any, why: str) -> str:
 
 def reap_dead_runs(store: HistoryStore) -> list[str]:
     """Mark ``failed`` the runs still ``running`` whose lease lapsed; their ids back."""
+    engine_for(store.engine)  # the lock tables exist from here on
     with store.engine.connect() as conn:
         ids = list(conn.execute(select(RUNS.c.id).where(RUNS.c.status == RunStatus.RUNNING)).scalars())
     return [run_id for run_id, (lease, why) in _lapsed(store, ids).items()

@@ -33,7 +33,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
 
 from evalloop.errors import EvalloopError
-from evalloop.history.engine import get_engine
+from evalloop.history.engine import get_engine, verified
 from evalloop.history.models import LOCK_TABLES, metadata
 from evalloop.history.schema import ensure_tables
 
@@ -89,14 +89,14 @@ def process_owner() -> str:
 def engine_for(url_or_engine: str | Engine) -> Engine:
     """The engine for a database URL, with the lock tables created once."""
     engine = get_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
-    if id(engine) not in _READY:
+    if id(engine) not in _READY and not verified(engine):
         with _READY_LOCK:
-            ensure_tables(engine, metadata, tables=LOCK_TABLES, migrate=_add_lock_columns, store="lock tables")
+            ensure_tables(engine, metadata, tables=LOCK_TABLES, migrate=add_lock_columns, store="lock tables")
             _READY.add(id(engine))
     return engine
 
 
-def _add_lock_columns(conn: Connection) -> None:
+def add_lock_columns(conn: Connection) -> None:
     """Add the columns newer evalloops keep on a lock row to a lock table made by an older one."""
     from sqlalchemy import inspect as sa_inspect
 

@@ -11,7 +11,7 @@ from sqlalchemy import insert, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from evalloop.history.engine import get_engine
+from evalloop.history.engine import get_engine, verified
 from evalloop.history.models import LedgerEntry, metadata
 from evalloop.history.schema import ensure_tables
 
@@ -36,7 +36,7 @@ class LastFire(BaseModel):
 
 def _engine(url: str) -> Engine:
     engine = get_engine(url)
-    if id(engine) not in _READY:
+    if id(engine) not in _READY and not verified(engine):
         with _LOCK:
             ensure_tables(engine, metadata, tables=[ENTRIES], store="schedule ledger")
             _READY.add(id(engine))
