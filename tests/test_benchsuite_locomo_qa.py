@@ -36,7 +36,7 @@ def model(seen: Seen) -> Reply:
     prompt = seen.last_user_text
     if seen.forced_tool:  # the J judge
         truth, said = fenced(prompt, "REFERENCE ANSWER").lower(), fenced(prompt, "ASSISTANT ANSWER").lower()
-        assert "generous" in seen.body["system"].lower() or "be generous" in str(seen.body["system"]).lower()
+        assert "generous" in seen.system_text.lower() and seen.cache_marked  # its prompt file: the cached prefix
         ok = truth in said or said in truth or truth.split()[0] in said
         return Reply.of_tool({"reason": "scripted", "label": "CORRECT" if ok else "WRONG"},
                              input_tokens=120, output_tokens=20)

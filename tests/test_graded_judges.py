@@ -34,7 +34,8 @@ def fenced(text: str, name: str) -> str:
 def grader(seen: Seen) -> Reply:
     assert seen.forced_tool is not None
     prompt = str(seen.body["messages"][0]["content"])
-    assert "3 = correct and complete" in prompt and fenced(prompt, "REFERENCE")
+    # the rubric is the stable prefix, marked for prompt caching; the case's texts are the message
+    assert "3 = correct and complete" in seen.system_text and seen.cache_marked and fenced(prompt, "REFERENCE")
     answer = fenced(prompt, "ANSWER")
     if answer == "Tucson" and os.environ.get("BREAK_JUDGE"):
         return Reply.of_tool({"grade": 7, "reason": "out of range"})
@@ -91,7 +92,7 @@ RESULTS = {"Halifax harbour": 5, "Ingrid is a marine biologist": 4, "Dad is a ca
 
 def relevance_grader(seen: Seen) -> Reply:
     prompt = str(seen.body["messages"][0]["content"])
-    assert "5 = directly answers the query" in prompt and "memory system" not in prompt.split("QUERY")[0]
+    assert "5 = directly answers the query" in seen.system_text and "memory system" not in prompt.split("QUERY")[0]
     texts, i = [], 1
     while f"RESULT {i}" in prompt:
         texts.append(fenced(prompt, f"RESULT {i}"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -23,6 +24,12 @@ from support.cli import cli
 from support.project import make_project
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").read_text())
+# what came after f3594c2, added (never changed) and so migrated in place: issue 27's prompt-cache and
+# batch columns of runs, and the batches a batch run submitted
+ADDED_COLUMNS = {"runs": ("cache_write_tokens", "cache_read_tokens", "batched_calls")}
+ADDED_TABLES = ("run_batches", "evalloop_schema")  # issue 27; issue 28: the shared schema's version
+ADDED_DDL = ["CREATE TABLE run_batches", "CREATE INDEX ix_run_batches_run_id",
+             *(f"ALTER TABLE runs ADD COLUMN {c} INTEGER" for c in ADDED_COLUMNS["runs"])]
 SRC = Path(__file__).resolve().parents[1] / "src" / "evalloop"
 TINY = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
         "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
@@ -33,7 +40,10 @@ def ddl(dialect) -> list[str]:
     out = []
     for name in order:
         table = models.metadata.tables[name]
-        out.append(str(CreateTable(table).compile(dialect=dialect)).strip())
+        text = str(CreateTable(table).compile(dialect=dialect)).strip()
+        for column in ADDED_COLUMNS.get(name, ()):  # the DDL the table had, before the additions
+            text = re.sub(rf"\n\t{column} [^\n]*", "", text)
+        out.append(text)
         indexes = sorted(table.indexes, key=lambda i: i.name)
         out += [str(CreateIndex(i).compile(dialect=dialect)).strip() for i in indexes]
     return out
@@ -42,13 +52,12 @@ def ddl(dialect) -> list[str]:
 def test_every_table_is_a_sqlmodel_model_with_the_ddl_it_had():
     tables = {m.__table__.name: m for m in models.TableModel.__subclasses__()}
     assert sorted(tables) == sorted(models.metadata.tables)  # every table of the metadata has its model
-    # the tables f3594c2 had, plus those added since (issue #28: the shared schema's version)
-    added = ["evalloop_schema"]
-    assert sorted(tables) == sorted([s.split()[2] for s in BEFORE["sqlite"] if s.startswith("CREATE TABLE")] + added)
+    assert sorted(tables) == sorted([*(s.split()[2] for s in BEFORE["sqlite"] if s.startswith("CREATE TABLE")),
+                                     *ADDED_TABLES])
     assert all(issubclass(m, SQLModel) and m.model_config.get("table") for m in tables.values())
     assert ddl(sqlite.dialect()) == BEFORE["sqlite"]
     assert ddl(postgresql.dialect()) == BEFORE["postgresql"]
-    assert history_engine.schema_stamp() == BEFORE["schema_stamp"]
+    assert history_engine.schema_stamp() != BEFORE["schema_stamp"]  # the additions migrate an old database
     # evalloop's tables stay out of the SQLModel.metadata a system under test may use itself
     assert not set(models.metadata.tables) & set(SQLModel.metadata.tables)
 
@@ -69,7 +78,8 @@ def test_no_module_declares_a_table_outside_the_models():
 
 def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     """A history made by f3594c2 (two runs, locks, a ledger entry) is read, run against and
-    written by this code without one DDL statement: same tables, same stamp, its runs readable."""
+    written by this code with no DDL but the additions since (new nullable columns and a new
+    table, :data:`ADDED_DDL`): its tables otherwise the same, its runs readable."""
     root = make_project(tmp_path / "p", {"tiny": TINY}, scorers=None)
     db = root / "history" / "evalloop.db"
     db.parent.mkdir()
@@ -98,7 +108,9 @@ def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     finally:
         event.remove(Engine, "before_cursor_execute", seen)
         history_engine._ENGINES.clear()
-    assert not [s for s in statements if any(w in s.upper() for w in ("CREATE", "ALTER", "DROP"))], statements
+    changes = [" ".join(s.split()) for s in statements if any(w in s.upper() for w in ("CREATE", "ALTER", "DROP"))]
+    assert len(changes) == len(ADDED_DDL) and all(c.startswith(a) for c, a in zip(changes, ADDED_DDL, strict=True)), \
+        changes
     assert len(runs) == 2 and all(isinstance(r, models.Run) for r in runs)
     assert runs[0].status == "completed" and runs[0].started_at.tzinfo is not None
     assert {s.scorer for s in store.summaries(runs[0].id).values()} == {"equals"}
@@ -108,8 +120,10 @@ def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "steady" in done.stdout
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall() == schema
-        assert conn.execute("PRAGMA user_version").fetchone() == (BEFORE["database_user_version"],)
+        after = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        assert [r for r in after if r[1] not in ("runs", *ADDED_TABLES) and not r[1].startswith("ix_run_batches")] \
+            == [r for r in schema if r[1] != "runs"]
+        assert conn.execute("PRAGMA user_version").fetchone() == (history_engine.schema_stamp(),)
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (3,)
 
 

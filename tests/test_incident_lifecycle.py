@@ -88,13 +88,13 @@ def test_learning_takes_the_pass_mark_from_the_suite(tmp_path, monkeypatch):
     """Item 5: with pass_mark 0.9, cases scoring 0.6 are failing to the memory as to the verdict."""
     root = project(tmp_path, monkeypatch, pass_mark=0.9)
     good_runs(root)
-    sagging = CASES[:8]
+    sagging = CASES[:10]  # a drop of 20 %, shown to be at least the 10 % threshold
     report = run(root, dict.fromkeys(sagging, 0.6))
     s = report.comparison.scorers[0]
     assert s.is_regression and sorted(c for c, _ in s.newly_failing) == sagging
     (opened,) = records(root, "open")
     assert sorted(opened.metadata["failing_cases"]) == sagging
-    assert "level: 12/20 correct" in opened.information
+    assert "level: 10/20 correct" in opened.information
     for _ in range(4):                                  # still 0.6: still failing, never resolved
         run(root, dict.fromkeys(sagging, 0.6))
         assert [r.id for r in records(root, "open")] == [opened.id]

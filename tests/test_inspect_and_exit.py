@@ -81,11 +81,9 @@ def test_show_lists_each_case_and_what_changed(project):
 def test_newly_passing_says_how_many_more(project, monkeypatch):
     root, answers, _ = project
     write_answers(answers, {f"c{i}": 0.0 for i in range(8)})
-    # without learning no incident opens, so this run may serve as the next one's baseline (a run
-    # with an open incident never does: the regression would not be "newly passing" against it)
-    monkeypatch.setenv("EVALLOOP_LEARN", "0")
+    # a regressed run never serves as a baseline unless it is accepted as the new normal
     assert invoke(root, "run", "-s", "controlled", "--no-fail-on-regression").exit_code == 0
-    monkeypatch.delenv("EVALLOOP_LEARN")
+    assert invoke(root, "accept", "controlled", "--reason", "all failing on purpose").exit_code == 0
     write_answers(answers, {f"c{i}": 1.0 for i in range(8)})
     result = invoke(root, "run", "-s", "controlled")
     assert "newly passing: c0, c1, c2, c3, c4 (+3 more)" in result.stdout

@@ -103,8 +103,12 @@ def test_llm_engine_verdicts_costs_cache_and_replay(tmp_path):
         assert detection["current"] == pytest.approx(5 / 6) and detection["n"] == 6
         assert scorers_of(doc)["required-fields"]["current"] == 1.0
         assert doc["llm_calls"] == 6 and doc["cache_hits"] == 0
-        assert doc["tokens"] == {"input": 6 * IN_TOKENS, "output": 6 * OUT_TOKENS}
+        assert doc["tokens"] == {"input": 6 * IN_TOKENS, "output": 6 * OUT_TOKENS, "cache_write": 0,
+                                 "cache_read": 0}
         assert doc["cost_usd"] == pytest.approx(6 * HAIKU_CALL_USD)
+        # the decide prompt is marked for prompt caching, but is far below Haiku 4.5's 4096 tokens
+        assert all(seen.cache_marked for seen in server.requests)
+        assert first.stderr.count("below the model's minimum cacheable length (4096 tokens)") == 1
         per_case = query(tmp_path, "select sum(cost_usd), sum(input_tokens) from case_results where run_id = ?",
                          doc["run_id"])[0]
         assert per_case[0] == pytest.approx(doc["cost_usd"]) and per_case[1] == 6 * IN_TOKENS

@@ -12,7 +12,7 @@ pytest_plugins = ["pytester"]
 SCORERS = '''
 from evalloop import Score, scorer
 
-@scorer("value", kind="llm_operation")
+@scorer("value", kind="llm_operation", min_score=0)
 def value(input, output, expected):
     return Score(value=float(output), message=f"got {output}")
 
@@ -155,3 +155,42 @@ def test_no_history_reads_the_committed_log_so_a_regression_still_fails(pytester
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # judged against the logged baseline
     result.stdout.fnmatch_lines(["  value: 0.*, baseline 0.900, drop +*% — regressed*"])
     assert log.read_bytes() == logged and runs_in(project) == 3  # the project is untouched
+
+
+FLIP_TARGET = '''
+import json, os
+
+def flip(input):
+    """Fails the first time it sees a case, answers 1.0 after (a one-epoch target failure)."""
+    path = os.environ["EVALLOOP_TEST_SEEN"]
+    seen = json.load(open(path)) if os.path.exists(path) else []
+    if input["id"] not in seen:
+        json.dump(seen + [input["id"]], open(path, "w"))
+        raise RuntimeError("first try fails")
+    return 1.0
+'''
+
+
+def test_a_case_is_judged_the_same_by_the_plugin_junit_and_show(pytester, monkeypatch, tmp_path):
+    # two epochs, the target fails one of them: the case's score is the mean, 0.5, which meets the
+    # pass mark; on main the plugin failed it ("the target raised") while JUnit and `show` passed it
+    from evalloop.report.cases import load_cases
+    from evalloop.report.junit import junit_xml
+
+    suite = {"name": "flip", "target": "sut:flip", "scorers": [{"name": "value", "min_score": 0}],
+             "epochs": 2, "concurrency": 1, "cases": [{"id": "a", "input": {"id": "a"}},
+                                                      {"id": "b", "input": {"id": "b"}}]}
+    root = make_project(pytester.path, {"flip": suite}, scorers=SCORERS, target=FLIP_TARGET)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    monkeypatch.setenv("EVALLOOP_TEST_SEEN", str(tmp_path / "seen.json"))
+    monkeypatch.delenv("EVALLOOP_PROJECT", raising=False)
+    result = pytester.runpytest("--evalloop-suite", "flip", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    store = HistoryStore(load_settings(root).database_url)
+    run = store.runs("flip")[0]
+    assert all(v.passed for v in load_cases(store, run.id))
+    from evalloop import run_suite
+
+    (tmp_path / "seen.json").unlink()
+    report = run_suite("flip", settings=load_settings(root))
+    assert "<failure" not in junit_xml([report], store).split('classname="flip.baseline"')[0]

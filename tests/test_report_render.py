@@ -24,7 +24,7 @@ EVIL = "<script>alert('x')</script> & co"
 SCORERS = f'''
 from evalloop import Score, scorer
 
-@scorer("value", kind="llm_operation")
+@scorer("value", kind="llm_operation", min_score=0)
 def value(input, output, expected):
     return Score(value=float(output), message="" if float(output) >= 0.5 else "low {EVIL}")
 '''

@@ -21,14 +21,20 @@ CONFIG_FILE = "evalloop.toml"
 
 
 class VerdictSettings(BaseModel):
-    """How verdicts are reached (see docs/verdicts.md)."""
+    """How verdicts are reached, set per project (``[verdict]``) or per suite (``verdict:``); see docs/verdicts.md.
+
+    The one declaration of these knobs: :class:`evalloop.policy.VerdictPolicy` extends it with
+    what the runner binds per scorer (threshold, pass mark, resampling).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     rule: Literal["evidence", "threshold", "paired"] = "evidence"
     alpha: float = Field(default=0.05, gt=0, lt=1)
-    reach_level: float = Field(default=0.9999, gt=0.5, lt=1)
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)  # rule="evidence": the drop is ≥ threshold with this
     min_effect: float | None = Field(default=None, ge=0, lt=1)
+    min_score: float | None = Field(default=None, ge=0, le=1)  # absolute floor; None = the scorer kind's target
+    alarm_budget: float = Field(default=0.05, gt=0, lt=1)  # nightly: P(≥ 1 false red night in 30), per suite
     flaky_flips: int = Field(default=2, ge=0)
     quarantine_flaky: bool = False
     restart_on_change: bool = False
@@ -39,6 +45,9 @@ class VerdictSettings(BaseModel):
         if isinstance(data, dict) and "require_significance" in data:
             raise ValueError("require_significance is retired: every rule now needs significance "
                              "(a drop that is not significant is a 'watch'); remove the key")
+        if isinstance(data, dict) and "reach_level" in data:
+            raise ValueError("reach_level is retired: the evidence rule now asks that the drop be at least "
+                             "the threshold with `confidence` (default 0.95); rename the key")
         return data
 
 

@@ -190,20 +190,20 @@ class CaseItem(pytest.Item):
         out = self.suite_run.outcomes.get((self.case_id, self.scorer))
         if out is None:
             raise SuiteFailed(f"no score for case '{self.case_id}' by '{self.scorer}' in the run")
-        if out.skipped is not None and not out.values and not out.errored:
-            _skip(f"{self.scorer} did not run: {out.skipped}")
-        target_error = self.suite_run.target_errors.get(self.case_id)
-        if target_error:
-            raise SuiteFailed(f"the target raised: {target_error}")
-        if out.errored:
+        from evalloop.verdicts.outcome import case_outcome
+
+        graded = case_outcome(out.values, self.pass_mark, errored=len(out.errored), control=self.control)
+        if graded.state == "skipped":
+            _skip(f"{self.scorer} did not run: {out.skipped or 'no grade'}")
+        if graded.state == "errored":
             raise SuiteFailed(f"{self.scorer} errored: {out.errored[0]}")
-        value = out.value
-        assert value is not None
-        passed = value >= self.pass_mark
-        if passed == self.control:
+        if graded.failed:  # the one rule: the mean of the graded epochs (a target failure is a real 0)
+            target_error = self.suite_run.target_errors.get(self.case_id)
             detail = "; ".join(dict.fromkeys(out.messages)) or "no message"
+            if target_error:
+                detail = f"the target raised: {target_error}; {detail}"
             want = f"< {self.pass_mark} (known-bad control case)" if self.control else f"≥ {self.pass_mark}"
-            raise SuiteFailed(f"{self.scorer} scored {value:.3f}, want {want}: {detail}")
+            raise SuiteFailed(f"{self.scorer} scored {graded.value:.3f}, want {want}: {detail}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str | Any:

@@ -7,6 +7,11 @@ shapes (``tool_calls``, ``finish_reason``, ``usage``), or, when told, a 200 whos
 the API's shape (an HTML page, ``{}``, truncated JSON). Each request takes the next scripted
 :class:`Reply` from a queue, or asks ``responder`` when the queue is empty. It records every
 request, so tests can count API calls.
+
+Prompt caching is billed as the API does: a prefix marked with ``cache_control`` (the tools and
+the system blocks up to the marked one) at least the model's minimum cacheable length long is a
+cache write the first time and a cache read afterwards; a shorter one is plain input. The Message
+Batches endpoints are served by :mod:`tests.support.message_batches`.
 """
 
 from __future__ import annotations
@@ -44,6 +49,16 @@ class Seen:
         return None
 
     @property
+    def system_text(self) -> str:
+        """The system prompt, a string or the text of its blocks."""
+        return _system_text(self.body.get("system"))
+
+    @property
+    def cache_marked(self) -> bool:
+        """Whether the request marks a prefix for prompt caching."""
+        return _cached_prefix(self.body) is not None
+
+    @property
     def last_user_text(self) -> str:
         """The content of the last user message."""
         users = [m for m in self.body.get("messages", []) if m.get("role") == "user"]
@@ -70,6 +85,7 @@ class Reply:
     output_tokens: int | None = None
     model: str | None = None
     content_type: str = "application/json"
+    batch_result: str | None = None  # in a batch: "expired" or "canceled" instead of a message
 
     @classmethod
     def of_text(cls, text: str, **kw: Any) -> Reply:
@@ -138,6 +154,34 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
+MIN_CACHEABLE = {"claude-haiku-4-5": 4096, "claude-sonnet-4-5": 1024, "claude-opus-4-1": 1024}
+"""The published minimum cacheable prefix per model (tokens); other models: 1024."""
+
+
+def _min_cacheable(model: str) -> int:
+    names = [name for name in MIN_CACHEABLE if model.startswith(name)]
+    return MIN_CACHEABLE[max(names, key=len)] if names else 1024
+
+
+def _system_text(system: Any) -> str:
+    if isinstance(system, list):
+        return "".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+    return str(system or "")
+
+
+def _cached_prefix(body: dict[str, Any]) -> str | None:
+    """The text of the prefix the request marks for caching (tools, then system blocks up to the
+    last one with ``cache_control``), or ``None`` when it marks none."""
+    system = body.get("system")
+    if not isinstance(system, list):
+        return None
+    marked = [i for i, b in enumerate(system) if isinstance(b, dict) and b.get("cache_control")]
+    if not marked:
+        return None
+    blocks = system[: marked[-1] + 1]
+    return json.dumps(body.get("tools") or []) + "".join(str(b.get("text", "")) for b in blocks)
+
+
 class LLMServer:
     """The loopback server; use as a context manager or call :meth:`start` / :meth:`stop`."""
 
@@ -150,6 +194,12 @@ class LLMServer:
         self._stopping = threading.Event()
         self._active = 0
         self.max_active = 0
+        self.prefixes: set[str] = set()  # prompt-cache entries (never expire here)
+        from .message_batches import BatchDesk
+        from .openai_batches import OpenAIBatchDesk
+
+        self.batches = BatchDesk(self)
+        self.openai_batches = OpenAIBatchDesk(self)
         self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._thread: threading.Thread | None = None
 
@@ -193,6 +243,45 @@ class LLMServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def cache_usage(self, body: dict[str, Any]) -> tuple[int, int, int]:
+        """Prompt caching of one request: (uncached prefix tokens to drop from the input count,
+        cache-write tokens, cache-read tokens)."""
+        prefix = _cached_prefix(body)
+        if prefix is None:
+            return 0, 0, 0
+        tokens = _tokens(prefix)
+        if tokens < _min_cacheable(str(body.get("model", ""))):
+            return 0, 0, 0
+        with self._lock:
+            seen_before = prefix in self.prefixes
+            self.prefixes.add(prefix)
+        return tokens, (0 if seen_before else tokens), (tokens if seen_before else 0)
+
+    def answer(self, seen: Seen) -> tuple[int, dict[str, Any]]:
+        """The status and body of a Messages-API reply to ``seen`` (a batch request's result)."""
+        reply = self._next(seen)
+        try:
+            if reply.status >= 400 or reply.raw_body is not None:
+                return (reply.status if reply.status >= 400 else 500), _error_body(reply, False)
+            return 200, _message(seen, reply, self)
+        finally:
+            self._done()
+
+    def answer_openai(self, seen: Seen) -> tuple[int, dict[str, Any]]:
+        """The status and body of a chat-completion reply to ``seen`` (an OpenAI batch line's)."""
+        reply = self._next(seen)
+        try:
+            if reply.status >= 400 or reply.raw_body is not None:
+                return (reply.status if reply.status >= 400 else 500), _error_body(reply, True)
+            return 200, _chat_completion(seen, reply)
+        finally:
+            self._done()
+
+    def peek(self) -> Reply | None:
+        """The next scripted reply, left in the queue."""
+        with self._lock:
+            return self._script[0] if self._script else None
+
     def _next(self, seen: Seen) -> Reply:
         with self._lock:
             self.requests.append(seen)
@@ -215,6 +304,15 @@ class LLMServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
 
+            def do_GET(self) -> None:  # noqa: N802
+                path = self.path.split("?")[0]
+                desk = server.batches if path.startswith("/v1/messages/") else server.openai_batches
+                status, payload, jsonl = desk.get(path)
+                if jsonl is not None:
+                    self._send_bytes(status, jsonl, {}, "application/binary")
+                else:
+                    self._send(status, payload, {})
+
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
@@ -223,6 +321,14 @@ class LLMServer:
                 except ValueError:
                     body = {}
                 path = self.path.split("?")[0]
+                if path.startswith("/v1/messages/batches"):
+                    status, payload, _ = server.batches.post(path, body)
+                    self._send(status, payload, {})
+                    return
+                if path in ("/v1/files", "/v1/batches"):
+                    status, payload = server.openai_batches.post(path, raw, self.headers.get("content-type", ""))
+                    self._send(status, payload, {})
+                    return
                 seen = Seen(path, {k.lower(): v for k, v in self.headers.items()}, body, self.client_address[:2])
                 if path not in ("/v1/messages", "/v1/chat/completions"):
                     self._send(404, {"error": {"type": "not_found_error", "message": path}}, {})
@@ -240,7 +346,7 @@ class LLMServer:
                     elif openai:
                         self._send(200, _chat_completion(seen, reply), reply.headers)
                     else:
-                        self._send(200, _message(seen, reply), reply.headers)
+                        self._send(200, _message(seen, reply, server), reply.headers)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
@@ -277,7 +383,7 @@ def _usage(seen: Seen, reply: Reply) -> tuple[int, int]:
     """The reply's token counts, or estimates from the text when it gives none."""
     input_tokens, output_tokens = reply.input_tokens, reply.output_tokens
     if input_tokens is None:
-        input_tokens = _tokens(json.dumps(seen.body.get("messages", [])) + str(seen.body.get("system") or ""))
+        input_tokens = _tokens(json.dumps(seen.body.get("messages", [])) + _system_text(seen.body.get("system")))
     if output_tokens is None:
         output_tokens = _tokens((reply.text or "") + (json.dumps(reply.tool_input) if reply.tool_input else ""))
     return input_tokens, output_tokens
@@ -290,7 +396,7 @@ def _tool_name(seen: Seen) -> str:
     return tools[0].get("name") or (tools[0].get("function") or {}).get("name") or "tool"
 
 
-def _message(seen: Seen, reply: Reply) -> dict[str, Any]:
+def _message(seen: Seen, reply: Reply, server: LLMServer | None = None) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     if reply.text is not None:
         content.append({"type": "text", "text": reply.text})
@@ -305,6 +411,9 @@ def _message(seen: Seen, reply: Reply) -> dict[str, Any]:
         )
     stop = reply.stop_reason or ("tool_use" if reply.tool_input is not None else "end_turn")
     input_tokens, output_tokens = _usage(seen, reply)
+    dropped, written, read = server.cache_usage(seen.body) if server is not None else (0, 0, 0)
+    if dropped and reply.input_tokens is None:  # the cached prefix is billed apart from the input
+        input_tokens = max(1, _tokens(json.dumps(seen.body.get("messages", []))))
     return {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",
@@ -316,8 +425,8 @@ def _message(seen: Seen, reply: Reply) -> dict[str, Any]:
         "usage": {
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": read,
         },
     }
 

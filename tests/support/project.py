@@ -34,7 +34,7 @@ def controlled(input):
 SCORERS = '''
 from evalloop import Score, scorer
 
-@scorer("value", kind="llm_operation")
+@scorer("value", kind="llm_operation", min_score=0)
 def value(input, output, expected):
     """Passes the target's number through as the score."""
     return Score(value=float(output))

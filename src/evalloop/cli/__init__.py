@@ -12,6 +12,7 @@ except ImportError:  # pragma: no cover
     import click.exceptions as _click_errors
 
 from evalloop.cli import (  # noqa: F401  (they register commands)
+    accept,
     benchmarks,
     calibrate,
     catalog,

@@ -75,7 +75,13 @@ def compare(
             f"A {num(d.mean_a)} (95% CI {_ci(d.ci_a)}) → B {num(d.mean_b)} (95% CI {_ci(d.ci_b)})",
             f"delta {delta} ({relative}) · p {p} · {d.common_cases} paired cases",
             *(f"{label} ({len(cases)}): {_some(cases)}" for label, cases in _flips(d) if cases)]))
-    if table_or_records(console, table, records):
+    as_table = table_or_records(console, table, records)
+    tests = sorted({d.test for d in diff.scorers if d.test})
+    if tests:  # the two commands' p-values answer different questions: say which each is
+        note(console, f"p: {' / '.join(tests)} between these two runs, on the cases both graded; "
+                      "`run` and `show` test a run against its whole baseline window "
+                      "(run-label permutation test), so their p differs", indent=0)
+    if as_table:
         for d in diff.scorers:
             for label, cases in _flips(d):
                 if cases:

@@ -75,8 +75,24 @@ def run(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the LLM response cache.")] = False,
     cache_only: Annotated[bool, typer.Option(
         "--cache-only", help="Replay LLM replies from the cache; a miss is an error naming the case.")] = False,
+    max_cost: Annotated[float | None, typer.Option(
+        "--max-cost", min=0.0, metavar="USD",
+        help="Cost budget of each run: no LLM call starts once the estimate would pass it; the run "
+             "is then marked invalid (never a baseline). Default: the suite's max_cost.",
+        show_default=False)] = None,
+    batch: Annotated[bool | None, typer.Option(
+        "--batch/--live", help="Send the run's LLM calls (judges, and a target's through evalloop's client) "
+                               "through the provider's batch API at half price; waits for the batches. "
+                               "Default: the suite's batch setting.", show_default=False)] = None,
+    resume: Annotated[str | None, typer.Option(
+        "--resume", metavar="RUN", help="Run a killed batch run's suite again, collecting the requests it "
+                                        "already submitted from its batches instead of submitting them again.",
+        show_default=False)] = None,
     notify_sinks: Annotated[bool, typer.Option(
         "--notify", hidden=True, help="Send regressions to the configured sinks (scheduled fires).")] = False,
+    nightly: Annotated[bool, typer.Option(
+        "--nightly", help="Judge the run as one night of a series, within the suite's alarm budget "
+                          "(scheduled fires do; a one-off run is judged alone).")] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Run suites against their targets, store the run, and compare it with the baseline.
@@ -98,10 +114,14 @@ def run(
         from evalloop.report.terminal import closing_line, print_run
         from evalloop.run.signals import terminate_as_interrupt
 
+        if resume:
+            resume, suite, repeat = _resumed(resume, suite, all_suites, project)
+            epochs, limit = epochs or repeat.get("epochs"), limit or repeat.get("limit")
         settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project)
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
-               "select": _selector(which) if which.active else None}
+               "select": _selector(which) if which.active else None, "max_cost": max_cost,
+               "batch": batch, "resume": resume, "nightly": nightly}
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
@@ -163,6 +183,19 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
         prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
                 verdict_defaults=settings.verdict.model_dump(exclude_none=True))
     return settings, registry, suites, which
+
+
+def _resumed(ref: str, suite: list[str] | None, all_suites: bool,
+             project: Path | None) -> tuple[str, list[str], dict]:
+    """The id and suite of the batch run ``ref`` (which must be resumable) and the options it repeats."""
+    from evalloop.history.store import HistoryStore
+    from evalloop.run.batchmode import resumable, resume_options
+
+    if suite or all_suites:
+        raise FixtureError("--resume runs the suite of the run it resumes", where="--resume",
+                           hint="give --resume RUN without --suite or --all")
+    run = resumable(HistoryStore(settings_for(project).database_url), ref)
+    return run.id, [run.suite], resume_options(run)
 
 
 def _notify(report: RunReport, settings) -> None:

@@ -33,6 +33,11 @@ def schedule_add(
     grace: Annotated[int | None, typer.Option(
         min=1, help="Seconds a missed fire may still run late (default: misfire_grace_seconds).")] = None,
     now: Annotated[bool, typer.Option("--now", help="Also fire as soon as a scheduler runs.")] = False,
+    batch: Annotated[bool, typer.Option(
+        "--batch", help="Run through the provider's batch API (half price; see `evalloop run --batch`).")] = False,
+    max_cost: Annotated[float | None, typer.Option(
+        "--max-cost", min=0.0, metavar="USD", help="Cost budget of each run (see `evalloop run --max-cost`).",
+        show_default=False)] = None,
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
@@ -46,7 +51,7 @@ def schedule_add(
     settings = settings_for(project)
     first = datetime.now(resolve_timezone(tz or settings.timezone)) if now else None
     info = add_schedule(settings, list(suite), cron=cron, every=every, tz=tz, job_id=job_id,
-                        grace_seconds=grace, first_run=first)
+                        grace_seconds=grace, first_run=first, batch=batch, max_cost=max_cost)
     if json_out:
         print(info.model_dump_json(indent=2))
         return

@@ -3,8 +3,15 @@
 The single definition of baseline eligibility: verdicts (``HistoryStore.baseline_runs``),
 reports and trends all ask :func:`baseline_eligible`. A scorer of a run is eligible when the
 run completed, is valid, ran every case (not ``--limit``), the scorer graded at least one case
-with a finite mean, and it did not pass a known-bad control (``scorer broken``). The answer is
-stored on the summary when the run is judged; rows from older versions are judged here.
+with a finite mean, its verdict does not fail as a change (``regressed``, ``scorer broken``,
+``invalid run``) nor show a significant drop (a ``watch`` that is one), and no incident of the
+scorer stayed open after the run (the learning step
+clears the flag). So a lasting regression never drifts into its own baseline: the baseline
+stays on the last good runs until the incident resolves, or until the change is *accepted*
+(``evalloop accept``), which makes that run eligible whatever its verdict and the oldest run
+any later baseline may reach back to. A scorer ``below floor`` stays eligible: it is the
+normal, only not good enough. The answer is stored on the summary when the run is judged;
+rows from older versions are judged here.
 """
 
 from __future__ import annotations
@@ -19,17 +26,38 @@ from evalloop.history.models import Run, RunStatus, ScorerSummary
 VOLATILE_KEYS = frozenset({"cases", "injected"})
 
 
-def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None) -> bool:
-    """Whether a judged scorer of a finished run may serve as a later run's baseline."""
+#: verdicts that keep a run out of later baselines: a change nobody accepted, or untrustworthy grades
+NOT_A_BASELINE = frozenset({"regressed", "scorer broken", "invalid run"})
+
+
+def accepted(summary: ScorerSummary) -> dict[str, Any] | None:
+    """The acceptance recorded on this scorer of a run (``evalloop accept``), if any."""
+    if '"accepted"' not in (summary.details or ""):
+        return None
+    try:
+        found = json.loads(summary.details).get("accepted")
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, significant_drop: bool = False) -> bool:
+    """Whether a judged scorer of a finished run may serve as a later run's baseline.
+
+    ``significant_drop``: the run is significantly lower than its baseline, even if not by the
+    threshold (a ``watch``): such a run is no "good run" either, or a lasting drop would be
+    absorbed into its own baseline a run at a time."""
     return (run.status == RunStatus.COMPLETED and bool(run.valid) and not run.partial
             and not summary.skipped and summary.n > 0 and summary.mean is not None
-            and math.isfinite(summary.mean) and verdict != "scorer broken")
+            and math.isfinite(summary.mean) and verdict not in NOT_A_BASELINE and not significant_drop)
 
 
 def baseline_eligible(run: Run, summary: ScorerSummary | None) -> bool:
     """The one answer to "may this scorer of this run be part of a baseline?"."""
     if summary is None or run.status != RunStatus.COMPLETED:
         return False
+    if accepted(summary) is not None:
+        return True
     if summary.eligible is not None:
         return bool(summary.eligible) and bool(run.valid)
     return eligible_now(run, summary, summary.verdict)

@@ -78,11 +78,14 @@ def reap_dead_runs(store: HistoryStore) -> list[str]:
             if _close(store, run_id, lease, RunStatus.FAILED, _holder(lease, why))]
 
 
-def fire_runs(store: HistoryStore, suite: str, fire: str) -> list[str]:
-    """The runs of ``suite`` still ``running`` that the fire (its ledger entry id) started."""
+def fire_runs(store: HistoryStore, suite: str, fire: str, *, running: bool = True) -> list[str]:
+    """The runs of ``suite`` (still ``running``, unless ``running=False``) that the fire (its
+    ledger entry id) started, oldest first."""
+    query = select(RUNS.c.id, RUNS.c.notes).where(RUNS.c.suite == suite).order_by(RUNS.c.started_at)
+    if running:
+        query = query.where(RUNS.c.status == RunStatus.RUNNING)
     with store.engine.connect() as conn:
-        rows = conn.execute(select(RUNS.c.id, RUNS.c.notes).where(
-            RUNS.c.suite == suite, RUNS.c.status == RunStatus.RUNNING)).all()
+        rows = conn.execute(query).all()
     out = []
     for run_id, notes in rows:
         try:

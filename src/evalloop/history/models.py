@@ -95,6 +95,9 @@ class Run(TableModel, table=True):
     llm_calls: int = 0
     cache_hits: int = 0
     llm_retries: int = 0
+    cache_write_tokens: int | None = None  # prompt-cache writes (None: older evalloop)
+    cache_read_tokens: int | None = None   # prompt-cache reads
+    batched_calls: int | None = None       # calls answered through a batch API
     notes: str = "{}"
     origin: str = "local"
 
@@ -199,9 +202,23 @@ class CalibrationRecord(TableModel, table=True):
     per_case_variance: str = "{}"
 
 
+class RunBatch(TableModel, table=True):
+    """A provider batch a run submitted (batch mode): a run killed while waiting on it is resumed
+    from these (``evalloop run --resume``) instead of submitting and paying again."""
+
+    __tablename__ = "run_batches"
+
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(foreign_key="runs.id", index=True)
+    provider: str
+    batch_id: str
+    custom_ids: str = "[]"  # JSON list: the requests that went out in it
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
 #: the history proper: created, migrated and stamped together (evalloop.history.engine)
 HISTORY_TABLES = (Run.__table__, ScorerSummary.__table__, CaseResult.__table__, CaseScore.__table__,
-                  ScoreVector.__table__, CalibrationRecord.__table__)
+                  ScoreVector.__table__, CalibrationRecord.__table__, RunBatch.__table__)
 
 
 # -- beside the history: locks and the schedule ledger -----------------------------------------

@@ -24,7 +24,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
 from evalloop.errors import EvalloopError
-from evalloop.history import linefile
+from evalloop.history import acceptance, linefile
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import RUNS, SCORES, HistoryStore, dumps, mapped
 from evalloop.redact import redact_text
@@ -262,6 +262,13 @@ def append_run(store: HistoryStore, history_dir: Path, run_id: str,
     return path
 
 
+def append_acceptance(history_dir: Path, found: acceptance.Acceptance) -> Path:
+    """Append an acceptance to its suite's log (a line of its own, read back by :func:`sync_suite`)."""
+    path = log_path(history_dir, found.suite)
+    _append(path, [json.dumps(acceptance.log_line(found), ensure_ascii=False).encode() + b"\n"])
+    return path
+
+
 # -- reading ------------------------------------------------------------------------------
 def _heads(path: Path) -> Iterator[tuple[int, str, int, int]]:
     """(line number, run id, start, end) of every non-blank line; a line without an id is an error.
@@ -330,6 +337,11 @@ def sync_suite(store: HistoryStore, history_dir: Path, suite: str) -> int:
     for number, start, end in missing:  # only the lines the database lacks are read whole
         entry = _parse(path, number, linefile.read_span(path, start, end))
         if entry.id in known:
+            continue
+        if entry.id.startswith(acceptance.PREFIX):  # an acceptance travels as its own line
+            found = acceptance.from_log(entry.model_extra or {})
+            if found is not None:
+                acceptance.apply(store, found)
             continue
         count += _insert(store, entry)
         known.add(entry.id)

@@ -287,7 +287,7 @@ class HistoryStore(metaclass=_MappedErrors):
         the query only narrows the candidates. With ``base_fingerprint``, only runs of that
         system (a baseline restarted when the system changed).
         """
-        from evalloop.history.eligibility import baseline_eligible
+        from evalloop.history.eligibility import accepted, baseline_eligible
 
         query = (
             select(Run, ScorerSummary)
@@ -306,9 +306,39 @@ class HistoryStore(metaclass=_MappedErrors):
             for run, summary in session.exec(query.execution_options(yield_per=64)):
                 if baseline_eligible(run, summary):
                     found.append((run, summary))
-                    if len(found) >= n:
-                        break
+                    if len(found) >= n or accepted(summary) is not None:
+                        break  # an accepted run is the oldest any later baseline reaches back to
         return list(reversed(found))
+
+    def reference_runs(self, suite: str, scorer: str, before: Run, n: int) -> list[tuple[Run, ScorerSummary]]:
+        """The first ``n`` eligible runs of this scorer since its last acceptance (or ever), oldest
+        first: the reference a slow drift is measured from (see :mod:`evalloop.verdicts.baseline`)."""
+        from evalloop.history.eligibility import accepted, baseline_eligible
+
+        query = (
+            select(Run, ScorerSummary)
+            .join(ScorerSummary, col(ScorerSummary.run_id) == Run.id)
+            .where(Run.suite == suite, ScorerSummary.scorer == scorer, Run.status == RunStatus.COMPLETED,
+                   Run.id != before.id, col(Run.started_at) <= before.started_at)
+            .order_by(col(Run.started_at).desc(), col(Run.id).desc())
+        )
+        found: list[tuple[Run, ScorerSummary]] = []
+        with self._reading() as session:
+            for run, summary in session.exec(query.execution_options(yield_per=256)):
+                if baseline_eligible(run, summary):
+                    found.append((run, summary))
+                    if accepted(summary) is not None:
+                        break
+        return list(reversed(found))[:n]
+
+    def earlier_details(self, suite: str, scorer: str, before: Run, limit: int = 200) -> list[str]:
+        """The details JSON of this scorer's summaries in the runs before ``before``, newest first."""
+        query = (select(SUMMARIES.c.details).join(RUNS, SUMMARIES.c.run_id == RUNS.c.id)
+                 .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer, RUNS.c.id != before.id,
+                        RUNS.c.started_at <= before.started_at)
+                 .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()).limit(limit))
+        with self.engine.connect() as conn:
+            return [d or "{}" for d in conn.execute(query).scalars()]
 
     def case_scores(self, run_id: str, scorer: str) -> dict[str, float]:
         """Per-case score of one scorer in one run: epochs averaged, errored/skipped left out."""

@@ -1,4 +1,5 @@
-"""The LLM client layer: protocol, Anthropic and OpenAI-compatible clients, cache, cost, usage.
+"""The LLM client layer: protocol, Anthropic and OpenAI-compatible clients, cache, cost, usage,
+prompt caching, batch APIs and the cost budget.
 
 Names are imported on first use, so that importing one part (``evalloop.llm.usage``) does not
 load the Anthropic SDK.
@@ -18,6 +19,9 @@ from evalloop.llm.usage import usage_scope as usage_scope
 
 _EXPORTS = {
     "AnthropicClient": "evalloop.llm.anthropic_client",
+    "BatchingClient": "evalloop.llm.batching",
+    "Budget": "evalloop.llm.budget",
+    "BudgetExceeded": "evalloop.llm.errors",
     "CacheMode": "evalloop.llm.cache",
     "CachedClient": "evalloop.llm.cache",
     "DEFAULT_MODEL": "evalloop.llm.types",
@@ -42,6 +46,7 @@ _EXPORTS = {
     "client_from_env": "evalloop.llm.clients",
     "cost_usd": "evalloop.llm.pricing",
     "parse_json_reply": "evalloop.llm.structured",
+    "min_cacheable": "evalloop.llm.pricing",
     "price_for": "evalloop.llm.pricing",
     "price_table": "evalloop.llm.pricing",
     "record_usage": "evalloop.llm.usage",

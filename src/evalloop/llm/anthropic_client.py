@@ -16,8 +16,9 @@ model tree, and the retry machinery entered only after a first attempt fails.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,8 +26,10 @@ import anthropic
 
 from evalloop.errors import ConfigError
 from evalloop.llm.anthropic_reply import read_reply
+from evalloop.llm.budget import within_budget
 from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, price_table
+from evalloop.llm.prompt_cache import system_blocks
 from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, send
 from evalloop.llm.retry import parse_retry_after as _retry_after
 from evalloop.llm.types import DEFAULT_MODEL, ClosingClient, LLMRequest, LLMResponse
@@ -47,7 +50,9 @@ class AnthropicClient(ClosingClient):
 
     ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``.
     The SDK's own retries are off: :func:`~evalloop.llm.retry.call_with_retries` retries, so
-    both clients share one policy. At most ``concurrency`` calls are in flight at once.
+    both clients share one policy. At most ``concurrency`` calls are in flight at once. With
+    ``prompt_cache`` (the default) a request's ``cache_prefix`` marks its system prompt for
+    prompt caching (:mod:`evalloop.llm.prompt_cache`).
     """
 
     name = "anthropic"
@@ -64,6 +69,7 @@ class AnthropicClient(ClosingClient):
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         prices: Mapping[str, PriceInput] | None = None,
+        prompt_cache: bool = True,
     ) -> None:
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not api_key:
@@ -82,16 +88,18 @@ class AnthropicClient(ClosingClient):
         )
         self.prices: dict[str, Price] = price_table(prices)
         self.concurrency = concurrency
+        self.prompt_cache = prompt_cache
         self._api_key = api_key
         self._bound: _Bound | None = None
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Send ``request``; retry transient failures; record usage and cost."""
         bound = self._bind()
+        request = self.prepared(request)
         params = self._params(request)
-        return await send(lambda: self._attempt(bound.sdk, request, params), self.policy,
-                          semaphore=bound.semaphore, where=f"Anthropic API at {self.base_url}",
-                          url_setting="ANTHROPIC_BASE_URL")
+        return await within_budget(request, self.prices, lambda: send(
+            lambda: self._attempt(bound.sdk, request, params), self.policy, semaphore=bound.semaphore,
+            where=f"Anthropic API at {self.base_url}", url_setting="ANTHROPIC_BASE_URL"))
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the running loop's SDK client (one of a finished loop
@@ -112,6 +120,17 @@ class AnthropicClient(ClosingClient):
             bound = self._bound = _Bound(loop, sdk, asyncio.Semaphore(self.concurrency))
         return bound
 
+    def prepared(self, request: LLMRequest) -> LLMRequest:
+        """``request`` as this client sends it: without the prompt-cache mark when ``prompt_cache``
+        is off (``EVALLOOP_LLM_PROMPT_CACHE=0``)."""
+        if request.cache_prefix and not self.prompt_cache:
+            return request.model_copy(update={"cache_prefix": False})
+        return request
+
+    def params(self, request: LLMRequest) -> dict[str, Any]:
+        """The Messages-API parameters of ``request`` (a live call's and a batch request's)."""
+        return self._params(request)
+
     def _params(self, request: LLMRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": request.model,
@@ -119,7 +138,7 @@ class AnthropicClient(ClosingClient):
             "messages": [m.model_dump() for m in request.messages],
         }
         if request.system is not None:
-            params["system"] = request.system
+            params["system"] = system_blocks(request)
         if request.temperature is not None:
             params["extra_body"] = {"temperature": request.temperature}
         if request.tool is not None:
@@ -128,8 +147,19 @@ class AnthropicClient(ClosingClient):
         return params
 
     async def _attempt(self, sdk: anthropic.AsyncAnthropic, request: LLMRequest, params: dict[str, Any]) -> LLMResponse:
-        try:
+        with self.api_errors():
             raw = await sdk.messages.with_raw_response.create(**params)
+        try:
+            return read_reply(raw.http_response.content, raw.headers.get("content-type", ""), request, self.prices)
+        except TypeError as error:
+            raise self._malformed(str(error)) from error
+
+    @contextlib.contextmanager
+    def api_errors(self) -> Iterator[None]:
+        """The SDK's errors inside as evalloop's: retryable ones :class:`TransientError`, a rejected
+        key :class:`ConfigError`, other statuses :class:`LLMCallFailed` (live and batch calls alike)."""
+        try:
+            yield
         except anthropic.APITimeoutError as error:
             raise TransientError("timeout", f"no reply within {self.policy.timeout:g} s") from error
         except anthropic.APIConnectionError as error:
@@ -147,10 +177,10 @@ class AnthropicClient(ClosingClient):
                 retry_after = _retry_after(error.response.headers)
                 raise TransientError("status", text, status=error.status_code, retry_after=retry_after) from error
             raise LLMCallFailed(text, status=error.status_code, where=f"Anthropic API at {self.base_url}") from error
-        try:
-            return read_reply(raw.http_response.content, raw.headers.get("content-type", ""), request, self.prices)
-        except TypeError as error:
-            raise self._malformed(str(error)) from error
+
+    def sdk(self) -> anthropic.AsyncAnthropic:
+        """The running loop's SDK client (the batch backend calls the Message Batches API on it)."""
+        return self._bind().sdk
 
     def _malformed(self, why: str) -> MalformedReply:
         return MalformedReply(f"not a Messages-API reply: {why}", where=f"Anthropic API at {self.base_url}",

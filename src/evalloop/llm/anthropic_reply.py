@@ -16,6 +16,7 @@ from pydantic import BaseModel, StrictInt, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
 from evalloop.llm.pricing import Price, cost_usd
+from evalloop.llm.prompt_cache import uncached_note
 from evalloop.llm.types import LLMRequest, LLMResponse, TokenUsage
 
 
@@ -39,6 +40,8 @@ class _Block(BaseModel):
 class _Usage(BaseModel):
     input_tokens: StrictInt
     output_tokens: StrictInt
+    cache_creation_input_tokens: StrictInt | None = None
+    cache_read_input_tokens: StrictInt | None = None
 
 
 class _Reply(BaseModel):
@@ -51,12 +54,28 @@ class _Reply(BaseModel):
     usage: _Usage
 
 
-def read_reply(body: bytes, content_type: str, request: LLMRequest, prices: Mapping[str, Price]) -> LLMResponse:
-    """The :class:`LLMResponse` in ``body``; :class:`TypeError` saying why when it is not a reply."""
+def read_reply(body: bytes, content_type: str, request: LLMRequest, prices: Mapping[str, Price], *,
+               batch: bool = False) -> LLMResponse:
+    """The :class:`LLMResponse` in ``body``; :class:`TypeError` saying why when it is not a reply.
+    ``batch``: the message came through the Message Batches API (priced at the batch rate)."""
     try:
         reply = _Reply.model_validate_json(body)
     except ValidationError as error:
         raise TypeError(_why(error, body, content_type)) from None
+    return _response(reply, request, prices, batch)
+
+
+def read_message(message: Any, request: LLMRequest, prices: Mapping[str, Price], *, batch: bool = False) -> LLMResponse:
+    """The :class:`LLMResponse` of a message already decoded from JSON (a batch result's);
+    :class:`TypeError` saying why when it is not a message."""
+    try:
+        reply = _Reply.model_validate(message)
+    except ValidationError as error:
+        raise TypeError(_why(error, b"", "application/json")) from None
+    return _response(reply, request, prices, batch)
+
+
+def _response(reply: _Reply, request: LLMRequest, prices: Mapping[str, Price], batch: bool) -> LLMResponse:
     texts: list[str] = []
     tool_input: dict | None = None
     for block in reply.content:
@@ -69,10 +88,15 @@ def read_reply(body: bytes, content_type: str, request: LLMRequest, prices: Mapp
             and (request.tool is None or block.name == request.tool.name)
         ):
             tool_input = block.input
-    usage = TokenUsage(input_tokens=reply.usage.input_tokens, output_tokens=reply.usage.output_tokens)
+    raw = reply.usage
+    usage = TokenUsage(input_tokens=raw.input_tokens, output_tokens=raw.output_tokens,
+                       cache_creation_input_tokens=raw.cache_creation_input_tokens or 0,
+                       cache_read_input_tokens=raw.cache_read_input_tokens or 0)
     model = reply.model or request.model
     return LLMResponse(text="".join(texts), tool_input=tool_input, usage=usage, model=model,
-                       stop_reason=reply.stop_reason, id=reply.id, cost_usd=cost_usd(model, usage, prices))
+                       stop_reason=reply.stop_reason, id=reply.id, batched=batch,
+                       cost_usd=cost_usd(model, usage, prices, batch=batch),
+                       uncached_prefix=uncached_note(request, usage) if request.cache_prefix else None)
 
 
 def _why(error: ValidationError, body: bytes, content_type: str) -> str:

@@ -57,13 +57,20 @@ class LLMConnectionFailed(ConnectionFailed, LLMError):
     """The LLM server could not be reached (connection refused, DNS, TLS) after retries."""
 
 
+class BudgetExceeded(LLMError):
+    """An LLM call refused because its estimate would take the run past its cost budget
+    (:mod:`evalloop.llm.budget`). Not one case's failure: the run stops starting cases."""
+
+
 RUN_LEVEL_STATUS = {404}  # a model that does not exist fails every case alike: stop the run
 
 
 def is_case_level(exc: BaseException) -> bool:
     """Whether an error fails the grading of one case (an unusable reply, a refusal, a call that
     kept failing) rather than the whole run (no connection, a rejected key, an unknown model, a
-    replay miss — anything that would fail every case alike)."""
+    replay miss, a spent cost budget — anything that would fail every case alike)."""
     if not isinstance(exc, LLMError) or isinstance(exc, ConnectionFailed):
+        return False
+    if isinstance(exc, BudgetExceeded):
         return False
     return not (isinstance(exc, LLMCallFailed) and exc.status in RUN_LEVEL_STATUS)

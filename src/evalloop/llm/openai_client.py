@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from evalloop.errors import ConfigError
+from evalloop.llm.budget import within_budget
 from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
 from evalloop.llm.retry import (
@@ -86,8 +87,9 @@ class OpenAICompatClient(ClosingClient):
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Send ``request``; retry transient failures; record usage and cost."""
-        return await send(lambda: self._attempt(request), self.policy, semaphore=self._semaphore,
-                          where=f"LLM server at {self.url}", url_setting="EVALLOOP_LLM_BASE_URL")
+        return await within_budget(request, self.prices, lambda: send(
+            lambda: self._attempt(request), self.policy, semaphore=self._semaphore,
+            where=f"LLM server at {self.url}", url_setting="EVALLOOP_LLM_BASE_URL"))
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connections."""
@@ -116,12 +118,26 @@ class OpenAICompatClient(ClosingClient):
         return body
 
     async def _attempt(self, request: LLMRequest) -> LLMResponse:
+        reply = self.checked(await self.http("POST", self.url, json=self._body(request)))
         try:
-            reply = await self._http.post(self.url, json=self._body(request))
+            data = reply.json()
+        except ValueError as error:
+            raise MalformedReply(f"not a chat completion: the body is not JSON ({reply.text[:60]!r})",
+                                 status=reply.status_code, where=self.url, hint=_MALFORMED_HINT) from error
+        return self.read(request, data, status=reply.status_code)
+
+    async def http(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        """One HTTP request to the server; a transport failure or timeout as a :class:`TransientError`."""
+        try:
+            return await self._http.request(method, url, **kw)
         except httpx.TimeoutException as error:
             raise TransientError("timeout", f"no reply within {self.policy.timeout:g} s") from error
         except httpx.TransportError as error:
             raise TransientError("connection", f"{type(error).__name__}: {error}") from error
+
+    def checked(self, reply: httpx.Response) -> httpx.Response:
+        """``reply`` if it succeeded; a retryable status as a :class:`TransientError`, a rejected key
+        as a :class:`ConfigError`, another failure as :class:`LLMCallFailed`."""
         if reply.status_code in RETRYABLE_STATUS:
             raise TransientError(
                 "status",
@@ -132,27 +148,30 @@ class OpenAICompatClient(ClosingClient):
         if reply.status_code in (401, 403):
             raise ConfigError(
                 f"the server rejected the key ({reply.status_code})",
-                where=self.url,
+                where=str(reply.request.url),
                 hint="check EVALLOOP_LLM_API_KEY",
             )
         if reply.status_code >= 400:
             raise LLMCallFailed(
                 f"HTTP {reply.status_code}: {_error_text(reply)}",
                 status=reply.status_code,
-                where=self.url,
+                where=str(reply.request.url),
             )
+        return reply
+
+    def read(self, request: LLMRequest, data: Any, *, status: int = 200, batch: bool = False) -> LLMResponse:
+        """The :class:`LLMResponse` of a chat completion (a live reply's or a batch line's body)."""
         try:
-            data = reply.json()
-        except ValueError as error:
-            raise MalformedReply(f"not a chat completion: the body is not JSON ({reply.text[:60]!r})",
-                                 status=reply.status_code, where=self.url, hint=_MALFORMED_HINT) from error
-        try:
-            return self._response(request, data)
+            return self._response(request, data, batch)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
             raise MalformedReply(f"not a chat completion: {type(error).__name__}: {error}",
-                                 status=reply.status_code, where=self.url, hint=_MALFORMED_HINT) from error
+                                 status=status, where=self.url, hint=_MALFORMED_HINT) from error
 
-    def _response(self, request: LLMRequest, data: dict[str, Any]) -> LLMResponse:
+    def body(self, request: LLMRequest) -> dict[str, Any]:
+        """The chat-completion body of ``request`` (a live call's and a batch line's)."""
+        return self._body(request)
+
+    def _response(self, request: LLMRequest, data: dict[str, Any], batch: bool = False) -> LLMResponse:
         choice = data["choices"][0]
         message = choice.get("message") or {}
         text = message.get("content") or ""
@@ -170,11 +189,7 @@ class OpenAICompatClient(ClosingClient):
         stop_reason = FINISH_REASONS.get(choice.get("finish_reason") or "", choice.get("finish_reason"))
         if message.get("refusal"):
             stop_reason, text = "refusal", text or str(message["refusal"])
-        raw_usage = data.get("usage") or {}
-        usage = TokenUsage(
-            input_tokens=int(raw_usage.get("prompt_tokens") or 0),
-            output_tokens=int(raw_usage.get("completion_tokens") or 0),
-        )
+        usage = _usage(data.get("usage") or {})
         model = data.get("model") or request.model
         return LLMResponse(
             text=text,
@@ -183,8 +198,18 @@ class OpenAICompatClient(ClosingClient):
             model=model,
             stop_reason=stop_reason,
             id=data.get("id"),
-            cost_usd=cost_usd(model, usage, self.prices),
+            batched=batch,
+            cost_usd=cost_usd(model, usage, self.prices, batch=batch),
         )
+
+
+def _usage(raw: dict[str, Any]) -> TokenUsage:
+    """OpenAI usage in the Messages API's split: ``prompt_tokens`` include the cached ones
+    (``prompt_tokens_details.cached_tokens``, automatic caching), which are apart here."""
+    prompt = int(raw.get("prompt_tokens") or 0)
+    cached = int((raw.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    return TokenUsage(input_tokens=max(prompt - cached, 0), cache_read_input_tokens=min(cached, prompt),
+                      output_tokens=int(raw.get("completion_tokens") or 0))
 
 
 def _arguments(arguments: object) -> dict | None:

@@ -1,4 +1,9 @@
-"""The price table (USD per million tokens) and the cost of one call."""
+"""The price table (USD per million tokens), the published price rules, and the cost of one call.
+
+The rules are the Anthropic API's: a prompt-cache write costs 1.25x the input price (5-minute
+cache), a cache read 0.1x, and a request sent through a batch API half of everything. The same
+rules price an OpenAI-compatible server's usage (local models cost 0 anyway).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,13 @@ from collections.abc import Mapping
 from pydantic import BaseModel
 
 from evalloop.llm.types import TokenUsage
+
+CACHE_WRITE = 1.25
+"""A prompt-cache write, as a multiple of the input price (5-minute cache)."""
+CACHE_READ = 0.1
+"""A prompt-cache read, as a multiple of the input price."""
+BATCH = 0.5
+"""A request sent through a batch API, as a multiple of its live price."""
 
 
 class Price(BaseModel):
@@ -22,6 +34,14 @@ PRICES: dict[str, Price] = {
     "claude-opus-4-1": Price(input_per_mtok=15.0, output_per_mtok=75.0),
 }
 """Prices of current Claude models; unknown and local models cost 0."""
+
+MIN_CACHEABLE: dict[str, int] = {
+    "claude-haiku-4-5": 4096,
+    "claude-sonnet-4-5": 1024,
+    "claude-opus-4-1": 1024,
+}
+"""The published minimum cacheable prefix (tokens) per model; a shorter prefix is not cached."""
+DEFAULT_MIN_CACHEABLE = 1024
 
 PriceInput = Price | tuple[float, float] | Mapping[str, float]
 
@@ -42,21 +62,42 @@ def price_table(overrides: Mapping[str, PriceInput] | None = None) -> dict[str, 
     return table
 
 
+def _longest_prefix(model: str, table: Mapping[str, object]) -> str | None:
+    if model in table:
+        return model
+    matches = [name for name in table if model.startswith(name)]
+    return max(matches, key=len) if matches else None
+
+
 def price_for(model: str, table: Mapping[str, Price] | None = None) -> Price | None:
     """The price of ``model``: an exact entry, else the longest entry it starts with.
 
     A dated id such as ``claude-haiku-4-5-20251001`` is priced as ``claude-haiku-4-5``.
     """
     table = PRICES if table is None else table
-    if model in table:
-        return table[model]
-    matches = [name for name in table if model.startswith(name)]
-    return table[max(matches, key=len)] if matches else None
+    name = _longest_prefix(model, table)
+    return table[name] if name is not None else None
 
 
-def cost_usd(model: str, usage: TokenUsage, table: Mapping[str, Price] | None = None) -> float:
-    """What ``usage`` on ``model`` costs in USD (0 for unknown models)."""
+def min_cacheable(model: str) -> int:
+    """The minimum cacheable prefix of ``model`` in tokens (1024 for a model not in the table)."""
+    name = _longest_prefix(model, MIN_CACHEABLE)
+    return MIN_CACHEABLE[name] if name is not None else DEFAULT_MIN_CACHEABLE
+
+
+def cost_usd(model: str, usage: TokenUsage, table: Mapping[str, Price] | None = None, *,
+             batch: bool = False) -> float:
+    """What ``usage`` on ``model`` costs in USD (0 for unknown models): input, cache writes and
+    reads, and output at the published rules, halved for a ``batch`` request."""
     price = price_for(model, table)
     if price is None:
         return 0.0
-    return (usage.input_tokens * price.input_per_mtok + usage.output_tokens * price.output_per_mtok) / 1_000_000
+    tokens_in = (usage.input_tokens + CACHE_WRITE * usage.cache_creation_input_tokens
+                 + CACHE_READ * usage.cache_read_input_tokens)
+    cost = (tokens_in * price.input_per_mtok + usage.output_tokens * price.output_per_mtok) / 1_000_000
+    return cost * BATCH if batch else cost
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count of ``text`` (4 characters a token), for budgets and notices."""
+    return max(1, len(text) // 4) if text else 0

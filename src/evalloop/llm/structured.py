@@ -93,12 +93,14 @@ async def structured(
     max_tokens: int = 512,
     temperature: float | None = None,
     tool_name: str | None = None,
+    cache_prefix: bool = False,
 ) -> T:
     """Ask ``client`` for a reply shaped as ``schema`` through a forced tool.
 
     A reply in text instead is parsed as JSON (fences stripped). A reply that does not parse or
     validate is sent back once with the error; if that fails too, :class:`ReplyParseError` is
     raised with the error text. A refusal raises :class:`RefusalError` (never retried).
+    ``cache_prefix``: ``system`` is the same for every case, mark it for prompt caching.
     """
     tool = tool_for(schema, tool_name)
     request = LLMRequest(
@@ -108,6 +110,7 @@ async def structured(
         max_tokens=max_tokens,
         temperature=temperature,
         tool=tool,
+        cache_prefix=cache_prefix and system is not None,
     )
     response = await client.complete(request)
     try:

@@ -35,13 +35,24 @@ class LLMRequest(BaseModel):
     max_tokens: int = 1024
     temperature: float | None = None
     tool: ToolSpec | None = None
+    cache_prefix: bool = False
+    """Mark the stable prefix (the tool and the system prompt) for prompt caching: a caller sets
+    it when the system prompt is the same for every case (instructions, rubric, examples,
+    injected lessons) and only the messages change."""
 
 
 class TokenUsage(BaseModel):
-    """Tokens billed for one call."""
+    """Tokens billed for one call.
+
+    ``input_tokens`` are the input tokens billed at the plain input price; the prompt-caching
+    ones are apart (the Messages API's own split): ``cache_creation_input_tokens`` written to the
+    cache (1.25x the input price), ``cache_read_input_tokens`` read from it (0.1x).
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
 
 
 class LLMResponse(BaseModel):
@@ -49,7 +60,9 @@ class LLMResponse(BaseModel):
 
     ``stop_reason`` uses the Messages-API words (``end_turn``, ``max_tokens``, ``tool_use``,
     ``refusal``); OpenAI-compatible finish reasons are mapped onto them. ``cached`` replies were
-    served from the response cache and cost nothing.
+    served from the response cache and cost nothing; ``batched`` ones came through a batch API
+    (half price). ``uncached_prefix`` is set when the request marked a prefix for prompt caching
+    and the reply shows neither a cache write nor a read: what it says, in one line.
     """
 
     text: str
@@ -59,8 +72,10 @@ class LLMResponse(BaseModel):
     stop_reason: str | None = None
     id: str | None = None
     cached: bool = False
+    batched: bool = False
     cost_usd: float = 0.0
     retries: int = 0
+    uncached_prefix: str | None = None
 
 
 @runtime_checkable

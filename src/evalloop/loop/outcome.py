@@ -1,16 +1,18 @@
-"""Exit codes: one rule for what a finished run means to a shell, a CI job or a scheduler.
+"""Exit codes: what a finished run means to a shell, a CI job or a scheduler.
 
-A run *fails* when its comparison does (:attr:`evalloop.verdicts.baseline.Comparison.fails`: a
-regression, a broken scorer, an invalid run — which includes a run where every target call
-failed). By default a failing run exits 1, like pytest and promptfoo; ``--no-fail-on-regression``
-keeps the old behaviour (exit 0 whatever the verdict). The CLI's ``run``, the scheduler's
-fires and the pytest plugin all read this module.
+A run *fails* by the one rule of :func:`evalloop.verdicts.outcome.run_outcome` (a regression, a
+scorer under its floor, a broken scorer, an invalid run). By default a failing run exits 1, like
+pytest and promptfoo; ``--no-fail-on-regression`` keeps exit 0 whatever the verdict. The CLI's
+``run``, the scheduler's fires and the pytest plugin all read this module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
+from evalloop.verdicts.outcome import run_outcome
+from evalloop.verdicts.verdict import VerdictStatus
 
 if TYPE_CHECKING:
     from evalloop.loop.pipeline import RunReport
@@ -22,15 +24,19 @@ USAGE = 2
 INTERRUPTED = 130
 TERMINATED = 143
 
+#: what a label is called in one line of "why it fails"
+_WHY = {VerdictStatus.INVALID: "invalid run in", VerdictStatus.SCORER_BROKEN: "scorer broken in",
+        VerdictStatus.REGRESSED: "regression in", VerdictStatus.BELOW_FLOOR: "below floor in"}
+
 
 def run_fails(comparison: Comparison) -> bool:
-    """Whether one run fails CI: a regression, a broken scorer, or an invalid run."""
-    return comparison.fails
+    """Whether one run fails CI."""
+    return run_outcome(comparison).fails
 
 
 def exit_code(comparison: Comparison, *, fail_on_regression: bool = True) -> int:
     """The exit code of one run: 1 when it fails (unless the caller opted out), else 0."""
-    return FAILED if fail_on_regression and run_fails(comparison) else OK
+    return FAILED if fail_on_regression and comparison.fails else OK
 
 
 def exit_code_of(reports: Iterable[RunReport], *, fail_on_regression: bool = True) -> int:
@@ -39,20 +45,17 @@ def exit_code_of(reports: Iterable[RunReport], *, fail_on_regression: bool = Tru
 
 
 def failure_lines(reports: Iterable[RunReport]) -> list[str]:
-    """Why the runs fail, one line per kind (regression, broken scorer, invalid run)."""
-    regressed, broken, invalid = [], [], []
+    """Why the runs fail, one line per failing label (in :data:`ORDER`)."""
+    named: dict[VerdictStatus, list[str]] = {status: [] for status in _WHY}
     for r in reports:
         c = r.comparison
-        if c.has_regression:
-            regressed.append(r.suite.name)
-        if c.broken:
-            broken.append(r.suite.name)
+        present = {s.status for s in c.scorers}
         if c.invalid:
             reason = r.outcome.run.invalid_reason
-            invalid.append(f"{r.suite.name} ({reason})" if reason else r.suite.name)
-    lines = []
-    for label, names in (("regression in", regressed), ("scorer broken in", broken),
-                         ("invalid run in", invalid)):
-        if names:
-            lines.append(f"{label} {', '.join(names)}")
-    return lines
+            named[VerdictStatus.INVALID].append(f"{r.suite.name} ({reason})" if reason else r.suite.name)
+        for status in (VerdictStatus.SCORER_BROKEN, VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR):
+            if status in present:
+                named[status].append(r.suite.name)
+    order = [VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR, VerdictStatus.SCORER_BROKEN,
+             VerdictStatus.INVALID]
+    return [f"{_WHY[s]} {', '.join(named[s])}" for s in order if named[s]]

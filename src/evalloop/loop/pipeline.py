@@ -19,6 +19,7 @@ from evalloop.errors import EvalloopError
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
 from evalloop.history.store import FIRE_ENV, HistoryStore
+from evalloop.run import batchmode
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
@@ -67,12 +68,20 @@ async def arun_suite(
     model: str | None = None,
     cache: str | None = None,
     select: Callable[[Case], bool] | None = None,
+    max_cost: float | None = None,
+    batch: bool | None = None,
+    resume: str | None = None,
+    nightly: bool = False,
 ) -> RunReport:
     """Run one suite and compare it with its rolling baseline (async).
 
     ``engine`` (auto/local/llm), ``model`` and ``cache`` (use/off/only) choose the services
     when none are given; services built here are closed when the run ends. ``select`` keeps
-    only the cases it accepts (a partial run, never a baseline).
+    only the cases it accepts (a partial run, never a baseline). ``max_cost`` (USD, else the
+    suite's ``max_cost``) is the run's cost budget. ``batch`` (else the suite's ``batch``) sends
+    the LLM calls through the provider's batch API; ``resume`` names a batch run to collect
+    from instead of submitting again (:mod:`evalloop.run.batchmode`). ``nightly`` judges the run
+    as one night of a series, with the suite's alarm budget (:mod:`evalloop.verdicts.sequential`).
     """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
@@ -80,11 +89,12 @@ async def arun_suite(
     notices: list[str] = []
     owned = services is None
     if services is None:
+        batched = bool(resume) or (batch if batch is not None else suite_obj.batch)
         services, notices = build_services(settings, engine=engine, model=model, cache=cache,
-                                           concurrency=concurrency)
+                                           concurrency=concurrency, batch=batched)
     try:
         report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
-                            concurrency, progress, on_start, select)
+                            concurrency, progress, on_start, select, max_cost, resume, nightly)
     finally:
         if owned:
             await close_services(services)
@@ -108,7 +118,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                services: Services, epochs: int | None, limit: int | None, concurrency: int | None,
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None,
-               select: Callable[[Case], bool] | None = None) -> RunReport:
+               select: Callable[[Case], bool] | None = None, max_cost: float | None = None,
+               resume: str | None = None, nightly: bool = False) -> RunReport:
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
@@ -131,17 +142,25 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         runlog.sync_suite(store, settings.history_dir, suite_obj.name)
     if on_start is not None:
         on_start(prepared)
+    on_begin = batchmode.wire(services, store, resume)
+    if on_begin is not None:  # every case in flight: a batch carries a whole stage of the run
+        concurrency = batchmode.BATCH_IN_FLIGHT
+        notices += batchmode.without_deadline(prepared)
     outcome = await execute(
         prepared, store, services=services, epochs=epochs, limit=limit,
         concurrency=concurrency, default_concurrency=settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
-        progress=progress, select=select,
+        progress=progress, select=select, max_cost=max_cost, on_begin=on_begin,
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
+               **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
                **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {})},
     )
+    if resume:
+        notices.append(batchmode.resume_notice(services, resume))
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
-                             current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()})
-    report = RunReport(prepared, outcome, comparison, notices=notices)
+                             current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()},
+                             nightly=nightly)
+    report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
         report.extras["target_stats"] = run_notes["target_stats"]

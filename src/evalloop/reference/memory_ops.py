@@ -6,9 +6,10 @@ shipped static embedder (lexical overlap when it is unavailable) and rules. The 
 from the target's ``engine`` parameter, else from the run (``evalloop run --engine``). When the
 learning loop is on, the suite's open failure memories are appended to the prompt, fenced as
 untrusted data; the local engine, which reads no prompt, uses them as corrections instead: a case
-whose input matches a remembered failing case gets that case's expected answer. The base prompt
-is hashed into the fingerprint; the injected memories go under its ``injected`` key, so they never
-change the base fingerprint.
+whose input matches a remembered failing case gets that case's expected answer. The prompt and
+lessons are the same for every case, so they are the system prompt marked for prompt caching,
+and the case's memories are the message. The base prompt is hashed into the fingerprint; the
+injected memories go under its ``injected`` key, so they never change the base fingerprint.
 """
 
 from __future__ import annotations
@@ -164,8 +165,8 @@ async def decide(input: dict[str, Any], engine: str | None = None, model: str | 
     from evalloop.llm.structured import structured
 
     prompt = f"{fence('EXISTING MEMORY', existing)}\n\n{fence('INCOMING MEMORY', incoming)}"
-    result = await structured(_client(ctx), Decision, prompt=prompt,
-                              system=system_prompt("decide", ctx.services), model=model, max_tokens=256)
+    result = await structured(_client(ctx), Decision, prompt=prompt, system=system_prompt("decide", ctx.services),
+                              model=model, max_tokens=256, cache_prefix=True)
     return result.model_dump()
 
 
@@ -193,8 +194,8 @@ async def merge(input: dict[str, Any], engine: str | None = None, model: str | N
     from evalloop.llm.structured import structured
 
     prompt = f"{fence('ORIGINAL MEMORY', original)}\n\n{fence('INCOMING MEMORY', incoming)}"
-    result = await structured(_client(ctx), Merged, prompt=prompt,
-                              system=system_prompt("merge", ctx.services), model=model, max_tokens=512)
+    result = await structured(_client(ctx), Merged, prompt=prompt, system=system_prompt("merge", ctx.services),
+                              model=model, max_tokens=512, cache_prefix=True)
     return result.model_dump()
 
 
@@ -241,7 +242,7 @@ async def assess_quality(input: Any, engine: str | None = None, model: str | Non
         from evalloop.llm.structured import structured
 
         result = await structured(_client(ctx), QualityAssessment, prompt=fence("MEMORY", memory),
-                                  system=system_prompt("quality", ctx.services), model=model,
+                                  system=system_prompt("quality", ctx.services), model=model, cache_prefix=True,
                                   max_tokens=384)
     return {"score": result.score / 100, "issues": result.issues}
 

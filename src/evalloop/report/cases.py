@@ -20,6 +20,7 @@ from sqlalchemy import select
 from evalloop.history.models import CaseResult, CaseScore
 from evalloop.history.store import SCORES, HistoryStore
 from evalloop.report.filters import CaseFilter
+from evalloop.verdicts.outcome import case_outcome
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -103,8 +104,8 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
         per_scorer = [_grade(name, items, marks.get(name, 0.5),
                              control=bool(case is not None and case.expects_fail(name)))
                       for name, items in grades[case_id].items()]
-        graded = [g for g in per_scorer if g.passed is not None]
-        passed = first.error is None and all(g.passed for g in graded)
+        # the one rule (evalloop.verdicts.outcome): a target failure is a real 0 in every scorer's grades
+        passed = all(g.passed for g in per_scorer if g.passed is not None)
         change = None
         if case_id in before and before[case_id] != passed:
             change = "newly passing" if passed else "newly failing"
@@ -122,8 +123,9 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
 
 def _grade(name: str, items: Sequence[CaseScore], pass_mark: float, *, control: bool) -> CaseScoreView:
     usable = [s.value for s in items if not s.errored and not s.skipped]
-    value = sum(usable) / len(usable) if usable else None
-    passed = None if value is None else (value < pass_mark if control else value >= pass_mark)
+    graded = case_outcome(usable, pass_mark, errored=sum(1 for s in items if s.errored), control=control)
+    value = graded.value
+    passed = None if value is None else graded.passed
     return CaseScoreView(scorer=name, value=value, passed=passed, control=control,
                          errored=any(s.errored for s in items) and value is None,
                          skipped=all(s.skipped for s in items), message=items[0].message)
@@ -135,16 +137,13 @@ def _case_passes(store: HistoryStore, run_id: str, marks: dict[str, float]) -> d
         rows = conn.execute(select(SCORES.c.case_id, SCORES.c.scorer, SCORES.c.value)
                             .where(SCORES.c.run_id == run_id, SCORES.c.errored.is_(False),
                                    SCORES.c.skipped.is_(False))).all()
-    errors = set(store.case_errors(run_id))
     acc: dict[tuple[str, str], list[float]] = defaultdict(list)
     for case_id, scorer, value in rows:
         acc[(case_id, scorer)].append(value)
     out: dict[str, bool] = {}
     for (case_id, scorer), values in acc.items():
-        ok = sum(values) / len(values) >= marks.get(scorer, 0.5) and case_id not in errors
+        ok = case_outcome(values, marks.get(scorer, 0.5)).passed
         out[case_id] = out.get(case_id, True) and ok
-    for case_id in errors:
-        out[case_id] = False
     return out
 
 

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from evalloop.history.store import RESULTS, SCORES, HistoryStore
 from evalloop.loop.pipeline import RunReport
+from evalloop.verdicts.outcome import case_outcome
 
 
 @dataclass
@@ -100,22 +101,24 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
 
 def _grade(el: ET.Element, cell: _Cell, pass_mark: float, control: bool,
            counts: dict[str, int]) -> None:
-    if not cell.values:
-        if cell.errored:
-            ET.SubElement(el, "error", message=cell.message or "grading errored", type="errored")
-            counts["errors"] += 1
-        else:
-            ET.SubElement(el, "skipped", message=cell.message or "skipped")
-            counts["skipped"] += 1
+    graded = case_outcome(cell.values, pass_mark, errored=cell.errored, control=control)
+    if graded.state == "errored":
+        ET.SubElement(el, "error", message=cell.message or "grading errored", type="errored")
+        counts["errors"] += 1
         return
-    value = sum(cell.values) / len(cell.values)
-    passed = value >= pass_mark
-    if control and passed:
+    if graded.state == "skipped":
+        ET.SubElement(el, "skipped", message=cell.message or "skipped")
+        counts["skipped"] += 1
+        return
+    value = graded.value
+    if not graded.failed:
+        return
+    if control:
         ET.SubElement(el, "failure", type="control passed",
                       message=f"known-bad case passed (score {value:.3f} ≥ {pass_mark:g}): "
                               "the scorer may be broken")
         counts["failures"] += 1
-    elif not control and not passed:
+    else:
         message = cell.failing_message or cell.message or "below pass mark"
         fail = ET.SubElement(el, "failure", type="below pass mark",
                              message=f"score {value:.3f} < {pass_mark:g}: {message}")

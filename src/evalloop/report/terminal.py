@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # annotations only: printing a run needs no more than Rich an
 VERDICT_STYLE = {
     "regressed": "bold red", "watch": "yellow", "improved": "green",
     "steady": "", "no baseline yet": "cyan", "invalid run": "magenta", "skipped": "dim",
-    "scorer broken": "bold magenta",
+    "scorer broken": "bold magenta", "below floor": "red",
 }
 MAX_FLIPS_SHOWN = 5
 #: from this many columns on, the run table shows every column
@@ -36,6 +36,12 @@ def print_run(report: RunReport, console: Console) -> None:
         head += f" × {run.epochs} epochs"
     if run.llm_calls or run.cost_usd:
         head += f"  {run.llm_calls} LLM calls ({run.cache_hits} cached), ${run.cost_usd:.4f}"
+        if run.cache_read_tokens or run.cache_write_tokens:
+            head += f", prompt cache {run.cache_read_tokens or 0} read / {run.cache_write_tokens or 0} written tokens"
+        if run.batched_calls:
+            head += f", {run.batched_calls} batched"
+    if any(s.evidence is not None and s.evidence.mode == "nightly" for s in report.comparison.scorers):
+        head += "  (nightly: judged as one night of a series)"
     console.print(head)
     wide = run_table(report, wide=True)
     if console.width >= WIDE_COLUMNS and fits(wide, console):
@@ -105,11 +111,14 @@ def closing_line(reports: Sequence[RunReport], seconds: float) -> str:
     watches = sum(len(r.comparison.watches) for r in reports)
     invalid = sum(1 for r in reports if r.comparison.invalid)
     broken = sum(len(r.comparison.broken) for r in reports)
+    low = sum(len(r.comparison.below_floor) for r in reports)
     failing = sum(1 for r in reports if r.comparison.fails)
     parts = [f"{len(reports)} suite{'s' if len(reports) != 1 else ''} run",
              f"{regressions} regression{'s' if regressions != 1 else ''}",
              f"{watches} watch{'es' if watches != 1 else ''}",
              f"{invalid} invalid run{'s' if invalid != 1 else ''}"]
+    if low:
+        parts.append(f"{low} below floor")
     if broken:
         parts.append(f"{broken} broken scorer{'s' if broken != 1 else ''}")
     verdict = f"FAILED ({failing} of {len(reports)})" if failing else "ok"
@@ -117,7 +126,7 @@ def closing_line(reports: Sequence[RunReport], seconds: float) -> str:
 
 
 def _print_details(s: ScorerComparison, console: Console) -> None:
-    if s.verdict in ("skipped", "scorer broken", "regressed", "watch", "invalid run"):
+    if s.verdict not in ("steady", "improved", "no baseline yet"):
         note(console, f"{s.scorer}: {s.reason}")
     ev = s.evidence
     if ev is not None and (ev.added or ev.removed):

@@ -52,7 +52,8 @@ async def j_judge(input: Any, output: Any, expected: Any, model: str | None = No
     question = input.get("question", "") if isinstance(input, Mapping) else str(input)
     prompt = (f"{fence('QUESTION', question)}\n\n{fence('REFERENCE ANSWER', truth)}\n\n"
               f"{fence('ASSISTANT ANSWER', _answer(output))}")
-    verdict = await ask_judge(ctx, JLabel, prompt, model=model, system=prompt_text("j-judge"))
+    # its prompt file is the stable prefix (cached); the case's texts are the message
+    verdict = await ask_judge(ctx, JLabel, prompt_text("j-judge"), prompt, model=model, system="")
     if isinstance(verdict, Score):
         return verdict
     return Score(value=float(verdict.label == "CORRECT"), message=f"{verdict.label}: {verdict.reason}")

@@ -82,7 +82,7 @@ def _ir_scorer(metric: str, default_k: int | None, name: str, fixed: bool) -> Ca
             return _ir(output, expected, metric, k, relevance_level)
     fn.__name__ = fn.__qualname__ = name.replace("@", "_at_").replace("-", "_")
     fn.__doc__ = (doc.replace("top k", f"top {default_k}") if fixed else doc) + " (per query)."
-    return scorer(name, description=fn.__doc__, binary=metric == "hit")(fn)
+    return scorer(name, description=fn.__doc__, binary=metric == "hit", min_score=0)(fn)
 
 
 recall = _ir_scorer("recall", 5, "recall", fixed=False)
@@ -110,21 +110,21 @@ def _qa(input: Any, output: Any, expected: Any, k: int) -> Any:
     return score_pair(pair, result_texts(output), k)
 
 
-@scorer("qa-exact-match", binary=True)
+@scorer("qa-exact-match", binary=True, min_score=0)
 def qa_exact_match(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     """The best top-k candidate (by token F1) contains the answer, ignoring case (oracle EM)."""
     r = _qa(input, output, expected, k)
     return Score(value=float(r.exact_match), message=f"best: {r.retrieved[:80]!r}")
 
 
-@scorer("qa-token-f1")
+@scorer("qa-token-f1", min_score=0)
 def qa_token_f1(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     """Highest token F1 between a top-k result and the answer."""
     r = _qa(input, output, expected, k)
     return Score(value=r.f1, message=f"F1 {r.f1:.3f} vs {r.ground_truth!r}")
 
 
-@scorer("qa-recall", binary=True)
+@scorer("qa-recall", binary=True, min_score=0)
 def qa_recall(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     """Any of the top-k results contains the answer (recall@k)."""
     r = _qa(input, output, expected, k)
@@ -142,7 +142,7 @@ def _substring(input: Any, output: Any, expected: Any, k: int) -> Any:
     return query, score_query(query, result_texts(output)[:k], ks=(1, 3, 5, k))
 
 
-@scorer("substring-hit", binary=True)
+@scorer("substring-hit", binary=True, min_score=0)
 def substring_hit(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     """A top-k result contains an expected substring (null queries are skipped)."""
     q, r = _substring(input, output, expected, k)
@@ -152,7 +152,7 @@ def substring_hit(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     return Score(value=r.hit_at[k], message=rank)
 
 
-@scorer("substring-mrr")
+@scorer("substring-mrr", min_score=0)
 def substring_mrr(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     """Reciprocal rank of the first result containing an expected substring."""
     q, r = _substring(input, output, expected, k)
@@ -161,7 +161,7 @@ def substring_mrr(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     return Score(value=r.rr, message=f"rr {r.rr:.3f}")
 
 
-@scorer("relevance-density")
+@scorer("relevance-density", min_score=0)
 def relevance_density(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     """Share of a relevant result's text that is expected substrings (mean over hits; seed 000)."""
     q, r = _substring(input, output, expected, k)
@@ -173,7 +173,7 @@ def relevance_density(input: Any, output: Any, expected: Any, k: int = 5) -> Sco
                  f"{r.n_results} result(s), {r.tokens:.0f} tokens")
 
 
-@scorer("change-detection", binary=True)
+@scorer("change-detection", binary=True, min_score=0)
 def change_detection(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     """Current state ranks above stale facts; change queries see both old and new facts."""
     q, r = _substring(input, output, expected, k)
@@ -186,7 +186,7 @@ def change_detection(input: Any, output: Any, expected: Any, k: int = 5) -> Scor
     return Score.skip(f"not a change query ({q.set})")
 
 
-@scorer("null-rejection", binary=True)
+@scorer("null-rejection", binary=True, min_score=0)
 def null_rejection(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
     """A query about nothing stored returns nothing (1 − false-positive rate)."""
     q, r = _substring(input, output, expected, k)
@@ -197,7 +197,7 @@ def null_rejection(input: Any, output: Any, expected: Any, k: int = 5) -> Score:
 
 # -- multi-turn scenarios (seed 003) --------------------------------------------------------
 
-@scorer("scenario-accuracy")
+@scorer("scenario-accuracy", min_score=0)
 def scenario_accuracy(input: Any, output: Any, expected: Any, similarity: bool = True,
                       similarity_threshold: float = SIMILARITY_THRESHOLD) -> Score:
     """Mean over graded turns: keywords + word limit (1 / 0.5 / 0), similarity partial credit."""

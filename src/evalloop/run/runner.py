@@ -26,9 +26,11 @@ from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.provenance import new_run_id
 from evalloop.history.store import HistoryStore, dumps
+from evalloop.llm.budget import Budget, budget_scope
 from evalloop.llm.cache import current_epoch as _EPOCH
+from evalloop.llm.errors import BudgetExceeded
 from evalloop.llm.errors import is_case_level as _is_case_level
-from evalloop.llm.usage import UsageTotals, close_scope, open_scope
+from evalloop.llm.usage import RUN_TOTALS, UsageTotals, close_scope, open_scope
 from evalloop.redact import redact_text
 from evalloop.run.bound import BoundScorer
 from evalloop.run.calling import is_awaitable
@@ -101,8 +103,13 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
                                      spec.effective_threshold) if t is not None)
         pass_mark = next(m for m in (ref.pass_mark, suite.verdict.get("pass_mark"), spec.pass_mark)
                          if m is not None)
+        # the floor: the scorer's entry, the suite's verdict block, the project, the registration, the kind
+        floor = next(m for m in (ref.min_score, suite.verdict.get("min_score"),
+                                 (verdict_defaults or {}).get("min_score"), spec.min_score,
+                                 spec.kind.default_target)
+                     if m is not None)
         policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
-                  "pass_mark": pass_mark}
+                  "pass_mark": pass_mark, "min_score": floor}
         _check_policy(policy, where)
         bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label))
     params = {**suite.target.params, **(target_params or {})}
@@ -190,11 +197,16 @@ async def execute(
     batch_size: int = 1000,
     notes: dict[str, Any] | None = None,
     select: Callable[[Case], bool] | None = None,
+    max_cost: float | None = None,
+    on_begin: Callable[[Run], None] | None = None,
 ) -> RunOutcome:
     """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
 
     ``select`` keeps only the cases it accepts (``-k``/``--tag``): the run is then partial,
-    compared like ``--limit`` but never a baseline."""
+    compared like ``--limit`` but never a baseline. ``max_cost`` (else the suite's) is the run's
+    cost budget in USD (:mod:`evalloop.llm.budget`): once spent, no new case starts, the cases
+    in flight finish, and the run is marked invalid saying what it spent. ``on_begin`` is told
+    the run once it is stored (batch mode records its batches under it)."""
     suite = prepared.suite
     services = services or Services()
     epochs = epochs or suite.epochs
@@ -213,6 +225,8 @@ async def execute(
         n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
+    if on_begin is not None:
+        on_begin(run)
     grades = {b.name: _Grades(n_cases) for b in prepared.scorers}
     state = _RunState(run, prepared, store, services, grades, batch_size, progress, n_cases)
     work: Iterator[tuple[int, Case, int]] = (
@@ -220,8 +234,11 @@ async def execute(
         for row, case in enumerate(itertools.islice(
             suite.iter_cases() if select is None else filter(select, suite.iter_cases()), n_cases))
     )
+    budget = max_cost if max_cost is not None else suite.max_cost
     try:
-        workers = [asyncio.create_task(state.worker(work)) for _ in range(max(1, concurrency))]
+        with budget_scope(budget) as state.budget:  # the workers' calls inherit it
+            n_workers = max(1, min(concurrency, n_cases * epochs))
+            workers = [asyncio.create_task(state.worker(work)) for _ in range(n_workers)]
         try:
             await asyncio.gather(*workers)
         except BaseException:
@@ -256,8 +273,9 @@ class _RunState:
         self.calls = 0
         self.first_case_error = ""
         self.tagged = False
-        self.totals = {"cost_usd": 0.0, "input_tokens": 0, "output_tokens": 0, "llm_calls": 0,
-                       "cache_hits": 0, "llm_retries": 0, "target_failures": 0, "infra_failures": 0}
+        self.totals: dict[str, Any] = {**RUN_TOTALS, "target_failures": 0, "infra_failures": 0}
+        self.notices: list[str] = []
+        self.budget: Budget | None = None
         # looked up once, not per case
         self.scoring = [(b, b.name, grades[b.name]) for b in prepared.scorers]
         self.timeout = prepared.suite.timeout
@@ -275,7 +293,13 @@ class _RunState:
             for i, (row, case, epoch) in enumerate(work, start=1):
                 if epoch != current:
                     _EPOCH.set(current := epoch)
-                await self.one(case, epoch, row, usage)
+                try:
+                    await self.one(case, epoch, row, usage)
+                except BudgetExceeded:  # the case is dropped, what it spent is kept; no new case starts
+                    self.count_usage(usage)
+                    return
+                if self.budget is not None and self.budget.exceeded:
+                    return
                 # let signals, cancellation and other workers in, even for sync targets: every 8
                 # cases, but no more than once in 2 ms (a trip through the loop costs microseconds)
                 if i % 8 == 0 and (now := time.perf_counter()) - yielded > 0.002:
@@ -341,14 +365,7 @@ class _RunState:
         cost, input_tokens, output_tokens = 0.0, 0, 0
         if usage.calls or usage.cache_hits or usage.retries:  # evalloop's LLM clients were called
             cost, input_tokens, output_tokens = usage.cost_usd, usage.input_tokens, usage.output_tokens
-            totals = self.totals
-            totals["cost_usd"] += cost
-            totals["input_tokens"] += input_tokens
-            totals["output_tokens"] += output_tokens
-            totals["llm_calls"] += usage.calls
-            totals["cache_hits"] += usage.cache_hits
-            totals["llm_retries"] += usage.retries
-            usage.clear()
+            self.count_usage(usage)
         # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
         self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None,
                                None if error else dumps(output), error, failure.value if failure else None,
@@ -365,6 +382,12 @@ class _RunState:
             self.flush()
         if self.progress is not None:
             self.progress(1)
+
+    def count_usage(self, usage: UsageTotals) -> None:
+        """Add what a case's LLM calls used to the run's totals, and start the scope again."""
+        if usage.note is not None and not self.notices:  # said once per run
+            self.notices.append(usage.note)
+        usage.move_to(self.totals)
 
     def flush(self) -> None:
         cases, scores = self.case_rows, self.score_rows
@@ -383,7 +406,12 @@ class _RunState:
             for name, r in results.items()
         }
         invalid = [r.invalid for r in results.values() if r.invalid]
-        if self.calls and self.case_errors == self.calls:  # nothing was answered: not a result
+        stopped: dict[str, Any] = {}
+        if self.budget is not None and self.budget.exceeded:  # one line first: what it spent
+            invalid.insert(0, f"{self.budget.describe()}; {self.calls} of "
+                              f"{len(self.ids) * self.run.epochs} case results run")
+            stopped["partial"] = True  # never a baseline
+        elif self.calls and self.case_errors == self.calls:  # nothing was answered: not a result
             invalid.insert(0, f"every target call failed ({self.calls}/{self.calls}; first: "
                               f"{self.first_case_error[:200]})")
         mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
@@ -397,7 +425,7 @@ class _RunState:
         run = self.store.finish_run(
             self.run.id, summaries.values(), vectors, status=RunStatus.COMPLETED,
             valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
-            ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals,
+            ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals, **stopped,
         )
         return RunOutcome(run, summaries, results, self.case_errors, self.first_case_error,
-                          tagged=self.tagged)
+                          notices=self.notices, tagged=self.tagged)

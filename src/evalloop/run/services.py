@@ -25,11 +25,14 @@ def build_services(
     cache: str | None = None,
     client: Any = None,
     concurrency: int | None = None,
+    batch: bool = False,
 ) -> tuple[Services, list[str]]:
     """The services for a run, and one-line notices about what was chosen and why.
 
     The judge is the operations' client unless ``judge_model`` names another model of the same
-    provider, or ``EVALLOOP_JUDGE_BASE_URL`` another (OpenAI-compatible) server.
+    provider, or ``EVALLOOP_JUDGE_BASE_URL`` another (OpenAI-compatible) server. ``batch``: both
+    send their calls through the provider's batch API (:mod:`evalloop.llm.batching`), under the
+    response cache.
     """
     from evalloop.llm.clients import MISSING, client_from_env, judge_from_env
 
@@ -54,6 +57,9 @@ def build_services(
         judge = client_from_env(settings.judge_model, **options)
     if llm is None and engine == "llm":
         raise ConfigError("--engine llm needs an LLM, and none is configured", where="environment", hint=MISSING)
+    if batch:
+        llm, judge, said = _batched(llm, judge)
+        notices += said
     if cache != "off":
         from evalloop.llm.cache import CachedClient
 
@@ -68,6 +74,28 @@ def build_services(
         return Services(engine="local", judge=judge), notices
     chosen = "llm" if engine in ("auto", "llm") else "local"
     return Services(engine=chosen, llm=llm if chosen == "llm" else None, judge=judge), notices
+
+
+def _batched(llm: Any, judge: Any) -> tuple[Any, Any, list[str]]:
+    """The operations' and the judge's clients in batch mode (one wrapper for a shared client)."""
+    from evalloop.llm.batching import batching
+    from evalloop.llm.cache import ReplayOnlyClient
+
+    notices: list[str] = []
+    done: dict[int, Any] = {}
+    clients = []
+    for client in (llm, judge):
+        if client is None or isinstance(client, ReplayOnlyClient):  # a replay asks nobody
+            clients.append(client)
+            continue
+        if id(client) not in done:
+            wrapped = batching(client)
+            if wrapped is None:
+                notices.append(f"batch mode: the {client.name} client has no batch API in evalloop; "
+                               "its calls are made live at full price")
+            done[id(client)] = wrapped or client
+        clients.append(done[id(client)])
+    return clients[0], clients[1], notices
 
 
 async def close_services(services: Services) -> None:

@@ -42,10 +42,17 @@ class FireResult:
     summary: dict[str, Any] | None = None
 
 
-def fire_argv(project_dir: str, suite: str) -> list[str]:
-    """The command of one suite's fire: this interpreter, the installed evalloop, as a CLI run."""
-    return [sys.executable, "-m", "evalloop", "run", "--suite", suite, "--project", str(project_dir),
-            "--json", "--no-cases", "--no-fail-on-regression", "--notify"]
+def fire_argv(project_dir: str, suite: str, options: dict[str, Any] | None = None) -> list[str]:
+    """The command of one suite's fire: this interpreter, the installed evalloop, as a CLI run;
+    a schedule's ``options`` (``batch``, ``max_cost``) as the run's flags, and ``resume`` (a run id)
+    to collect a killed batch run's batches instead of submitting again."""
+    options = options or {}
+    which = ["--resume", str(options["resume"])] if options.get("resume") else ["--suite", suite]
+    extra = ["--batch"] if options.get("batch") else []
+    if options.get("max_cost") is not None:
+        extra += ["--max-cost", repr(float(options["max_cost"]))]
+    return [sys.executable, "-m", "evalloop", "run", *which, "--project", str(project_dir),
+            "--json", "--no-cases", "--no-fail-on-regression", "--notify", "--nightly", *extra]
 
 
 def verdict_from_summary(doc: dict[str, Any]) -> str:
@@ -83,7 +90,8 @@ def fire_line(job_id: str, suite: str, result: FireResult) -> tuple[int, str]:
 
 
 def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: Processes | None = None,
-             stop_requested: Callable[[], bool] = lambda: False, env: dict[str, str] | None = None) -> FireResult:
+             stop_requested: Callable[[], bool] = lambda: False,
+             options: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> FireResult:
     """Run one suite in a fresh process and wait for it; never raises for what the run did.
     ``env``: more environment for the run (the ledger entry it belongs to)."""
     env = {**os.environ, "EVALLOOP_PROJECT": str(project_dir), "NO_COLOR": "1",
@@ -91,7 +99,7 @@ def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: 
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(fire_argv(project_dir, suite), stdout=stdout, stderr=stderr,
+            proc = subprocess.Popen(fire_argv(project_dir, suite, options), stdout=stdout, stderr=stderr,
                                     stdin=subprocess.DEVNULL, cwd=project_dir, env=env,
                                     start_new_session=True)  # a terminal's Ctrl-C is the scheduler's
         except OSError as exc:
@@ -108,9 +116,17 @@ def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: 
         out_text = stdout.read().decode("utf-8", "replace")
         err_text = stderr.read().decode("utf-8", "replace")
     for line in err_text.splitlines():  # the fire's own line says the outcome: the child's
-        if line.strip():                 # notices are detail, a failing sink an error of its own
-            log.log(logging.ERROR if line.startswith("ERROR ") else logging.DEBUG, "%s: %s", suite, line)
+        if line.strip():                 # notices are detail, a failing sink an error of its own,
+            log.log(_level(line), "%s: %s", suite, line)  # a damaged store something to mend
     return _result(proc.returncode, out_text, err_text, why, timeout)
+
+
+def _level(line: str) -> int:
+    """The log level of one line the fire's process printed: ERROR for a failing sink, WARNING
+    for a store it went on without (its one line names `evalloop doctor`), else DEBUG."""
+    if line.startswith("ERROR "):
+        return logging.ERROR
+    return logging.WARNING if "evalloop doctor" in line else logging.DEBUG
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float | None, started: float,

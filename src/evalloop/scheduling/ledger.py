@@ -21,8 +21,10 @@ _LOCK = threading.Lock()
 
 #: statuses: running → completed | interrupted | error; skipped (suite busy for the whole misfire
 #: grace, or the scheduler stopping); cannot run (this worker could not run it: another may)
-SEVERITY = ["ok", "improved", "steady", "no baseline yet", "watch", "skipped", "cannot run", "invalid run", "error",
-            "interrupted", "scorer broken", "regressed"]
+#: least to most severe: the run outcome's one order (evalloop.verdicts.outcome.ORDER), then a fire that
+#: did not finish, then an invalid run (as Comparison.worst ranks it)
+SEVERITY = ["ok", "no scorers", "skipped", "cannot run", "no baseline yet", "steady", "improved", "watch",
+            "below floor", "regressed", "scorer broken", "interrupted", "error", "invalid run"]
 
 
 class LastFire(BaseModel):
@@ -78,7 +80,8 @@ def close_dead(url: str, entry_id: int, suite: str, detail: str, *, wait: float 
     runs = interrupt_fire_runs(store, suite, str(entry_id), detail, wait=wait)
     if fire_runs(store, suite, str(entry_id)):  # its run lives on (its lease is fresh): not dead yet
         return False, None
-    run_id = runs[0] if runs else None
+    ended = fire_runs(store, suite, str(entry_id), running=False)  # it may have closed itself
+    run_id = runs[0] if runs else (ended[-1] if ended else None)
     with _engine(url).begin() as conn:
         done = conn.execute(update(ENTRIES).where(ENTRIES.c.id == entry_id, ENTRIES.c.status == "running").values(
             status="interrupted", run_id=run_id, detail=detail[:1000], ended_at=time.time()))

@@ -73,6 +73,7 @@ class ScheduleInfo(BaseModel):
     last_runs: list[str] = []
     project_dir: str
     misfire_grace_seconds: int | None = None
+    options: dict[str, Any] = {}  # the runs' batch / max_cost
 
 
 # -- the job ------------------------------------------------------------------------------
@@ -104,9 +105,10 @@ CONTROL = _Control()
 
 
 def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc",
-                      grace_seconds: float | None = None) -> list[str]:
+                      grace_seconds: float | None = None, options: dict[str, Any] | None = None) -> list[str]:
     """One fire of a schedule: run each suite under its lock, each in a fresh process (today's
-    code), record it, and let the run notify the sinks. Run ids back.
+    code), record it, and let the run notify the sinks. Run ids back. ``options``: the
+    schedule's run options (``batch``, ``max_cost``).
 
     A worker runs the suites in its own checkout (``scheduler start -C DIR``), not at the path
     of the host that added the schedule. A suite that is busy elsewhere is waited for within the
@@ -153,8 +155,14 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
             if CONTROL.hard.is_set():
                 result = FireResult("interrupted", detail="scheduler stopped mid-run")
             else:
+                from evalloop.run.batchmode import unfinished
+
+                resume = unfinished(HistoryStore(url), suite)  # a batch run a killed fire left behind
+                if resume:
+                    log.info("%s: %s: resuming batch run %s", job_id, suite, resume)
                 result = run_fire(str(settings.project_dir), suite, timeout=settings.fire_timeout_seconds,
                                   processes=CONTROL.processes, stop_requested=CONTROL.hard.is_set,
+                                  options={**(options or {}), **({"resume": resume} if resume else {})},
                                   env={FIRE_ENV: str(entry)})
         finally:
             lock.release()
@@ -330,8 +338,10 @@ def _admin(settings: Settings) -> Iterator[BackgroundScheduler]:
 
 def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = None,
                  every: str | None = None, tz: str | None = None, job_id: str | None = None,
-                 grace_seconds: int | None = None, first_run: datetime | None = None) -> ScheduleInfo:
-    """Persist a schedule for the given suites; ``first_run`` overrides the first fire time."""
+                 grace_seconds: int | None = None, first_run: datetime | None = None,
+                 batch: bool = False, max_cost: float | None = None) -> ScheduleInfo:
+    """Persist a schedule for the given suites; ``first_run`` overrides the first fire time.
+    ``batch`` and ``max_cost`` are its runs' ``--batch`` and ``--max-cost``."""
     if not suites:
         raise ScheduleError("no suite given", hint="use --suite NAME (repeat for several)")
     for name in suites:
@@ -343,8 +353,10 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
         if scheduler.get_job(job_id) is not None:
             raise ScheduleError(f"schedule '{job_id}' exists", hint="pick another --id or remove it")
         grace = grace_seconds or settings.misfire_grace_seconds
+        options = {**({"batch": True} if batch else {}), **({"max_cost": max_cost} if max_cost is not None else {})}
+        kwargs: dict[str, Any] = {"job_id": job_id, "grace_seconds": grace, **({"options": options} if options else {})}
         scheduler.add_job(JOB_FUNC, trigger, args=[str(settings.project_dir), list(suites)],
-                          kwargs={"job_id": job_id, "grace_seconds": grace}, id=job_id, name=",".join(suites),
+                          kwargs=kwargs, id=job_id, name=",".join(suites),
                           misfire_grace_time=grace,
                           **extra)
     return next(s for s in list_schedules(settings) if s.id == job_id)
@@ -363,7 +375,8 @@ def list_schedules(settings: Settings) -> list[ScheduleInfo]:
             paused=job.next_run_time is None, next_run=job.next_run_time,
             last_run=datetime.fromtimestamp(fire.at).astimezone() if fire else None,
             last_verdict=fire.verdict if fire else None, last_runs=fire.runs if fire else [],
-            project_dir=str(job.args[0]), misfire_grace_seconds=job.misfire_grace_time))
+            project_dir=str(job.args[0]), misfire_grace_seconds=job.misfire_grace_time,
+            options=dict(job.kwargs.get("options") or {})))
     return out
 
 

@@ -42,8 +42,11 @@ SinkFactory = Callable[[Settings], "Sink | None"]
 
 
 def is_alarm(report: RunReport) -> bool:
-    """A run worth notifying about: a regression, or a scorer that passed a known-bad case."""
-    return bool(report.comparison.has_regression or report.comparison.broken)
+    """A run worth notifying about (the one rule: :func:`evalloop.verdicts.outcome.run_outcome`): a
+    regression, a scorer under its floor, a broken scorer, an invalid run."""
+    from evalloop.verdicts.outcome import run_outcome
+
+    return run_outcome(report.comparison).alarm
 
 
 def payload(report: RunReport) -> dict[str, Any]:
@@ -61,7 +64,7 @@ class LogSink:
     def send(self, report: RunReport) -> None:
         run = report.outcome.run
         for s in report.comparison.scorers:
-            if s.is_regression or s.verdict == "scorer broken":
+            if s.fails:
                 failing = ", ".join(c for c, _ in s.newly_failing[:5])
                 log.warning("%s run %s: %s %s (%s)%s", run.suite, run.id, s.scorer, s.verdict,
                             s.reason, f"; newly failing: {failing}" if failing else "")

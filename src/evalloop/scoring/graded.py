@@ -74,14 +74,13 @@ async def answer_grade(input: Any, output: Any, expected: Any, k: int = 5, rubri
     answer = _answer(output, k)
     if not answer.strip():
         return Score(value=0.0, message="grade 0: no answer", metadata={"grade": 0})
-    prompt = (
+    instructions = (
         "Grade how well the ANSWER answers the QUESTION, judged against the REFERENCE answer. "
         "If the ANSWER is a set of retrieved texts, grade what a reader could answer from them.\n\n"
-        f"Rubric:\n{rubric}\n\n{fence('QUESTION', _question(input))}\n\n"
-        f"{fence('REFERENCE', reference)}\n\n{fence('ANSWER', answer)}\n\n"
-        f"Give the grade (0, 1, 2 or 3) and one sentence of reason. {HARSH}"
+        f"Rubric:\n{rubric}\n\nGive the grade (0, 1, 2 or 3) and one sentence of reason. {HARSH}"
     )
-    verdict = await ask_judge(ctx, AnswerGrade, prompt, model=model)
+    data = f"{fence('QUESTION', _question(input))}\n\n{fence('REFERENCE', reference)}\n\n{fence('ANSWER', answer)}"
+    verdict = await ask_judge(ctx, AnswerGrade, instructions, data, model=model)
     if isinstance(verdict, Score):
         return verdict
     return Score(value=verdict.grade / 3, message=f"grade {verdict.grade}: {verdict.reason}",
@@ -96,6 +95,8 @@ RELEVANCE_SCALE = """\
 1 = not relevant"""
 """Seed 000's five relevance grades for one search result."""
 RESULT_CHARS = 500
+RELEVANCE_INSTRUCTIONS = (f"Grade each search result's relevance to the QUERY on a 1-5 scale:\n{RELEVANCE_SCALE}\n\n"
+                          f"Give one grade per result, in order. {HARSH}")
 
 
 class ResultGrades(BaseModel):
@@ -113,10 +114,9 @@ async def result_relevance(input: Any, output: Any, expected: Any, k: int = 5, m
     if not texts:
         return Score(value=0.0, message="no results", metadata={"grades": []})
     results = "\n\n".join(fence(f"RESULT {i + 1}", t) for i, t in enumerate(texts))
-    prompt = (f"Grade each search result's relevance to the query on a 1-5 scale:\n{RELEVANCE_SCALE}\n\n"
-              f"{fence('QUERY', _question(input))}\n\n{results}\n\n"
-              f"Give exactly {len(texts)} grades, one per result, in order. {HARSH}")
-    verdict = await ask_judge(ctx, ResultGrades, prompt, model=model)
+    data = (f"{fence('QUERY', _question(input))}\n\n{results}\n\n"
+            f"Give exactly {len(texts)} grades, one per result, in order.")
+    verdict = await ask_judge(ctx, ResultGrades, RELEVANCE_INSTRUCTIONS, data, model=model)
     if isinstance(verdict, Score):
         return verdict
     grades = verdict.grades

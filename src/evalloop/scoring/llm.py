@@ -47,32 +47,54 @@ def _content(value: Any, key: str = "content") -> str:
     return as_text(value)
 
 
-async def ask_judge(ctx: Any, schema: type[M], prompt: str, *, model: str | None = None,
-                    system: str = "You are a strict evaluator of an AI memory system.") -> M | Score:
-    """Ask the run's judge for a ``schema`` object; a skipped or errored Score when it cannot."""
+JUDGE_SYSTEM = "You are a strict evaluator of an AI memory system."
+
+
+async def ask_judge(ctx: Any, schema: type[M], instructions: str, data: str, *,
+                    model: str | None = None, system: str = JUDGE_SYSTEM) -> M | Score:
+    """Ask the run's judge for a ``schema`` object; a skipped or errored Score when it cannot.
+
+    ``system`` (who the judge is) and ``instructions`` (the task, rubric, examples: the same for
+    every case) are the system prompt, marked for prompt caching; ``data`` (the case's fenced
+    texts and anything else that changes per case) is the message."""
     client = getattr(getattr(ctx, "services", None), "judge", None)
     if client is None:
         return Score.skip(NO_JUDGE)
     from evalloop.llm.structured import structured
 
     try:
-        return await structured(client, schema, prompt=prompt, model=model,
-                                system=system, max_tokens=512)
+        return await structured(client, schema, prompt=data, model=model, max_tokens=512, cache_prefix=True,
+                                system="\n\n".join(part for part in (system, instructions) if part))
     except EvalloopError as exc:
         if not is_case_level(exc):  # no connection, a rejected key, a replay miss: stop the run
             raise
         return Score.error(f"LLM judge error: {exc.one_line()}")
 
 
-async def judge(ctx: Any, prompt: str, *, model: str | None = None) -> Score:
+async def judge(ctx: Any, instructions: str, data: str, *, model: str | None = None) -> Score:
     """Ask the run's judge for a :class:`JudgeVerdict`; skipped or errored when it cannot answer."""
-    verdict = await ask_judge(ctx, JudgeVerdict, prompt, model=model)
+    verdict = await ask_judge(ctx, JudgeVerdict, instructions, data, model=model)
     if isinstance(verdict, Score):
         return verdict
     issues = "; ".join(verdict.issues) or "none"
     strengths = "; ".join(verdict.strengths) or "none"
     return Score(value=verdict.score / 100, message=f"Issues: {issues} | Strengths: {strengths}",
                  metadata={"judge_score": verdict.score})
+
+
+MERGE_INSTRUCTIONS = (
+    "You are evaluating a memory merge operation: you are given the ORIGINAL MEMORY, the INCOMING "
+    "MEMORY and the MERGED RESULT.\n\n"
+    "Evaluate (bad merges lose information):\n"
+    "1. COMPLETENESS (50%): are all key facts from both memories present?\n"
+    "2. COHERENCE (30%): does the merged text read naturally?\n"
+    "3. CONCISENESS (20%): no redundant information?\n"
+    f"Give the weighted score from 0 to 100. {HARSH}"
+)
+MEMORY_INSTRUCTIONS = (
+    "Rate the MEMORY for a future engineer who retrieves it: specific (names, numbers, "
+    f"versions), actionable, self-contained, durable.\n\nScore from 0 to 100. {HARSH}"
+)
 
 
 @scorer("similarity-detection", kind="llm_operation", binary=True)
@@ -118,43 +140,31 @@ def quality_label(input: Any, output: Any, expected: Any, high_at: float = 0.6, 
 @scorer("merge-quality", kind="llm_judge")
 async def merge_quality(input: Any, output: Any, expected: Any, model: str | None = None, ctx: Any = None) -> Score:
     """LLM judge: completeness 50 %, coherence 30 %, conciseness 20 % of a merge (ADR)."""
-    prompt = (
-        "You are evaluating a memory merge operation.\n\n"
+    data = (
         f"{fence('ORIGINAL MEMORY', _content(input.get('original') if isinstance(input, dict) else ''))}\n\n"
         f"{fence('INCOMING MEMORY', _content(input.get('incoming') if isinstance(input, dict) else ''))}\n\n"
-        f"{fence('MERGED RESULT', _content(output))}\n\n"
-        "Evaluate (bad merges lose information):\n"
-        "1. COMPLETENESS (50%): are all key facts from both memories present?\n"
-        "2. COHERENCE (30%): does the merged text read naturally?\n"
-        "3. CONCISENESS (20%): no redundant information?\n"
-        f"Give the weighted score from 0 to 100. {HARSH}"
+        f"{fence('MERGED RESULT', _content(output))}"
     )
-    return await judge(ctx, prompt, model=model)
+    return await judge(ctx, MERGE_INSTRUCTIONS, data, model=model)
 
 
 @scorer("memory-quality", kind="llm_judge")
 async def memory_quality(input: Any, output: Any, expected: Any, field: str = "content",
                          model: str | None = None, ctx: Any = None) -> Score:
     """LLM judge: is the memory the target produced specific, actionable, self-contained?"""
-    prompt = (
-        "Rate this memory for a future engineer who retrieves it: specific (names, numbers, "
-        "versions), actionable, self-contained, durable.\n\n"
-        f"{fence('MEMORY', _content(output, field))}\n\n"
-        f"Score from 0 to 100. {HARSH}"
-    )
-    return await judge(ctx, prompt, model=model)
+    return await judge(ctx, MEMORY_INSTRUCTIONS, fence("MEMORY", _content(output, field)), model=model)
 
 
 @scorer("llm-rubric", kind="llm_judge")
 async def llm_rubric(input: Any, output: Any, expected: Any, rubric: str, model: str | None = None,
                      ctx: Any = None) -> Score:
-    """LLM judge: grade the output against a rubric given as a parameter."""
-    prompt = (
-        f"Rubric:\n{rubric}\n\n{fence('INPUT', as_text(input))}\n\n{fence('OUTPUT', as_text(output))}\n\n"
-        + (f"{fence('REFERENCE', as_text(expected))}\n\n" if expected is not None else "")
-        + f"Score how well the OUTPUT meets the rubric, from 0 to 100. {HARSH}"
-    )
-    return await judge(ctx, prompt, model=model)
+    """LLM judge: grade the output against a rubric given as a parameter (with its examples, the
+    same for every case: the cached prefix)."""
+    instructions = (f"Rubric:\n{rubric}\n\nYou are given the INPUT, the OUTPUT and perhaps a REFERENCE "
+                    f"answer. Score how well the OUTPUT meets the rubric, from 0 to 100. {HARSH}")
+    data = f"{fence('INPUT', as_text(input))}\n\n{fence('OUTPUT', as_text(output))}" + (
+        f"\n\n{fence('REFERENCE', as_text(expected))}" if expected is not None else "")
+    return await judge(ctx, instructions, data, model=model)
 
 
 @functools.cache
@@ -164,7 +174,7 @@ def _embedder() -> Any:
     return default_embedder()
 
 
-@scorer("embedding-similarity")
+@scorer("embedding-similarity", min_score=0)
 def embedding_similarity(input: Any, output: Any, expected: Any, keywords: list[str] | None = None,
                          max_words: int | None = None, partial_at: float = 0.75, field: str | None = None) -> Score:
     """Seed 003: cosine mapped to [0, 1]; with keywords, 0.5 partial credit at ≥ partial_at when they miss."""

@@ -40,6 +40,7 @@ class ScorerSpec:
     fn: Callable[..., Any]
     threshold: float | None = None
     pass_mark: float = 0.5
+    min_score: float | None = None  # the absolute floor; None = the kind's target, 0 = none (a measure)
     description: str = ""
     source: str = "?"
     is_async: bool = False
@@ -107,11 +108,14 @@ def scorer(
     pass_mark: float = 0.5,
     description: str | None = None,
     binary: bool = False,
+    min_score: float | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark a function as a scorer. Discovery registers every marked function of a module.
 
     ``threshold`` overrides the kind's default regression threshold (a relative drop, 0..1);
-    ``binary`` says the scorer only returns 0 or 1 (pass/fail), which picks exact tests.
+    ``binary`` says the scorer only returns 0 or 1 (pass/fail), which picks exact tests;
+    ``min_score`` is its absolute floor (default: the kind's success target, 95 / 80 / 70 %;
+    ``0`` for a measurement with no universal target, such as recall@k or token F1).
     """
     try:
         kind = ScorerKind(kind)
@@ -124,7 +128,7 @@ def scorer(
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn.__evalloop_scorer__ = _make_spec(  # type: ignore[attr-defined]
             fn, name or fn.__name__.replace("_", "-"), kind, threshold, pass_mark,
-            description, binary,
+            description, binary, min_score,
         )
         return fn
 
@@ -133,7 +137,7 @@ def scorer(
 
 def _make_spec(
     fn: Callable[..., Any], name: str, kind: ScorerKind, threshold: float | None,
-    pass_mark: float, description: str | None, binary: bool,
+    pass_mark: float, description: str | None, binary: bool, min_score: float | None = None,
 ) -> ScorerSpec:
     sig = inspect.signature(fn)
     names = list(sig.parameters)
@@ -157,7 +161,7 @@ def _make_spec(
         name=name, kind=kind, fn=fn, threshold=threshold, pass_mark=pass_mark, description=doc,
         source=_source_of(fn), is_async=inspect.iscoroutinefunction(fn),
         wants_ctx="ctx" in sig.parameters, params=params, required_params=required,
-        accepts_any_params=any(p.kind == p.VAR_KEYWORD for p in rest), binary=binary,
+        accepts_any_params=any(p.kind == p.VAR_KEYWORD for p in rest), binary=binary, min_score=min_score,
     )
 
 

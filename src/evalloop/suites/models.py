@@ -76,6 +76,7 @@ class ScorerRef(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
     pass_mark: float | None = Field(default=None, ge=0.0, le=1.0)
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0)  # absolute floor (0 turns it off)
     alias: str | None = Field(default=None, alias="as", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:-]*$")
     _auto_label: str | None = PrivateAttr(default=None)
 
@@ -110,6 +111,8 @@ class Suite(BaseModel):
     target_threads: bool = False
     window: int | None = Field(default=None, ge=1, le=100)
     verdict: dict[str, Any] = Field(default_factory=dict)
+    max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
+    batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None

@@ -19,15 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from evalloop.history.eligibility import eligible_now, fingerprint_changes
+from evalloop.history.eligibility import accepted, eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Vector, align, from_mapping
-from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned
+from evalloop.verdicts import sequential
+from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, floor_sentence
 
 EPS = 1e-9
 MAX_LISTED = 20
+_DRIFT_CHECKED = frozenset({VerdictStatus.STEADY, VerdictStatus.WATCH, VerdictStatus.IMPROVED,
+                            VerdictStatus.BELOW_FLOOR})
 
 
 @dataclass
@@ -53,6 +56,7 @@ class ScorerComparison:
     first_error: str = ""
     grades: int = 0
     pass_mark: float = 0.5  # a case scoring below it fails (the suite's, else the scorer's)
+    chart: sequential.Chart | None = None  # the nightly rule's state after this run
 
     @property
     def verdict(self) -> str:
@@ -141,24 +145,26 @@ class Comparison:
         return [s for s in self.scorers if s.status is VerdictStatus.WATCH]
 
     @property
+    def below_floor(self) -> list[ScorerComparison]:
+        return [s for s in self.scorers if s.status is VerdictStatus.BELOW_FLOOR]
+
+    @property
     def invalid(self) -> bool:
         return not self.run.valid or any(s.status is VerdictStatus.INVALID for s in self.scorers)
 
     @property
     def fails(self) -> bool:
-        """Whether this run fails CI: a regression, a broken scorer, or an invalid run."""
-        return self.invalid or any(s.fails for s in self.scorers)
+        """Whether this run fails CI (one rule: :func:`evalloop.verdicts.outcome.run_outcome`)."""
+        from evalloop.verdicts.outcome import run_outcome
+
+        return run_outcome(self).fails
 
     @property
     def worst(self) -> VerdictStatus | None:
-        """The one status that sums the run up (for schedules, webhooks, one-line summaries)."""
-        order = [VerdictStatus.INVALID, VerdictStatus.SCORER_BROKEN, VerdictStatus.REGRESSED,
-                 VerdictStatus.WATCH, VerdictStatus.IMPROVED, VerdictStatus.STEADY,
-                 VerdictStatus.NO_BASELINE, VerdictStatus.SKIPPED]
-        present = {s.status for s in self.scorers}
-        if not self.run.valid:
-            return VerdictStatus.INVALID
-        return next((v for v in order if v in present), None)
+        """The one status that sums the run up (one order: :func:`evalloop.verdicts.outcome.run_outcome`)."""
+        from evalloop.verdicts.outcome import run_outcome
+
+        return run_outcome(self).status
 
 
 def relative_drop(baseline: float | None, current: float | None) -> float | None:
@@ -171,29 +177,39 @@ def relative_drop(baseline: float | None, current: float | None) -> float | None
 
 
 def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
-                current: Mapping[str, Mapping[str, float] | Vector] | None = None) -> Comparison:
+                current: Mapping[str, Mapping[str, float] | Vector] | None = None,
+                nightly: bool = False) -> Comparison:
     """Compare every scorer of ``run`` with its rolling baseline, and store the verdicts.
 
     ``current`` (scorer → case → epoch-averaged score, or the runner's score :class:`Vector`)
     is the runner's result; without it the run's scores are read from history. A baseline run
     with a stored vector for the same case list is read as that vector, not row by row.
+    ``nightly`` judges the run as one night of a series (:mod:`evalloop.verdicts.sequential`).
     """
     summaries = store.summaries(run.id)
     change = _fingerprint_change(store, run, summaries, window)
     restart = change.restarted if change else False
+    graded = sum(1 for s in summaries.values() if not s.skipped)
     results = [compare_scorer(store, run, summary, window,
                               current=None if current is None else current.get(summary.scorer),
-                              base_fingerprint=run.base_fingerprint if restart else None)
+                              base_fingerprint=run.base_fingerprint if restart else None,
+                              nightly=nightly, scorers=graded)
                for summary in summaries.values()]
     target = _failure_rate(store, run, summaries, window, run.base_fingerprint if restart else None)
     store.update_summaries(run.id, {
         r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop, "mean": r.current,
                    "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
-                   "eligible": eligible_now(run, summaries[r.scorer], r.verdict),
-                   "details": _with_evidence(summaries[r.scorer].details, r.evidence, change)}
+                   "eligible": eligible_now(run, summaries[r.scorer], r.verdict,
+                                            significant_drop=_significant_drop(r)),
+                   "details": _with_evidence(summaries[r.scorer].details, r.evidence, change, r.chart)}
         for r in results
     })
     return Comparison(run, results, change, target)
+
+
+def _significant_drop(s: ScorerComparison) -> bool:
+    """Whether the scorer's run is significantly lower than its baseline (any size)."""
+    return s.evidence is not None and s.evidence.significant_drop
 
 
 def _failure_rate(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary], window: int,
@@ -232,14 +248,18 @@ def _policy(summary: ScorerSummary) -> VerdictPolicy:
                                if k in VerdictPolicy.model_fields}})
 
 
-def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintChange | None) -> str:
+def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintChange | None,
+                   chart: sequential.Chart | None = None) -> str:
     data = json.loads(details or "{}")
+    if chart is not None:
+        data["chart"] = chart.model_dump()
     if evidence is not None:
         data["evidence"] = evidence.model_dump(
             mode="json", include={"stars", "test", "ci_low", "ci_high", "effect_size", "n_paired",
                                   "n_unpaired", "flaky", "quarantined", "rule", "reason", "added",
                                   "added_mean", "removed", "removed_mean", "shared_mean",
-                                  "drop_ci_low", "drop_ci_high", "window_runs"})
+                                  "drop_ci_low", "drop_ci_high", "window_runs", "z", "mode",
+                                  "min_score"})
     if change is not None:
         data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
                                       "restarted": change.restarted}
@@ -248,15 +268,17 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
 
 def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
                    current: Mapping[str, float] | Vector | None = None,
-                   base_fingerprint: str | None = None) -> ScorerComparison:
+                   base_fingerprint: str | None = None, nightly: bool = False,
+                   scorers: int = 1) -> ScorerComparison:
     """One scorer of one run against the last ``window`` eligible runs before it."""
     details: dict[str, Any] = json.loads(summary.details or "{}")
+    policy = _policy(summary)
     out = ScorerComparison(
         scorer=summary.scorer, kind=summary.kind, current=summary.mean, n=summary.n,
         errored=summary.errored, skipped=summary.skipped, threshold=summary.threshold,
         baseline=None, window_runs=0, drop=None, status=VerdictStatus.SKIPPED,
         first_error=details.get("first_error") or "", grades=int(details.get("grades") or 0),
-        pass_mark=_policy(summary).pass_mark,
+        pass_mark=policy.pass_mark,
     )
     if summary.skipped:
         out.reason = details.get("skip") or "scorer did not run"
@@ -280,9 +302,13 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior])
-    evidence = decide_aligned(aligned, _policy(summary),
+    evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
+    if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
+        evidence = _drift(store, run, summary, policy, current, evidence, prior, stored)
+    if nightly and evidence.z is not None:
+        evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers)
     out.evidence = evidence
     if evidence.current_mean is not None:  # without controls and quarantined cases, as judged
         out.current = evidence.current_mean
@@ -296,3 +322,81 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     out.newly_failing = [(c, messages.get(c, "")) for c in evidence.newly_failing]
     out.newly_passing = list(evidence.newly_passing)
     return out
+
+
+def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, evidence: Verdict,
+             scorers: int) -> tuple[Verdict, sequential.Chart]:
+    """The single-run verdict re-labelled by the nightly chart: red only when the chart is."""
+    z = float(evidence.z or 0.0)
+    drop_abs = (evidence.baseline_mean or 0.0) - (evidence.shared_mean or 0.0)
+    se = abs(drop_abs / z) if z else None
+    k, h = sequential.design(policy.threshold, evidence.baseline_mean, se, policy.alarm_budget, scorers)
+    chart = sequential.step(_last_chart(store, run, summary.scorer), z, k, h)
+    status = evidence.status
+    if status is not VerdictStatus.BELOW_FLOOR or chart.red:
+        if chart.red:
+            status = VerdictStatus.REGRESSED
+        elif chart.green:
+            status = VerdictStatus.IMPROVED
+        elif status is VerdictStatus.REGRESSED:
+            status = VerdictStatus.WATCH  # one night's drop: the series has not shown it yet
+        elif status is VerdictStatus.IMPROVED:
+            status = VerdictStatus.STEADY
+    shown = chart.sentence(policy.alarm_budget)
+    single = evidence.reason.split(": ", 1)[-1]
+    reason = f"{shown[0].upper()}{shown[1:]}: {single}"
+    below = floor_sentence(evidence)
+    if below is not None and below not in reason:
+        reason = f"{below} {reason}"
+    return evidence.model_copy(update={"status": status, "reason": reason, "mode": "nightly"}), chart
+
+
+def _last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart | None:
+    """The chart of this scorer's last nightly night before ``run`` (none before an acceptance)."""
+    for details in store.earlier_details(run.suite, scorer, run):
+        if '"accepted"' in details or '"chart"' in details:
+            data = json.loads(details)
+            if data.get("accepted"):
+                return None
+            if data.get("chart"):
+                return sequential.Chart(**data["chart"])
+    return None
+
+
+def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, current: Vector,
+           evidence: Verdict, prior: list[tuple[Run, ScorerSummary]],
+           stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]]) -> Verdict:
+    """A slow drift: the run against its *reference* — the first ``window`` good runs since the
+    last acceptance (or ever) — not only the rolling window. Each night may drop within the noise
+    while the window follows it down; against the reference the same drop adds up, and the run
+    regresses once it is at least the threshold with the evidence rule's confidence."""
+    reference = store.reference_runs(run.suite, summary.scorer, run, len(prior) or 1)
+    if not reference or {r.id for r, _ in reference} <= {r.id for r, _ in prior}:
+        return evidence
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference])
+    rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
+    if rows.sum() < 2:
+        return evidence
+    x = aligned.current[rows]
+    w = aligned.window[rows]
+    y = np.nanmean(w, axis=1)
+    base = float(y.mean())
+    diff = x - y
+    se = float(diff.std(ddof=1)) / math.sqrt(diff.size)
+    from evalloop.verdicts.power import z_quantile
+
+    low = (base - float(x.mean()) - z_quantile(policy.confidence) * se) / base if base > 0 else None
+    if low is None or low < policy.threshold - 1e-9:
+        return evidence
+    # large enough: is it significant too? (the same exact test as the verdict, only now)
+    from evalloop.verdicts.stats import run_label_permutation_test
+
+    if run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed).p_value >= policy.alpha:
+        return evidence
+    since = accepted(reference[0][1])
+    origin = (f"accepted reference (run {reference[0][0].id}, accepted: {since.get('reason')})" if since
+              else f"reference of the first good runs (from run {reference[0][0].id})")
+    reason = (f"Slow drift: against the {origin} the drop is significant and at least {policy.threshold:.0%} with "
+              f"{policy.confidence:.0%} confidence ({base:.3f} → {float(x.mean()):.3f}, lower bound {low:.1%}); "
+              f"the rolling window followed it down: {evidence.reason}")
+    return evidence.model_copy(update={"status": VerdictStatus.REGRESSED, "reason": reason})

@@ -13,15 +13,20 @@ exact under "nothing changed" for any score distribution and window length.
 
 A drop that is not significant is a ``watch``, never a regression, under every rule:
 
-* ``"evidence"`` (default): a regression is a significant drop (two-sided ``p < alpha``) whose
-  confidence interval still reaches the threshold — the ADR's relative drop stays the smallest
-  drop worth acting on, and a drop the data show to be smaller than it is a ``watch``.
+* ``"evidence"`` (default): a regression is a significant drop (two-sided ``p < alpha``) that is
+  at least the threshold with ``confidence`` (default 95 %): the one-sided lower bound of the
+  relative drop reaches the ADR's threshold. The threshold is the smallest drop worth acting on,
+  and the verdict says so in one sentence ("the drop is at least 10.0 % with 95 % confidence").
+  A significant drop not shown to be that large is a ``watch``.
 * ``"threshold"`` (the ADR rule with evidence): the observed drop meets the threshold *and* is
   significant.
 * ``"paired"``: a significant drop of at least ``min_effect`` (default a third of the threshold).
 
 Known-bad control cases are kept out of the statistics; passing one makes the verdict
-``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out.
+``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out. A mean under
+the scorer's absolute floor (``min_score``; by default the kind's target, 95 / 80 / 70 %) is
+``below floor`` whatever the baseline says. Every verdict also carries ``z``, the drop in
+standard errors, which the nightly rule (:mod:`evalloop.verdicts.sequential`) accumulates across nights.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class VerdictStatus(StrEnum):
     STEADY = "steady"
     WATCH = "watch"
     REGRESSED = "regressed"
+    BELOW_FLOOR = "below floor"
     NO_BASELINE = "no baseline yet"
     INVALID = "invalid run"
     SCORER_BROKEN = "scorer broken"
@@ -70,7 +76,8 @@ class VerdictStatus(StrEnum):
         return _LEGACY.get(text) or cls(text)
 
 
-_FAILING = frozenset({VerdictStatus.REGRESSED, VerdictStatus.SCORER_BROKEN, VerdictStatus.INVALID})
+_FAILING = frozenset({VerdictStatus.REGRESSED, VerdictStatus.SCORER_BROKEN, VerdictStatus.INVALID,
+                      VerdictStatus.BELOW_FLOOR})
 _LEGACY = {"regressed (not significant)": VerdictStatus.WATCH}
 
 
@@ -96,6 +103,11 @@ class Verdict(BaseModel):
     test: str | None
     effect_size: float | None
     mdd: float | None = None  # relative drop detected 90 % of the time under this rule
+    significant_drop: bool = False  # p < alpha and lower, whatever the size (keeps it out of baselines)
+    z: float | None = None  # the drop in standard errors of the paired difference (> 0: lower)
+    pass_mark: float = 0.5
+    min_score: float | None = None
+    mode: str = "single run"  # or "nightly": which rule labelled it (see evalloop.verdicts.sequential)
     n_current: int
     n_paired: int
     n_unpaired: int
@@ -140,7 +152,8 @@ def count_flips(runs: Sequence[Mapping[str, float]], pass_mark: float) -> dict[s
 
 
 def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+    """A share as a percentage with the digits it has: 10%, 12.73%, 99.99% (never 100.0% for 99.99%)."""
+    return f"{100 * x:.4g}%"
 
 
 def _relative(baseline: float | None, delta: float | None) -> float | None:
@@ -166,7 +179,7 @@ def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: f
         return None
     v0 = max(noise_var, 0.0)
     za, zb = power.z_quantile(1.0 - policy.alpha / 2), power.z_quantile(0.9)
-    zr = power.z_quantile(policy.reach_level)
+    zr = power.z_quantile(policy.confidence)
 
     def detectable(delta: float) -> bool:
         d = delta * baseline
@@ -174,7 +187,7 @@ def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: f
         se = math.sqrt((v1 + v0 / max(window, 1.0)) / n)
         se_null = math.sqrt((v1 + v0 / max(window, 1.0) + d * d) / n)
         if policy.rule == "evidence":
-            floor = policy.threshold * baseline - zr * se
+            floor = policy.threshold * baseline + zr * se
         elif policy.rule == "threshold":
             floor = policy.threshold * baseline
         else:
@@ -333,22 +346,22 @@ def decide_aligned(
         "effect_size": None, "n_current": used_n, "n_paired": 0, "n_unpaired": 0,
         "window_runs": window_count, "newly_failing": newly_failing,
         "newly_passing": newly_passing, "flaky": flaky, "quarantined": quarantined,
-        "broken_controls": broken,
+        "broken_controls": broken, "pass_mark": pm, "min_score": policy.min_score,
     }
 
     def verdict(status: VerdictStatus, reason: str) -> Verdict:
-        return Verdict(status=status, reason=reason, **fields)
+        return _below_floor(Verdict(status=status, reason=reason, **fields))
 
     if not valid:
-        return verdict(VerdictStatus.INVALID, invalid_reason or "The run was marked invalid, so it is not judged.")
+        return Verdict(status=VerdictStatus.INVALID, reason=invalid_reason or "The run was marked invalid, "
+                       "so it is not judged.", **fields)
     if not used_n:
-        return verdict(VerdictStatus.INVALID, "The run has no scored cases to judge.")
+        return Verdict(status=VerdictStatus.INVALID, reason="The run has no scored cases to judge.", **fields)
     if broken:
-        return verdict(
-            VerdictStatus.SCORER_BROKEN,
-            f"The scorer passed {len(broken)} known-bad control case(s) "
-            f"({', '.join(broken[:3])}), so its scores cannot be trusted.",
-        )
+        return Verdict(
+            status=VerdictStatus.SCORER_BROKEN,
+            reason=f"The scorer passed {len(broken)} known-bad control case(s) "
+                   f"({', '.join(broken[:3])}), so its scores cannot be trusted.", **fields)
     if not window_count:
         return verdict(
             VerdictStatus.NO_BASELINE,
@@ -381,10 +394,11 @@ def decide_aligned(
     test = stats.run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed)
     p = test.p_value
     mean_diff = float(diff.mean())
-    # the reach: a normal-theory interval of the mean paired difference (its tails are far out,
-    # where a bootstrap of a few thousand resamples is too coarse)
+    runs_per_case = float(np.mean(np.sum(~np.isnan(w), axis=1)))
+    noise = _noise_var(x, w)
+    # the size: a normal-theory one-sided bound of the mean paired difference at ``confidence``
     spread = float(diff.std(ddof=1)) / math.sqrt(diff.size) if diff.size > 1 else 0.0
-    half = power.z_quantile(policy.reach_level) * spread
+    half = power.z_quantile(policy.confidence) * spread
     d_low, d_high = mean_diff - half, mean_diff + half
     falls = drop is not None and drop >= policy.threshold - TOLERANCE
     fields.update(
@@ -392,35 +406,42 @@ def decide_aligned(
         drop_ci_low=_relative(baseline_mean, -d_high), drop_ci_high=_relative(baseline_mean, -d_low),
         paired_drop=drop, threshold_met=falls, p_value=p, stars=stats.stars(p),
         test=f"{test.test}, two-sided", effect_size=stats.paired_effect_size(x, y),
-        mdd=minimal_detectable_drop(len(shared_rows), baseline_mean, _noise_var(x, w),
-                                    float(np.mean(np.sum(~np.isnan(w), axis=1))), policy,
+        mdd=minimal_detectable_drop(len(shared_rows), baseline_mean, noise, runs_per_case, policy,
                                     binary=is_binary),
+        z=standardized_drop(diff, noise, runs_per_case),
     )
     significant = p < policy.alpha
     sig_drop, sig_rise = significant and mean_diff < 0, significant and mean_diff > 0
+    fields["significant_drop"] = sig_drop
     ctx = _context(baseline_mean, shared_mean, drop, window_count, p, fields)
     thr = policy.threshold
     if policy.rule == "evidence":
-        reach_drop = fields["drop_ci_high"] is not None and fields["drop_ci_high"] >= thr - TOLERANCE
-        reach_rise = baseline_mean <= 0 or _relative(baseline_mean, d_high) is not None and \
-            _relative(baseline_mean, d_high) >= thr - TOLERANCE
-        big_drop, big_rise = reach_drop, reach_rise
-        size = f"its {_pct(policy.reach_level * 2 - 1)} interval reaches the {_pct(thr)} threshold"
+        low = fields["drop_ci_low"]
+        rise_low = _relative(baseline_mean, d_low)
+        big_drop = low is not None and low >= thr - TOLERANCE
+        big_rise = baseline_mean <= 0 or (rise_low is not None and rise_low >= thr - TOLERANCE)
+        conf = _pct(policy.confidence)
+        shown = (f"the drop is at least {_pct(thr)} with {conf} confidence"
+                 f" (lower bound {_pct(low)})" if low is not None else f"the drop reaches {_pct(thr)}")
+        not_shown = (f"it is not shown to reach the {_pct(thr)} threshold (at least "
+                     f"{_pct(max(low, 0.0))} with {conf} confidence)" if low is not None
+                     else f"it is not shown to reach the {_pct(thr)} threshold")
     elif policy.rule == "threshold":
         big_drop = falls
         big_rise = baseline_mean <= 0 or (drop is not None and -drop >= thr - TOLERANCE)
-        size = f"it meets the {_pct(thr)} threshold"
+        shown = f"the observed drop meets the {_pct(thr)} threshold"
+        not_shown = f"the observed drop is under the {_pct(thr)} threshold"
     else:
         m = policy.effective_min_effect
         big_drop = drop is not None and drop >= m - TOLERANCE
         big_rise = baseline_mean <= 0 or (drop is not None and -drop >= m - TOLERANCE)
-        size = f"it is at least {_pct(m)}"
+        shown = f"the observed drop is at least {_pct(m)}"
+        not_shown = f"the observed drop is under {_pct(m)}"
 
     if sig_drop and big_drop:
-        return verdict(VerdictStatus.REGRESSED, f"Significant drop, and {size}: {ctx}.")
+        return verdict(VerdictStatus.REGRESSED, f"Significant drop, and {shown}: {ctx}.")
     if sig_drop:
-        return verdict(VerdictStatus.WATCH,
-                       f"Significant but small drop: not worth acting on unless {size}: {ctx}.")
+        return verdict(VerdictStatus.WATCH, f"Significant drop, but {not_shown}: {ctx}.")
     if falls:
         return verdict(VerdictStatus.WATCH,
                        f"Drop meets the {_pct(thr)} threshold but is not significant "
@@ -428,6 +449,47 @@ def decide_aligned(
     if sig_rise and big_rise:
         return verdict(VerdictStatus.IMPROVED, f"Significant rise: {ctx}.")
     return verdict(VerdictStatus.STEADY, f"No significant change: {ctx}.")
+
+
+Z_CAP = 50.0  # a drop with no noise at all (every case deterministic) counts as this many standard errors
+
+
+def standardized_drop(diff: np.ndarray, noise_var: float, runs_per_case: float) -> float:
+    """The mean paired drop in standard errors (> 0: this run is lower).
+
+    The standard error is the larger of the observed spread of the paired differences and what
+    the window's run-to-run noise predicts (``noise · (1 + 1/runs)`` per case), so a run whose
+    cases happen to agree cannot make a small drop look large. No noise and no drop is 0.
+    """
+    n = diff.size
+    if not n:
+        return 0.0
+    observed = float(diff.var(ddof=1)) if n > 1 else 0.0
+    predicted = max(noise_var, 0.0) * (1.0 + 1.0 / max(runs_per_case, 1.0))
+    se = math.sqrt(max(observed, predicted) / n)
+    drop = -float(diff.mean())
+    if se <= 0.0 or not math.isfinite(se):
+        return 0.0 if abs(drop) < 1e-12 else math.copysign(Z_CAP, drop)
+    return max(-Z_CAP, min(Z_CAP, drop / se))
+
+
+def floor_sentence(v: Verdict) -> str | None:
+    """"Mean … is under the absolute floor …." when the verdict's mean is under its scorer's floor."""
+    if v.min_score is None or v.min_score <= 0 or v.current_mean is None \
+            or v.current_mean >= v.min_score - TOLERANCE:
+        return None
+    return f"Mean {v.current_mean:.3f} is under the absolute floor {v.min_score:.2f}."
+
+
+def _below_floor(v: Verdict) -> Verdict:
+    """A verdict whose mean is under the scorer's absolute floor fails as ``below floor``, unless
+    it already fails as a regression (which says more); the reason says both."""
+    below = floor_sentence(v)
+    if below is None:
+        return v
+    if v.status is VerdictStatus.REGRESSED:
+        return v.model_copy(update={"reason": f"{v.reason} {below}"})
+    return v.model_copy(update={"status": VerdictStatus.BELOW_FLOOR, "reason": f"{below} {v.reason}"})
 
 
 def stats_budget() -> int:
@@ -440,7 +502,8 @@ def _context(baseline: float, current: float, drop: float | None, runs: int, p: 
     """A short clause with the numbers behind a verdict."""
     change = "n/a" if drop is None else f"{'-' if drop >= 0 else '+'}{_pct(abs(drop))}"
     text = (f"{baseline:.3f} → {current:.3f} ({change}) vs {runs}-run baseline, "
-            f"p={p:.3g}{fields['stars']} on {fields['n_paired']} shared cases")
+            f"p={p:.3g}{fields['stars']} ({(fields['test'] or 'test').split(',')[0]}) "
+            f"on {fields['n_paired']} shared cases")
     if fields["added"] or fields["removed"]:
         text += f"; {fields['added']} added, {fields['removed']} removed"
     if fields["quarantined"]:

@@ -1,0 +1,116 @@
+"""A run in batch mode: its batches recorded in the history as they go out, and resuming a run
+that was killed while it waited on them.
+
+In batch mode (``run --batch``, ``batch: true`` in a suite) the run's clients are
+:class:`~evalloop.llm.batching.BatchingClient` s and every case is kept in flight (up to
+:data:`BATCH_IN_FLIGHT`), so a batch carries a whole stage of the run. Each batch is recorded
+(:mod:`evalloop.history.batches`) as soon as it has an id. ``evalloop run --resume RUN`` runs
+RUN's suite again as a new run whose clients know RUN's batches: a request that went out in one
+is collected from it, nothing is submitted twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from evalloop.errors import FixtureError
+from evalloop.history.models import Run, RunStatus
+from evalloop.history.store import HistoryStore
+from evalloop.llm.batching import BatchingClient
+from evalloop.run.context import Services
+from evalloop.run.runner import PreparedRun
+
+BATCH_IN_FLIGHT = 10_000
+"""Cases in flight at once in batch mode (each waits on its batch; a waiting case costs little)."""
+
+
+def batching_clients(services: Services) -> list[BatchingClient]:
+    """The run's clients in batch mode (under the response cache, when there is one)."""
+    found: list[BatchingClient] = []
+    for client in (services.llm, services.judge):
+        inner = getattr(client, "inner", None) if not isinstance(client, BatchingClient) else client
+        if isinstance(inner, BatchingClient) and all(inner is not f for f in found):
+            found.append(inner)
+    return found
+
+
+def wire(services: Services, store: HistoryStore, resume: str | None) -> Callable[[Run], None] | None:
+    """Seed the batch clients with ``resume``'s batches; the callback that, once the run exists,
+    records each batch the clients submit (and ``resume``'s batches again, under the new run, so
+    a resumed run killed in turn can be resumed). ``None`` when the run is not in batch mode."""
+    from evalloop.history.batches import batch_rows, record_batch
+
+    clients = batching_clients(services)
+    if not clients:
+        return None
+    inherited = batch_rows(store, resume) if resume else []
+    for client in clients:
+        for _, batch_id, ids in inherited:
+            client.known.update(dict.fromkeys(ids, batch_id))
+
+    def begin(run: Run) -> None:
+        for provider, batch_id, ids in inherited:
+            record_batch(store, run.id, provider, batch_id, ids)
+        for client in clients:
+            client.on_submit = partial(record_batch, store, run.id)
+
+    return begin
+
+
+def without_deadline(prepared: PreparedRun) -> list[str]:
+    """A batch run's cases wait for their batches (minutes to hours): the suite's per-case
+    ``timeout`` is not applied, and the run says so (a notice, or none)."""
+    timeout = prepared.suite.timeout
+    if timeout is None:
+        return []
+    prepared.suite = prepared.suite.model_copy(update={"timeout": None})
+    return [f"batch mode: the suite's timeout ({timeout:g} s) is not applied; a case waits for its batch"]
+
+
+def resume_notice(services: Services, resume: str) -> str:
+    """What resuming collected, in one line."""
+    clients = batching_clients(services)
+    collected = sum(c.resumed for c in clients)
+    submitted = sum(len(c.submitted) for c in clients)
+    return (f"resumed run {resume}: {collected} request(s) collected from its batches"
+            + (f", {submitted} new batch(es) submitted for the rest" if submitted else ", nothing submitted again"))
+
+
+def resumable(store: HistoryStore, ref: str) -> Run:
+    """The run ``ref`` names, if it can be resumed: a batch run that did not complete."""
+    from evalloop.history.batches import batches_of
+
+    runs = store.find_runs(ref)
+    if len(runs) != 1:
+        raise FixtureError(f"no run '{ref}'" if not runs else f"'{ref}' names {len(runs)} runs",
+                           where="--resume", hint="give a run id from `evalloop history`")
+    run = runs[0]
+    if run.status == RunStatus.COMPLETED:
+        raise FixtureError(f"run {run.id} completed: there is nothing to resume", where="--resume",
+                           hint="resume a batch run that was killed or interrupted")
+    if not batches_of(store, run.id):
+        raise FixtureError(f"run {run.id} submitted no batch: there is nothing to collect", where="--resume",
+                           hint="only a run in batch mode (--batch) that submitted a batch can be resumed")
+    return run
+
+
+def unfinished(store: HistoryStore, suite: str) -> str | None:
+    """The id of ``suite``'s newest run if it is a batch run that died (or was interrupted) after
+    submitting: the next scheduled fire resumes it instead of paying again. ``None`` otherwise."""
+    from evalloop.history.batches import batch_rows
+
+    store.reap_dead_runs()  # a run left 'running' by a killed fire is failed now
+    newest = store.runs(suite, limit=1)
+    if newest and newest[0].status in (RunStatus.FAILED, RunStatus.INTERRUPTED) and batch_rows(store, newest[0].id):
+        return newest[0].id
+    return None
+
+
+def resume_options(run: Run) -> dict[str, Any]:
+    """The options a resumed run repeats: the epochs, and the case count of a partial run."""
+    options: dict[str, Any] = {"epochs": run.epochs}
+    if run.partial:
+        options["limit"] = run.n_cases
+    return options

@@ -1,0 +1,126 @@
+"""Outcomes: the one rule for what a case's grades mean, and for what a judged run means.
+
+Two questions are asked everywhere — the verdict, learning, reports, JUnit, the pytest plugin,
+the exit code, the scheduler's ledger and log, the alarm sinks — and each is answered here only:
+
+* :func:`case_outcome`: did one case pass one scorer? Its score is the mean of its graded
+  epochs; a case whose every grade errored is ``errored`` (not graded, never a pass or a fail);
+  a case whose target failed is a real ``failed``; a known-bad control *fails* when it passes.
+* :func:`run_outcome`: what does the run sum up to? The worst of its scorers' verdicts in one
+  order (:data:`ORDER`), whether it fails (exit 1, JUnit failure, red night) and whether it is
+  an alarm worth sending (every failing outcome: a regression, a scorer under its floor, a
+  broken scorer, an invalid run).
+
+Exit codes are read from :func:`run_outcome` in :mod:`evalloop.loop.outcome`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from evalloop.verdicts.verdict import VerdictStatus
+
+
+class Judged(Protocol):
+    """What :func:`run_outcome` reads of a judged run (a :class:`~evalloop.verdicts.baseline.Comparison`)."""
+
+    run: Any
+    scorers: Sequence[Any]
+
+#: worst first: the one order every summary of a run uses
+ORDER: tuple[VerdictStatus, ...] = (
+    VerdictStatus.INVALID, VerdictStatus.SCORER_BROKEN, VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR,
+    VerdictStatus.WATCH, VerdictStatus.IMPROVED, VerdictStatus.STEADY, VerdictStatus.NO_BASELINE,
+    VerdictStatus.SKIPPED,
+)
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """One case graded by one scorer: ``passed``, ``failed``, ``errored`` or ``skipped``."""
+
+    state: str
+    value: float | None = None  # the mean of the graded epochs
+
+    @property
+    def passed(self) -> bool:
+        return self.state == "passed"
+
+    @property
+    def failed(self) -> bool:
+        return self.state == "failed"
+
+
+def passes(value: float, pass_mark: float) -> bool:
+    """Whether a score meets the pass mark (the one comparison; a NaN never passes)."""
+    return value >= pass_mark
+
+
+def case_outcome(values: Sequence[float], pass_mark: float, *, errored: int = 0, control: bool = False,
+                 target_failed: bool = False) -> CaseOutcome:
+    """One case's outcome for one scorer from its graded epochs' ``values``.
+
+    ``errored`` counts grades that errored (they are left out of the mean); with no graded
+    value at all the case is ``errored`` (or ``skipped`` when nothing errored). A target failure
+    is graded as a real 0 by the runner, so it fails like any low score. A known-bad ``control``
+    case fails when it passes, and passes when it fails.
+    """
+    del target_failed  # graded as a 0 already: the state follows from the values
+    if not values:
+        return CaseOutcome("errored" if errored else "skipped")
+    value = sum(values) / len(values)
+    ok = passes(value, pass_mark) != control
+    return CaseOutcome("passed" if ok else "failed", value)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one run sums up to: its worst status, whether it fails, whether to raise an alarm."""
+
+    status: VerdictStatus | None
+
+    @property
+    def label(self) -> str:
+        """One word for the run (the ledger, the log, webhooks): the worst status's name."""
+        return self.status.value if self.status is not None else "no scorers"
+
+    @property
+    def fails(self) -> bool:
+        """Exit 1, a JUnit failure, a red night: invalid, broken, regressed or below its floor."""
+        return self.status is not None and self.status.fails
+
+    @property
+    def alarm(self) -> bool:
+        """Worth notifying: every failing outcome (an invalid scheduled run included)."""
+        return self.fails
+
+    @property
+    def log_level(self) -> int:
+        """The level a one-line log of this run is written at."""
+        if self.fails:
+            return logging.WARNING
+        return logging.INFO
+
+
+def worst(statuses: Iterable[VerdictStatus], *, valid: bool = True) -> VerdictStatus | None:
+    """The worst of ``statuses`` in :data:`ORDER` (an invalid run is invalid whatever its scorers say)."""
+    if not valid:
+        return VerdictStatus.INVALID
+    present = set(statuses)
+    return next((v for v in ORDER if v in present), None)
+
+
+def run_outcome(comparison: Judged) -> RunOutcome:
+    """The outcome of one judged run."""
+    return RunOutcome(worst((s.status for s in comparison.scorers), valid=bool(comparison.run.valid)))
+
+
+def outcome_of_labels(labels: Iterable[str | None], *, valid: bool = True) -> RunOutcome:
+    """The outcome from stored verdict strings (a JSON summary, history rows)."""
+    parsed = [VerdictStatus.parse(x) for x in labels]
+    return RunOutcome(worst((p for p in parsed if p is not None), valid=valid))
+
+
