@@ -35,14 +35,23 @@ from sqlalchemy.engine import make_url
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history.engine import get_engine
-from evalloop.history.locks import DatabaseLock, claim_fire, process_owner, release_fire
+from evalloop.history.locks import DatabaseLock, claim_fire
 from evalloop.history.schema import ensure_job_store
 from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
-from evalloop.scheduling.fire import FireResult, Processes, fire_line, run_fire, verdict_from_summary
+from evalloop.scheduling.control import CONTROL
+from evalloop.scheduling.fire import FireResult, fire_line, run_fire, verdict_from_summary
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
-from evalloop.scheduling.worker import WorkerJobStore
+from evalloop.scheduling.worker import (
+    WorkerJobStore,
+    acquire_within,
+    alarm,
+    cannot_run,
+    cannot_run_why,
+    close_dead_fires,
+    one_line,
+)
 from evalloop.suites.lookup import find_suite
 
 if TYPE_CHECKING:
@@ -77,33 +86,6 @@ class ScheduleInfo(BaseModel):
 
 
 # -- the job ------------------------------------------------------------------------------
-class _Control:
-    """Process-wide state shared by the foreground loop and the job threads."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.owner = process_owner()
-        #: a worker's own checkout and database (``scheduler start -C DIR``): fires run there
-        self.project_dir: Path | None = None
-        self.url: str | None = None
-        #: the fire time this scheduler claimed, by job (one fire of a job at a time)
-        self.claims: dict[str, datetime] = {}
-        self.stopping = threading.Event()
-        self.hard = threading.Event()
-        self.interrupted = 0
-        self.processes = Processes()
-
-    def cancel_all(self) -> int:
-        """Stop every fire process in progress (each marks its run interrupted)."""
-        self.hard.set()
-        return self.processes.stop_all()
-
-
-CONTROL = _Control()
-
-
 def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc",
                       grace_seconds: float | None = None, options: dict[str, Any] | None = None) -> list[str]:
     """One fire of a schedule: run each suite under its lock, each in a fresh process (today's
@@ -122,7 +104,7 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
     except EvalloopError as exc:
         if CONTROL.url is None:
             raise
-        _cannot_run(CONTROL.url, job_id, fire_id, suites, _one_line(exc))
+        cannot_run(CONTROL.url, job_id, fire_id, suites, one_line(exc))
         return []
     url = settings.database_url
     grace = grace_seconds if grace_seconds is not None else settings.misfire_grace_seconds
@@ -135,21 +117,21 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         try:
             find_suite(suite, settings.project_dir)
         except EvalloopError as exc:  # not in this worker's checkout: another worker may have it
-            _cannot_run(url, job_id, fire_id, [suite], _one_line(exc))
+            cannot_run(url, job_id, fire_id, [suite], one_line(exc))
             continue
         lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lease_seconds,
                             beat_seconds=settings.heartbeat_seconds, owner=CONTROL.owner)
-        if not _acquire_within(lock, started + grace, settings.heartbeat_seconds):
+        if not acquire_within(lock, started + grace, settings.heartbeat_seconds):
             holder = lock.holder()
             detail = (f"suite busy: running elsewhere ({holder.owner if holder else 'unknown'})"
                       + ("; scheduler stopping" if CONTROL.stopping.is_set()
                          else f" for the whole misfire grace ({grace:g} s)"))
             log.warning("%s: skipped %s: %s", job_id, suite, detail)
             ledger.start(url, **base, status="skipped", detail=detail)
-            _alarm(settings, job_id, suite, "skipped", detail)
+            alarm(settings, job_id, suite, "skipped", detail)
             continue
         if lock.taken_from is not None:
-            _close_dead_fires(settings, job_id, suite, lock.taken_from)
+            close_dead_fires(settings, job_id, suite, lock.taken_from)
         entry = ledger.start(url, **base)
         try:
             if CONTROL.hard.is_set():
@@ -179,66 +161,6 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         if result.run_id:
             run_ids.append(result.run_id)
     return run_ids
-
-
-def _acquire_within(lock: DatabaseLock, deadline: float, beat: float) -> bool:
-    """Take the lock, waiting for a busy suite until ``deadline`` (monotonic) or a stop."""
-    while not lock.acquire():
-        if time.monotonic() >= deadline or CONTROL.stopping.is_set():
-            return False
-        CONTROL.stopping.wait(min(beat, max(deadline - time.monotonic(), 0.0)))
-    return True
-
-
-def _close_dead_fires(settings: Settings, job_id: str, suite: str, dead: str) -> None:
-    """After taking a suite over from a dead holder: close its fire's ledger rows as interrupted,
-    each with the run it started (marked interrupted once that run's own lease lapsed too)."""
-    url = settings.database_url
-    for entry_id, _, owner in ledger.running_entries(url, suite=suite, owner=dead):
-        detail = f"host of scheduler {owner} stopped heartbeating; suite taken over by {CONTROL.owner}"
-        _, run_id = ledger.close_dead(url, entry_id, suite, detail, wait=settings.lease_seconds,
-                                      lease_seconds=settings.lease_seconds)
-        log.warning("%s: %s: %s (its run %s marked interrupted)", job_id, suite, detail, run_id or "—")
-        _alarm(settings, job_id, suite, "interrupted", f"{detail}; run {run_id or '—'} interrupted")
-
-
-def _cannot_run_why(settings: Settings, job: Job) -> str | None:
-    """Why this worker's checkout cannot run the job's suites, or None when it can."""
-    for suite in job.args[1]:
-        try:
-            find_suite(suite, settings.project_dir)
-        except EvalloopError as exc:
-            return _one_line(exc)
-    return None
-
-
-def _one_line(exc: EvalloopError) -> str:
-    return f"{exc.where}: {exc.what}" if exc.where else exc.what
-
-
-def _cannot_run(url: str, job_id: str, fire_id: str, suites: list[str], why: str) -> None:
-    """This worker cannot run the fire: one line per suite in the ledger and the log, and the
-    fire's claim released so that another worker may take it."""
-    detail = f"worker {CONTROL.owner} cannot run it: {why}"
-    for suite in suites:
-        ledger.start(url, job_id=job_id, fire_id=fire_id, suite=suite, owner=CONTROL.owner,
-                     status="cannot run", detail=detail)
-        log.error("%s: %s: %s", job_id, suite, detail)
-    fire = CONTROL.claims.pop(job_id, None)
-    if fire is not None:
-        release_fire(url, job_id, fire, CONTROL.owner)
-
-
-def _alarm(settings: Settings, job_id: str, suite: str, event: str, detail: str) -> None:
-    """A fire's event to the alarm sinks (a sink that fails is logged, never raised)."""
-    from evalloop.scheduling.sinks import alarm, build_sinks
-
-    try:
-        sinks = build_sinks(settings)
-    except EvalloopError as exc:
-        log.error("%s: %s: no alarm sent (%s)", job_id, suite, exc)
-        return
-    alarm({"event": event, "schedule": job_id, "suite": suite, "detail": detail}, sinks)
 
 
 def verdict_of(report: RunReport) -> str:
@@ -285,8 +207,8 @@ def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = No
     get_engine(url)  # creates the folder and the history tables
     options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
     store = (WorkerJobStore(url=url, tablename=JOBS_TABLE, engine_options=options,
-                            can_run=lambda job: _cannot_run_why(settings, job),
-                            on_cannot=lambda job, why: _cannot_run(url, job.id, "-", list(job.args[1]), why))
+                            can_run=lambda job: cannot_run_why(settings, job),
+                            on_cannot=lambda job, why: cannot_run(url, job.id, "-", list(job.args[1]), why))
              if worker else SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options))
     ensure_job_store(store)  # its table, created race-free (many schedulers may start at once)
     _move_old_jobs(store)
