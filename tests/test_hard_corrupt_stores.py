@@ -159,7 +159,7 @@ def test_doctor_repair_rebuilds_the_history_from_the_run_logs_and_moves_damaged_
     log.write_bytes(good + b'{"v":1,"id":"half')
     (hist / "memory.db").write_bytes(b"not a database" * 100)
     (hist / "llm-cache.db").write_bytes(os.urandom(8192))
-    proc = cli(root, "doctor", "--repair")
+    proc = cli(root, "doctor", "--repair", "--yes")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
     assert "repaired: history database" in text and "rebuilt from the run logs: 2 run(s) (s 2)" in text, text

@@ -48,7 +48,7 @@ def test_redact_url_strips_userinfo_and_secret_parameters():
     url = "https://bob:hunter2@hooks.example/x?api_key=A&Token=B&X-Amz-Signature=C&page=2#frag"
     clean = redact_url(url)
     assert not {"hunter2", "bob", "=A", "=B", "=C"} & {p for p in ("hunter2", "bob", "=A", "=B", "=C") if p in clean}
-    assert clean.startswith("https://***@hooks.example/x?") and "page=2" in clean and clean.endswith("#frag")
+    assert clean == "https://***@hooks.example/***"  # cut to scheme, host and port (tests/test_url_secrets.py)
     assert redact_text(f"failed for url '{url}' twice") == f"failed for url '{clean}' twice"
     assert redact_url("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080/v1"
 

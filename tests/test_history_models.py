@@ -25,11 +25,14 @@ from support.project import make_project
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").read_text())
 # what came after f3594c2, added (never changed) and so migrated in place: issue 27's prompt-cache and
-# batch columns of runs, and the batches a batch run submitted
-ADDED_COLUMNS = {"runs": ("cache_write_tokens", "cache_read_tokens", "batched_calls")}
+# batch columns of runs, and the batches a batch run submitted; issue 24's traceback of a target's
+# exception on case_results
+ADDED_COLUMNS = {"runs": ("cache_write_tokens", "cache_read_tokens", "batched_calls"),
+                 "case_results": ("traceback",)}
 ADDED_TABLES = ("run_batches", "evalloop_schema")  # issue 27; issue 28: the shared schema's version
 ADDED_DDL = ["CREATE TABLE run_batches", "CREATE INDEX ix_run_batches_run_id",
-             *(f"ALTER TABLE runs ADD COLUMN {c} INTEGER" for c in ADDED_COLUMNS["runs"])]
+             *(f"ALTER TABLE runs ADD COLUMN {c} INTEGER" for c in ADDED_COLUMNS["runs"]),
+             "ALTER TABLE case_results ADD COLUMN traceback VARCHAR"]
 SRC = Path(__file__).resolve().parents[1] / "src" / "evalloop"
 TINY = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
         "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
@@ -121,8 +124,9 @@ def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     assert "steady" in done.stdout
     with sqlite3.connect(db) as conn:
         after = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
-        assert [r for r in after if r[1] not in ("runs", *ADDED_TABLES) and not r[1].startswith("ix_run_batches")] \
-            == [r for r in schema if r[1] != "runs"]
+        changed = (*ADDED_COLUMNS, *ADDED_TABLES)
+        assert [r for r in after if r[1] not in changed and not r[1].startswith("ix_run_batches")] \
+            == [r for r in schema if r[1] not in ADDED_COLUMNS]
         assert conn.execute("PRAGMA user_version").fetchone() == (history_engine.schema_stamp(),)
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (3,)
 

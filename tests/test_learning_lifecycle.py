@@ -100,7 +100,9 @@ def test_break_regress_remember_recover_resolve(tmp_path):
     assert 'input: {"existing": {"content": "The auth service listens on port 8000' in text
     assert 'expected: {"action": "UPDATE"}' in text and '"action": "CREATE"' in text and "reason: " in text
     assert "newly failing" in text and "Common pattern in failures: expected" in text
-    assert re.search(r"Failing cases \(5 of 1\d\)", text)
+    assert re.search(r"Failing cases \(5 of 9\)", text)               # the 9 learn cases of the 12 broken
+    held = {"port-billing", "port-gateway", "port-mailer"}              # the default split of these ids
+    assert not held & set(meta["failing_cases"]) and all(h not in text for h in held)
 
     # a rerun of the unchanged failure (injection off) touches the same memory
     quiet = load_settings(root, inject_failures=False)
@@ -110,16 +112,19 @@ def test_break_regress_remember_recover_resolve(tmp_path):
     assert same.id == memory.id and same.metadata["runs_seen"] == 2 and same.information == text
     assert same.metadata["eval_run_ids"] == [broken.outcome.run.id, again.outcome.run.id]
 
-    # learn check: the full feedback helps significantly, a case-id list does not
+    # learn check, on the 3 held-out cases (the default): the lesson read as a rule gets all of them
+    # right, case ids alone none; 3 paired cases cannot make it significant, and the check says so
     import asyncio
 
     check = asyncio.run(acheck("decisions", settings=settings))
     by = {r.variant: r for r in check.results}
-    assert check.open_memories == [memory.id]
-    assert by["none"].means["similarity-detection"] < 0.3
+    assert check.open_memories == [memory.id] and check.on == "held-out" and check.n_cases == 3
+    assert by["none"].means["similarity-detection"] == 0
     assert by["ids"].diff["similarity-detection"] == 0 and not by["ids"].significant("similarity-detection")
-    assert by["full"].diff["similarity-detection"] >= 0.6 and by["full"].significant("similarity-detection")
-    assert by["full"].p_value["similarity-detection"] < 0.01
+    assert by["full"].diff["similarity-detection"] == 1.0 and by["full"].p_value["similarity-detection"] == 0.25
+    # on all cases (learn cases included) the same lesson is significant: recall and rule together
+    every = {r.variant: r for r in asyncio.run(acheck("decisions", settings=settings, on="all")).results}
+    assert every["full"].diff["similarity-detection"] >= 0.6 and every["full"].p_value["similarity-detection"] < 0.01
 
     # the next real run carries the memory and recovers; the fingerprint says what was injected
     healed = run_suite("decisions", settings=settings)
@@ -214,14 +219,17 @@ def test_an_llm_that_reads_its_system_prompt_learns_only_from_the_feedback_text(
 
     with LLMServer(answer) as server:
         use_only(server, monkeypatch)
-        check = asyncio.run(acheck("decisions", settings=load_settings(root),
-                                   variants=["none:inject=off", f"{detail}:inject={detail}"], engine="llm"))
-    (none, other) = check.results
-    diff = other.diff["similarity-detection"]
+        variants = ["none:inject=off", f"{detail}:inject={detail}"]
+        held = asyncio.run(acheck("decisions", settings=load_settings(root), variants=variants, engine="llm"))
+        every = asyncio.run(acheck("decisions", settings=load_settings(root), variants=variants, engine="llm",
+                                   on="all"))
+    # on the held-out cases a model that only copies what the text shows gains nothing: it never shows them
+    assert held.results[1].diff["similarity-detection"] == 0
+    diff = every.results[1].diff["similarity-detection"]
     if detail == "ids":
         assert diff == 0
-    else:  # only the 5 cases the memory shows in full are learned
-        assert diff == pytest.approx(5 / len(cases())) and other.p_value["similarity-detection"] < 0.1
+    else:  # on all cases: only the 5 learn cases the memory shows in full are recalled
+        assert diff == pytest.approx(5 / len(cases())) and every.results[1].p_value["similarity-detection"] < 0.1
 
 
 def test_learn_check_cli(tmp_path):
@@ -242,6 +250,9 @@ def test_learn_check_cli(tmp_path):
     done = cli("learn", "check", "-s", "decisions", "-V", "base:inject=off", "-V", "strict:similar_at=1.01")
     assert done.returncode == 0, done.stderr
     assert "0 open failure memories" in done.stdout and "strict" in done.stdout and "p=" in done.stdout
+    assert "on held-out cases: 3 (never in a lesson; split fraction 0.3)" in done.stdout
+    every = cli("learn", "check", "-s", "decisions", "--on", "all", "-V", "base:inject=off")
+    assert "on all 13 cases, 10 of them learn cases" in every.stdout, every.stderr
     assert not (root / "history" / "memory.db").exists()               # checking writes no memory
 
 

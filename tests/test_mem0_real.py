@@ -124,3 +124,44 @@ def test_the_mem0_retriever_cleans_up_its_scope(mem0_server: Mem0Server) -> None
     second = retriever.scope
     retriever.close()
     assert httpx.get(f"{mem0_server.url}/memories", params={"user_id": second}).json()["results"] == []
+
+
+def test_learning_store_mem0_in_an_init_project(tmp_path: Path, mem0_server: Mem0Server) -> None:  # noqa: F811
+    """`[learning] store = "mem0"` with an agent id: incidents are written into mem0 under the agent's
+    scope (where the production agent finds them), a user target's `lessons` and `evalloop.lessons()`
+    read them from there, and no held-out case is among them."""
+    import evalloop
+    from evalloop.learning import lessons as lessons_module
+    from evalloop.suites.lookup import find_suite
+    from support.cli import cli
+    from test_lessons_targets import N, case, fields, init_project, received
+
+    root = init_project(tmp_path / "proj")
+    with (root / "evalloop.toml").open("a") as f:
+        f.write(f'\n[learning]\nstore = "mem0"\nurl = "{mem0_server.url}"\nagent_id = "support-bot"\n')
+    env: dict[str, str] = {}
+    for _ in range(3):
+        assert cli(root, "run", "-s", "faq", env=env, timeout=300).returncode == 0
+    (root / "BROKEN").write_text("")
+    broken = cli(root, "run", "-s", "faq", env=env, timeout=300)
+    assert "stored failure memory" in broken.stderr, broken.stderr
+    received(root)
+
+    scoped = httpx.get(f"{mem0_server.url}/memories", params={"agent_id": "support-bot"}).json()["results"]
+    (incident,) = [m for m in scoped if m["metadata"].get("eval_suite") == "faq"]
+    assert incident["metadata"]["status"] == "open" and "suite:faq" in incident["metadata"]["tags"]
+    assert not (root / "history" / "memory.db").exists()               # nothing in the embedded store
+
+    cli(root, "run", "-s", "faq", env=env, timeout=300)
+    text = received(root)[0]["lessons"]
+    assert incident["memory"] in text
+    lessons_module.clear_cache()
+    assert evalloop.lessons("faq", project_dir=root) == text
+    held = find_suite("faq", root).held_out_ids()
+    for c in (case(i) for i in range(N)):
+        if c["id"] in held:
+            assert not [f for f in fields(c) if f in text], c["id"]
+    (root / "evalloop.toml").write_text('[learning]\nstore = "mem0"\nagent_id = "support-bot"\n')
+    bad = cli(root, "run", "-s", "faq", env=env, timeout=60)             # no url: one clear line, exit 2
+    assert bad.returncode == 2 and "needs the service's url" in bad.stderr, bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

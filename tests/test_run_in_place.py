@@ -111,7 +111,9 @@ def test_a_scorer_message_quoting_a_credential_is_stored_redacted(tmp_path):
     with store.engine.connect() as conn:
         messages = [r[0] for r in conn.exec_driver_sql("SELECT message FROM case_scores WHERE scorer = 'quotes-a-url'")]
     assert len(messages) == 3
-    assert all("hunter2" not in m and "T0K" not in m and "example.test/x" in m for m in messages), messages
+    # cut to scheme, host and port (the rule of evalloop.redact: a path may be a token)
+    assert all("hunter2" not in m and "T0K" not in m and "https://***@example.test/***" in m
+               for m in messages), messages
 
 
 def test_outputs_are_stored_as_compact_json_whatever_their_type(tmp_path):

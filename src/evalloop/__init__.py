@@ -22,7 +22,7 @@ _EXPORTS = {
     "EvalloopError": "evalloop.errors",
     "HistoryStore": "evalloop.history", "Run": "evalloop.history",
     "enhance_prompt": "evalloop.learning.injection", "failure_patterns": "evalloop.learning.injection",
-    "learn": "evalloop.learning.incidents",
+    "learn": "evalloop.learning.incidents", "lessons": "evalloop.learning.lessons",
     "RunReport": "evalloop.loop.pipeline", "arun_suite": "evalloop.loop.pipeline",
     "run_suite": "evalloop.loop.pipeline",
     "Score": "evalloop.score", "ScorerKind": "evalloop.score",
@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from evalloop.history import HistoryStore, Run  # noqa: F401
     from evalloop.learning.incidents import learn  # noqa: F401
     from evalloop.learning.injection import enhance_prompt, failure_patterns  # noqa: F401
+    from evalloop.learning.lessons import lessons  # noqa: F401
     from evalloop.loop.pipeline import RunReport, arun_suite, run_suite  # noqa: F401
     from evalloop.memory import (  # noqa: F401
         FoundMemory,

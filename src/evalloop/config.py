@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalloop.errors import ConfigError
-from evalloop.redact import install_log_redaction, redact_url
+from evalloop.redact import install_log_redaction, redact_url, remember_secrets
 
 CONFIG_FILE = "evalloop.toml"
 
@@ -51,6 +51,27 @@ class VerdictSettings(BaseModel):
         return data
 
 
+class LearningSettings(BaseModel):
+    """``[learning]``: where incidents (and so lessons) live. ``store = "embedded"`` (the default:
+    ``history/memory.db``), ``"mem0"`` (a mem0 REST server at ``url``, scoped by ``user_id`` and/or
+    ``agent_id`` — the scope the production agent queries) or ``"http"`` (another memory service
+    of the same shape, with the ``[memory_http]`` settings)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    store: Literal["embedded", "mem0", "http"] = "embedded"
+    url: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+
+    @model_validator(mode="after")
+    def _url(self) -> LearningSettings:
+        if self.store != "embedded" and not self.url:
+            raise ValueError(f'store = "{self.store}" needs the service\'s url '
+                             '(url = "http://localhost:8000" under [learning])')
+        return self
+
+
 class Settings(BaseModel):
     """Everything a run needs to know about the project it runs in."""
 
@@ -78,6 +99,7 @@ class Settings(BaseModel):
     memory_path: str | None = None
     memory_url: str | None = None
     memory_http: dict[str, Any] = Field(default_factory=dict)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
     learn: bool = True
     inject_failures: bool = True
     inject_budget: int = Field(default=6000, ge=200, description="characters of failure memories per prompt")
@@ -103,6 +125,20 @@ class Settings(BaseModel):
     thresholds: dict[str, Annotated[float, Field(gt=0.0, lt=1.0)]] = Field(default_factory=dict)
     verdict: VerdictSettings = Field(default_factory=VerdictSettings)
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _learning_store(self) -> Settings:
+        """``[learning] store = "mem0"|"http"`` is a memory service: its URL and scope become
+        ``memory_url`` and ``memory_http`` (the one path every reader of memories takes)."""
+        chosen = self.learning
+        if chosen.store == "embedded":
+            return self
+        scope = {k: v for k, v in (("user_id", chosen.user_id), ("agent_id", chosen.agent_id)) if v}
+        if scope and "user_id" not in scope:
+            scope["user_id"] = None  # an agent's scope alone, not the adapter's default user
+        self.memory_url = chosen.url
+        self.memory_http = {**self.memory_http, **scope}
+        return self
 
     @property
     def lease_seconds(self) -> float:
@@ -213,6 +249,9 @@ def check_settings(settings: Settings, where: str | None = None) -> None:
     check_url(settings.memory_url, setting="memory_url", where=where)
     for name in BASE_URL_ENV:
         check_url(os.environ.get(name), setting=name, where="environment")
+    for url in (settings.webhook_url, settings.memory_url, settings.history_url,
+                *(os.environ.get(name) for name in BASE_URL_ENV)):
+        remember_secrets(url)  # masked wherever a server echoes them
     install_log_redaction()
 
 

@@ -63,6 +63,27 @@ class StoreError(EvalloopError):
     exit_code = 1
 
 
+class StoreAccessError(StoreError):
+    """A store this process may not open or write (ownership, permissions, a read-only mount):
+    an environment error (exit 2). The store is not damaged, and nothing may move or rebuild it."""
+
+    exit_code = 2
+
+
+def access_error(path: object, *, store: str, write: bool = True, detail: str = "") -> StoreAccessError | None:
+    """The one line for a store's file this process cannot open (None when nothing is in the way)."""
+    from pathlib import Path
+
+    from evalloop.access import diagnose
+
+    problem = diagnose(Path(str(path)), write=write)
+    if problem is None:
+        return None
+    verb = "write" if problem.readable else "open"
+    return StoreAccessError(f"cannot {verb} the {store}: {problem.what}" + (f" ({detail})" if detail else ""),
+                            where=str(path), hint=problem.fix)
+
+
 #: message fragments of database errors that a concurrent creator of the same schema causes
 RACE_MARKERS = ("already exists", "duplicate column", "duplicate key value", "database is locked",
                 "deadlock detected", "could not serialize", "database table is locked")
@@ -84,6 +105,12 @@ def is_db_error(exc: BaseException) -> bool:
         "sqlite3", "sqlean", "pysqlite3", "psycopg", "psycopg2", "_sqlite3")
 
 
+def is_damage(message: str) -> bool:
+    """Whether a database message says the file itself is corrupt (not locked, not refused)."""
+    low = message.lower()
+    return any(m in low for m in _DAMAGE_MARKERS)
+
+
 def db_message(exc: BaseException) -> str:
     """The driver's own words for a database error (SQLAlchemy's wrapper and SQL left out)."""
     orig = getattr(exc, "orig", None) or exc
@@ -100,7 +127,7 @@ def store_error(exc: BaseException, *, store: str, where: str | None,
     """
     message = db_message(exc)
     low = message.lower()
-    if any(m in low for m in _DAMAGE_MARKERS):
+    if is_damage(message):
         what, hint = f"the {store} is damaged ({message})", recover
     elif "locked" in low:
         what, hint = (f"the {store} stayed locked by another process ({message})",
@@ -109,8 +136,10 @@ def store_error(exc: BaseException, *, store: str, where: str | None,
         what, hint = (f"the {store}'s tables were being changed by another process ({message})",
                       "try again; if it persists, run `evalloop doctor`")
     elif "unable to open" in low or "permission" in low or "readonly" in low or "read-only" in low:
-        what, hint = (f"cannot open the {store} ({message})",
-                      "check that the path exists and this user may read and write it")
+        found = access_error(where, store=store, detail=message) if where and "://" not in where else None
+        return found or StoreAccessError(
+            redact_text(f"cannot open the {store} ({message})"), where=redact_text(where) if where else None,
+            hint="check that the path exists and this user may read and write it")
     elif "connection" in low or "could not connect" in low or "timeout" in low or "refused" in low:
         what, hint = (f"cannot reach the {store} ({message})",
                       "check the URL, the server, and the network")

@@ -45,7 +45,8 @@ def project(root: Path, monkeypatch: Any = None, *, pass_mark: float | None = No
     ``monkeypatch`` when given, else set in ``os.environ``: the caller restores it)."""
     ref: dict[str, Any] = {"name": SCORER} if pass_mark is None else {"name": SCORER, "pass_mark": pass_mark}
     suite: dict[str, Any] = {"name": SUITE, "target": "sut:answer", "scorers": [ref],
-                             "cases": [{"id": c, "input": {"id": c}} for c in CASES]}
+                             "cases": [{"id": c, "input": {"id": c}} for c in CASES],
+                             "holdout": 0}  # the lifecycle remembers every case: no held-out part
     if window is not None:
         suite["window"] = window
     make_project(root, {SUITE: suite}, target=TARGET, scorers=SCORERS)

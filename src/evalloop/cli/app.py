@@ -167,8 +167,9 @@ def friendly(fn: F) -> F:
         except Exception as exc:  # a database (history, locks, memory, cache) failed under us
             if not is_db_error(exc):
                 raise
-            print(f"error: {store_error(exc, store='database', where=None).one_line()}", file=sys.stderr)
-            raise typer.Exit(1) from None
+            error = store_error(exc, store='database', where=None)
+            print(f"error: {error.one_line()}", file=sys.stderr)
+            raise typer.Exit(error.exit_code) from None
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (signals.Terminated, exit 143)
             print("interrupted: the run was marked 'interrupted' and is kept out of baselines",
                   file=sys.stderr)

@@ -39,8 +39,11 @@ def compare(
     from evalloop.report.layout import Record, note, table_or_records
 
     settings = settings_for(project)
-    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
-    assert store is not None
+    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log, create=False)
+    if store is None:  # nothing to compare, and nothing created
+        from evalloop.cli.history import no_runs_yet
+
+        raise no_runs_yet(settings)
     if run_b is None:
         from evalloop.errors import EvalloopError
         from evalloop.report.cases import previous_completed

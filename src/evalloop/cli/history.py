@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -11,6 +11,9 @@ from typer.core import TyperGroup
 from evalloop.cli.app import JsonOpt, ProjectOpt, app, err, friendly, out, settings_for
 from evalloop.cli.run import CaseOpt, TagOpt
 from evalloop.errors import EvalloopError
+
+if TYPE_CHECKING:
+    from evalloop.config import Settings
 
 
 class SuiteOrCommand(TyperGroup):
@@ -84,8 +87,15 @@ def history(
 
     settings = settings_for(project)
     store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log,
-                         suites=[suite] if suite else None)
-    assert store is not None
+                         suites=[suite] if suite else None, create=False)
+    if store is None:  # no database and no run log: say so, and create nothing
+        if run_id:
+            raise no_runs_yet(settings)
+        if json_out:
+            print("[]")
+        else:
+            out().print(f"no runs yet{f' for {suite}' if suite else ''} in {redact_url(settings.database_url)}")
+        return
     if not store.readonly:
         reaped = store.reap_dead_runs()
         if reaped:
@@ -139,11 +149,13 @@ def history_export(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
 
     Example: [bold]evalloop history export --suite exact-match[/bold]
     """
+    from evalloop.history.readonly import cannot_write
     from evalloop.history.runlog import export_runs
     from evalloop.history.store import HistoryStore
 
     settings = settings_for(project)
-    counts = export_runs(HistoryStore(settings.database_url), settings.history_dir, suite or None)
+    url = settings.database_url  # export only reads the database: a read-only one will do
+    counts = export_runs(HistoryStore(url, readonly=cannot_write(url)), settings.history_dir, suite or None)
     for name, n in sorted(counts.items()):
         out().print(f"{name}: {n} run(s) appended to {settings.history_dir / (name + '.jsonl')}")
     if not counts:
@@ -166,6 +178,14 @@ def history_import(suite: SuitesOpt = None, project: ProjectOpt = None) -> None:
         out().print(f"{name}: {n} run(s) imported")
     if not counts:
         out().print(f"no run logs in {settings.history_dir}")
+
+
+def no_runs_yet(settings: Settings) -> EvalloopError:
+    """The one line for a reading command where there is no history yet (nothing is created)."""
+    from evalloop.redact import redact_url
+
+    return EvalloopError("no runs yet", where=redact_url(settings.database_url),
+                         hint="run `evalloop run --suite NAME` first")
 
 
 @history_app.command("migrate")

@@ -19,6 +19,9 @@ def learn_check(
     variant: Annotated[list[str] | None, typer.Option(
         "--variant", "-V", help="name:key=value,... (inject=off|ids|full, or a target parameter). "
         "Repeat; the first is the reference. Default: none:inject=off ids:inject=ids full:inject=full.")] = None,
+    on: Annotated[str, typer.Option(
+        "--on", metavar="PART", help="held-out: only the cases no lesson was built from (the default: "
+        "generalisation); all: every case, learn cases included (labelled).")] = "held-out",
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
     engine: Annotated[str | None, typer.Option(help="auto, local or llm.")] = None,
     model: Annotated[str | None, typer.Option(help="The target's LLM model.")] = None,
@@ -27,7 +30,8 @@ def learn_check(
 ) -> None:
     """Run SUITE as variants on the same cases and print each one's paired difference from the first.
 
-    Nothing is stored: the runs go to a throw-away history and no memory is written.
+    By default only the held-out cases run: a gain there is generalisation. Nothing is stored:
+    the runs go to a throw-away history and no memory is written.
 
     Example: [bold]evalloop learn check -s similarity[/bold]
     """
@@ -40,13 +44,17 @@ def learn_check(
 
     settings = settings_for(project)
     result = asyncio.run(acheck(suite, settings=settings, variants=variant or list(DEFAULT_VARIANTS),
-                                limit=limit, engine=engine, model=model))
+                                limit=limit, engine=engine, model=model, on=on))  # type: ignore[arg-type]
     if json_out:
         print(result.model_dump_json(indent=2))
         return
     console = out()
-    console.print(f"[bold]{result.suite}[/bold]  {result.n_cases} cases  "
-                  f"{len(result.open_memories)} open failure memories  reference: {result.reference}")
+    part = (f"on held-out cases: {result.n_cases} (never in a lesson; split {result.split})"
+            if result.on == "held-out" else
+            f"on all {result.n_cases} cases, {result.n_cases - result.held_out} of them learn cases "
+            f"(a lesson may show them: recall, not generalisation)")
+    console.print(f"[bold]{result.suite}[/bold]  {part}", markup=True, highlight=False)
+    console.print(f"{len(result.open_memories)} open failure memories  reference: {result.reference}")
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("variant")
     for s in result.scorers:

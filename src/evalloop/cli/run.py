@@ -22,7 +22,7 @@ from evalloop.cli.app import (
     out,
     settings_for,
 )
-from evalloop.errors import FixtureError
+from evalloop.errors import EvalloopError, FixtureError
 
 if TYPE_CHECKING:
     from evalloop.config import Settings
@@ -54,6 +54,9 @@ def run(
     case: CaseOpt = None,
     tag: TagOpt = None,
     concurrency: Annotated[int | None, typer.Option(min=1, metavar="N", help="Cases in flight at once.")] = None,
+    held_out: Annotated[bool, typer.Option(
+        "--held-out", help="Only the suite's held-out cases (never in a lesson): the verdict on them alone, "
+                           "against the same cases of the baseline runs.")] = False,
     fail_on_regression: FailOpt = False,
     no_fail: NoFailOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every failing case with its "
@@ -117,17 +120,18 @@ def run(
         if resume:
             resume, suite, repeat = _resumed(resume, suite, all_suites, project)
             epochs, limit = epochs or repeat.get("epochs"), limit or repeat.get("limit")
-        settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project)
+        unloaded: list[EvalloopError] = []
+        settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project, unloaded)
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
-               "select": _selector(which) if which.active else None, "max_cost": max_cost,
-               "batch": batch, "resume": resume, "nightly": nightly}
+               "select": None, "max_cost": max_cost, "batch": batch, "resume": resume, "nightly": nightly}
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
     for loaded in suites:  # the checked suites are run as loaded: their cases are validated once
         with terminate_as_interrupt():  # SIGTERM (systemd, docker stop) ends the run like Ctrl-C
-            reports.append(asyncio.run(_run_one(loaded, settings, registry, options, show_progress)))
+            chosen = {**options, "select": _selector(which, loaded if held_out else None)}
+            reports.append(asyncio.run(_run_one(loaded, settings, registry, chosen, show_progress)))
         for notice in reports[-1].notices:
             if notice not in said:
                 said.add(notice)
@@ -154,16 +158,24 @@ def run(
     code = exit_code_of(reports, fail_on_regression=failing)
     for line in failure_lines(reports) if code else []:
         err().print(line, markup=False)
+    for problem in unloaded:  # each suite that did not load, one line, and exit 2 at the end
+        err().print(f"error: {problem.one_line()}", markup=False, soft_wrap=True, highlight=False)
     # the whole wait: start-up, loading and checking the suites, the runs and their reports
     err().print(closing_line(reports, lifecycle.waited(since=started)), markup=False, highlight=False)
+    if unloaded:
+        err().print(f"{len(unloaded)} suite{'s' if len(unloaded) > 1 else ''} did not load (above): exit 2",
+                    markup=False, highlight=False)
+        code = 2
     if code:
         raise typer.Exit(code)
 
 
 def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: list[str] | None,
-             tag: list[str] | None, project: Path | None) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
-    """The settings, scorers and suites of a run, every suite checked before any runs (a bad one
-    stops nothing half-way), and the case filter."""
+             tag: list[str] | None, project: Path | None,
+             unloaded: list[EvalloopError]) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
+    """The settings, scorers and suites of a run, and the case filter. Every suite is checked
+    before any runs; one that does not load (a bad file, a scorer of a broken ``scorers/`` file)
+    goes to ``unloaded`` and the others run (a nightly ``--all`` survives one bad file)."""
     import evalloop.loop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
     from evalloop.report.filters import CaseFilter
     from evalloop.run.runner import prepare
@@ -177,11 +189,23 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
         names += [n for n in suites_for_all(settings.project_dir, shipped=shipped) if n not in names]
     if not names:
         raise FixtureError("no suite given", hint="use --suite NAME or --all (see `evalloop suites list`)")
-    registry = discover(settings.project_dir)
-    suites = [find_suite(name, settings.project_dir) for name in names]
-    for loaded in suites:
-        prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
-                verdict_defaults=settings.verdict.model_dump(exclude_none=True))
+    registry = discover(settings.project_dir, strict=False)
+    for broken in registry.broken:  # told now; only the suites that need its scorers fail
+        err().print(f"warning: {broken.one_line()}", markup=False, soft_wrap=True, highlight=False)
+    suites: list[Suite] = []
+    for name in names:
+        try:
+            loaded = find_suite(name, settings.project_dir)
+            prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
+                    verdict_defaults=settings.verdict.model_dump(exclude_none=True))
+        except EvalloopError as exc:
+            if len(names) == 1:  # the one suite asked for: its error is the answer
+                raise
+            unloaded.append(exc)
+            continue
+        suites.append(loaded)
+    if not suites and unloaded:
+        raise unloaded.pop()
     return settings, registry, suites, which
 
 
@@ -214,8 +238,14 @@ def _notify(report: RunReport, settings) -> None:
     notify(report, sinks)
 
 
-def _selector(which: CaseFilter):
-    return lambda c: which.keeps_id(c.id) and which.keeps_tags(c.tags)
+def _selector(which: CaseFilter, held_out_of: Suite | None = None):
+    """The cases a run keeps (None: all): the case filter's, and with ``--held-out`` the suite's
+    held-out part only."""
+    if not which.active and held_out_of is None:
+        return None
+    split = held_out_of.holdout if held_out_of is not None else None
+    return lambda c: (which.keeps_id(c.id) and which.keeps_tags(c.tags)
+                      and (split is None or split.held_out(c.id, c.tags)))
 
 
 def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -> dict:
@@ -242,7 +272,7 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
                        previous_run=previous_completed(store, report.suite.name, run_id))
     if views:
         out().print(f"failing cases ({len(views)}):")
-        print_cases(views, out())
+        print_cases(views, out(), tracebacks=True)
 
 
 async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:

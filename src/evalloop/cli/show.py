@@ -22,6 +22,8 @@ def show(
     case: CaseOpt = None,
     tag: TagOpt = None,
     limit: Annotated[int | None, typer.Option(min=1, metavar="N", help="Show at most N cases.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show the traceback of each case "
+                                          "whose target raised.")] = False,
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
@@ -30,7 +32,7 @@ def show(
 
     Example: [bold]evalloop show last --failed[/bold]
     """
-    from evalloop.cli.history import _suite_or_none
+    from evalloop.cli.history import _suite_or_none, no_runs_yet
     from evalloop.history.runlog import synced_store
     from evalloop.report.cases import CaseFilter, case_docs, load_cases, previous_completed, print_cases
     from evalloop.report.diff import find_run
@@ -38,8 +40,9 @@ def show(
     from evalloop.report.terminal import print_history
 
     settings = settings_for(project)
-    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log)
-    assert store is not None
+    store = synced_store(settings.database_url, settings.history_dir, run_log=settings.run_log, create=False)
+    if store is None:  # nothing to show, and nothing created
+        raise no_runs_yet(settings)
     run = find_run(store, run_id, settings.database_url)
     which = CaseFilter(patterns=case or [], tags=tag or [], failed=failed)
     suite = _suite_or_none(run.suite, settings)
@@ -57,7 +60,7 @@ def show(
     if suite is None:
         err().print(f"suite '{run.suite}' is not found now: inputs and expected values are not shown",
                     markup=False)
-    print_cases(views, console, limit=limit)
+    print_cases(views, console, limit=limit, tracebacks=verbose)
     failing = sum(1 for v in views if not v.passed)
     newly_failing = sum(1 for v in views if v.change == "newly failing")
     newly_passing = sum(1 for v in views if v.change == "newly passing")

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from evalloop.errors import ConfigError, StoreError, store_error
+from evalloop.errors import ConfigError, StoreError, access_error, store_error
 from evalloop.history import version
 from evalloop.history.models import HISTORY_TABLES, metadata
 from evalloop.history.schema import ensure_tables
@@ -91,6 +91,10 @@ def new_engine(url: str) -> Engine:
                           hint="use e.g. sqlite:///history/evalloop.db or postgresql://…") from None
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        # a file this process may not write fails here, in one line that says why, before any write
+        problem = access_error(parsed.database, store="history database")
+        if problem is not None:
+            raise problem
     parsed = available_driver(parsed)
     options: dict[str, Any] = {}
     if parsed.get_backend_name() == "sqlite":

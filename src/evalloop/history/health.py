@@ -15,11 +15,14 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from evalloop.access import AccessProblem, diagnose, user_name
 from evalloop.config import Settings
-from evalloop.errors import CACHE_RECOVER, EvalloopError, db_message, is_db_error, store_error
+from evalloop.errors import CACHE_RECOVER, EvalloopError, db_message, is_damage, is_db_error, store_error
 from evalloop.redact import redact_url
 
-State = Literal["ok", "missing", "damaged", "unreachable", "failing", "skipped"]
+#: ``cannot open``/``read-only``: this process may not open (or write) a store that is not
+#: damaged — ownership, mode, a read-only mount, a lock; ``damaged``: the file is corrupt.
+State = Literal["ok", "missing", "damaged", "cannot open", "read-only", "unreachable", "failing", "skipped"]
 
 
 class Check(BaseModel):
@@ -44,21 +47,41 @@ class Check(BaseModel):
         return text
 
 
-def sqlite_integrity(path: Path) -> str | None:
-    """None when the SQLite file passes ``integrity_check``, else what is wrong (one line)."""
+def access_check(store: str, problem: AccessProblem) -> Check:
+    """A store this process may not open (or only read): never damaged, never to be moved."""
+    return Check(store=store, where=str(problem.path), state="read-only" if problem.readable else "cannot open",
+                 detail=problem.what, recover=problem.fix + " (the file is not damaged: nothing to repair)")
+
+
+def sqlite_check(store: str, path: Path, recover: str) -> Check | None:
+    """None when the SQLite file ``path`` opens here and passes ``integrity_check``; else why not.
+
+    *cannot open* / *read-only* (ownership, mode, a read-only mount, a lock held) is told from
+    *damaged* (the file is not a database, or its integrity check fails): only a damaged file
+    is ever moved aside by ``--repair``.
+    """
+    problem = diagnose(path)
+    if problem is not None:
+        return access_check(store, problem)
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            rows = [r[0] for r in conn.execute("PRAGMA integrity_check(20)").fetchall()]
+        finally:
+            conn.close()
     except sqlite3.Error as exc:
-        return str(exc)
-    try:
-        rows = [r[0] for r in conn.execute("PRAGMA integrity_check(20)").fetchall()]
-    except sqlite3.Error as exc:
-        return str(exc)
-    finally:
-        conn.close()
+        message = str(exc)
+        if is_damage(message):
+            return Check(store=store, where=str(path), state="damaged", detail=message, recover=recover)
+        locked = "locked" in message.lower()
+        return Check(store=store, where=str(path), state="cannot open", detail=message,
+                     recover="wait for the other evalloop process (or stop it) and check again" if locked
+                     else "check the file, its -wal/-shm files and its folder (the file is not damaged: "
+                          "nothing to repair)")
     if rows == ["ok"]:
         return None
-    return f"{len(rows)}{'+' if len(rows) >= 20 else ''} problem(s), first: {rows[0]}"
+    return Check(store=store, where=str(path), state="damaged", recover=recover,
+                 detail=f"{len(rows)}{'+' if len(rows) >= 20 else ''} problem(s), first: {rows[0]}")
 
 
 def check_history(settings: Settings) -> Check:
@@ -74,10 +97,9 @@ def check_history(settings: Settings) -> Check:
         path = Path(parsed.database)
         if not path.exists():
             return Check(store="history database", where=where, state="missing", detail="made by the first run")
-        problem = sqlite_integrity(path)
-        if problem:
-            return Check(store="history database", where=where, state="damaged", detail=problem,
-                         recover=recovery_hint(url))
+        found = sqlite_check("history database", path, recovery_hint(url))
+        if found is not None:
+            return found
     try:
         engine = create_engine(available_driver(parsed))
         try:
@@ -112,9 +134,15 @@ def check_run_logs(settings: Settings) -> list[Check]:
     out = []
     for suite in runlog.log_suites(settings.history_dir):
         path = runlog.log_path(settings.history_dir, suite)
-        partial = _partial_tail(path)
         try:
+            partial = _partial_tail(path)
             n = sum(1 for _ in runlog.read_log(path))
+        except PermissionError as exc:
+            owner = user_name(path.stat().st_uid)
+            out.append(Check(store="run log", where=str(path), state="cannot open", detail=str(exc.strerror),
+                             recover=f"run evalloop as {owner}, or `chmod a+r {path}` as its owner "
+                                     "(the file is not damaged: nothing to repair)"))
+            continue
         except EvalloopError as exc:
             out.append(Check(store="run log", where=exc.where or str(path), state="damaged", detail=exc.what,
                              recover=exc.hint or ""))
@@ -152,10 +180,8 @@ def _partial_tail(path: Path) -> int:
 def check_sqlite_file(store: str, path: Path, recover: str) -> Check:
     if not path.exists():
         return Check(store=store, where=str(path), state="missing", detail="made when first needed")
-    problem = sqlite_integrity(path)
-    if problem:
-        return Check(store=store, where=str(path), state="damaged", detail=problem, recover=recover)
-    return Check(store=store, where=str(path), state="ok", detail=f"{os.path.getsize(path)} bytes")
+    return sqlite_check(store, path, recover) or Check(store=store, where=str(path), state="ok",
+                                                       detail=f"{os.path.getsize(path)} bytes")
 
 
 def check_all(settings: Settings) -> list[Check]:

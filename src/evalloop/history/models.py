@@ -101,6 +101,12 @@ class Run(TableModel, table=True):
     notes: str = "{}"
     origin: str = "local"
 
+    @property
+    def system_fingerprint(self) -> str:
+        """The fingerprint a run reports (``--json``, JUnit): the system under test, without
+        injected failure memories and case files (a run of an older evalloop: the full hash)."""
+        return self.base_fingerprint or self.fingerprint_hash
+
 
 class ScorerSummary(TableModel, table=True):
     """Per run and scorer: the mean over non-errored cases, counts, and the verdict."""
@@ -145,6 +151,7 @@ class CaseResult(TableModel, table=True):
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    traceback: str | None = None  # the target's exception: its own frames (evalloop's left out)
 
 
 class CaseScore(TableModel, table=True):

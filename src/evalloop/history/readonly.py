@@ -4,7 +4,6 @@ itself) is opened ``mode=ro`` — or ``immutable=1`` when even its WAL index can
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sqlalchemy import create_engine
@@ -25,11 +24,15 @@ def sqlite_path(url: str) -> Path | None:
 
 
 def cannot_write(url: str) -> bool:
-    """Whether a SQLite history exists but cannot be written here (a read-only mount or file)."""
+    """Whether a SQLite history exists and can be read but not written here (a read-only mount,
+    a file or folder of another user)."""
+    from evalloop.access import diagnose
+
     path = sqlite_path(url)
     if path is None or not path.is_file():
         return False
-    return not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+    problem = diagnose(path)
+    return problem is not None and problem.readable  # unreadable: opening says why, in one line
 
 
 def readonly_engine(url: str) -> Engine:

@@ -1,11 +1,17 @@
-"""``evalloop doctor --repair``: put each damaged store right, keeping every damaged file.
+"""``evalloop doctor --repair``: put each damaged store right, keeping every damaged file and
+every schedule and memory that can still be read.
 
-A damaged SQLite history database is moved aside (with its ``-wal``/``-shm`` files, which
-would otherwise be replayed into the new one) and rebuilt from the committed run logs; a run
-log's partial last line is cut off; a damaged memory store or LLM cache is moved aside (a new
-one is made when first needed). Nothing is deleted: a moved file keeps its name plus
-``.broken-<UTC time>``. A server database, or a run log line damaged mid-file, is left to the
-user (the check says how).
+:func:`plan` says what would be done, and what would be kept, before anything is touched (the
+CLI shows it and asks); :func:`repair` does it. Only a *damaged* store (the file is corrupt) is
+ever moved: a store this process cannot open (ownership, mode, a read-only mount, a lock) is left
+exactly as it is, with the fix. A damaged SQLite history database is moved aside (with its
+``-wal``/``-shm`` files, which would otherwise be replayed into the new one), rebuilt from the
+committed run logs, and given back the schedules, schedule fire records and calibrations that
+can still be read from it; a damaged memory store is moved aside and every memory that can still
+be read goes into a new one (same ids, tags, metadata and times); a damaged LLM cache is moved
+aside; a run log's partial last line is cut off. Nothing is deleted: a moved file keeps its name
+plus ``.broken-<UTC time>``. A server database, or a run log line damaged mid-file, is left to
+the user (the check says how).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from evalloop.history.health import Check
 
 
 class Repair(BaseModel):
-    """What was done to one store (``done`` False: it could not be repaired here)."""
+    """What was (or, in a plan, will be) done to one store (``done`` False: left as it is)."""
 
     store: str
     where: str
@@ -29,6 +35,9 @@ class Repair(BaseModel):
 
     def line(self) -> str:
         return f"{'repaired' if self.done else 'left as is'}: {self.store} {self.where}: {self.action}"
+
+    def planned(self) -> str:
+        return f"{'will repair' if self.done else 'will leave as is'}: {self.store} {self.where}: {self.action}"
 
 
 def move_aside(path: Path) -> Path:
@@ -42,49 +51,93 @@ def move_aside(path: Path) -> Path:
     return target
 
 
-def repair(settings: Settings, checks: list[Check]) -> list[Repair]:
-    """Repair the damaged stores among ``checks``: run logs first (the rebuild reads them)."""
+def _history_file(settings: Settings, check: Check) -> Path | None:
+    """The SQLite history file a damaged check names (None: not a file evalloop may rebuild)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(settings.database_url)
+    if check.state != "damaged" or parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    return Path(parsed.database)
+
+
+def plan(settings: Settings, checks: list[Check], *, act: bool = False) -> list[Repair]:
+    """What ``--repair`` does to each store that is not ok (``act``: do it), run logs first
+    (the rebuild reads them). Nothing changes on disk unless ``act``."""
     from evalloop.history import runlog
 
-    done: list[Repair] = []
+    steps: list[Repair] = []
     for check in checks:
         if check.ok or check.store != "run log":
             continue
-        path = Path(check.where)
-        if "partial last line" in check.detail:
-            action = runlog.mend_log(path) or "nothing to cut"
-            done.append(Repair(store=check.store, where=check.where, action=action.split(": ", 1)[-1]))
+        if check.state == "damaged" and "partial last line" in check.detail:
+            action = (runlog.mend_log(Path(check.where)) or "nothing to cut").split(": ", 1)[-1] if act \
+                else "cut off the partial last line (the good runs before it stay)"
+            steps.append(Repair(store=check.store, where=check.where, action=action))
         else:
-            done.append(Repair(store=check.store, where=check.where, done=False,
-                               action=f"{check.detail} — {check.recover}"))
+            steps.append(Repair(store=check.store, where=check.where, done=False,
+                                action=f"{check.state}: {check.detail} — {check.recover}"))
     for check in checks:
         if check.ok or check.store == "run log":
             continue
         if check.store == "history database":
-            done.append(_rebuild_history(settings, check))
-        elif check.store in ("memory store", "LLM cache") and check.state == "damaged":
-            moved = move_aside(Path(check.where))
-            done.append(Repair(store=check.store, where=check.where,
-                               action=f"moved aside to {moved.name}; a new one is made when first needed"))
-    return done
+            steps.append(_history(settings, check, act))
+        elif check.store == "memory store" and check.state == "damaged":
+            steps.append(_memories(Path(check.where), check, act))
+        elif check.store == "LLM cache" and check.state == "damaged":
+            action = (f"moved aside to {move_aside(Path(check.where)).name}" if act else "move it aside") \
+                + "; a new one is made when first needed (it is only a cache)"
+            steps.append(Repair(store=check.store, where=check.where, action=action))
+        else:
+            steps.append(Repair(store=check.store, where=check.where, done=False,
+                                action=f"{check.state}: {check.detail} — {check.recover}"))
+    return steps
 
 
-def _rebuild_history(settings: Settings, check: Check) -> Repair:
-    from sqlalchemy.engine import make_url
+def repair(settings: Settings, checks: list[Check]) -> list[Repair]:
+    """Repair the damaged stores among ``checks`` as :func:`plan` says."""
+    return plan(settings, checks, act=True)
 
+
+def _history(settings: Settings, check: Check, act: bool) -> Repair:
     from evalloop.history import runlog
+    from evalloop.history.salvage import carry_over, history_keepers
     from evalloop.history.store import HistoryStore
 
-    url = settings.database_url
-    parsed = make_url(url)
-    if check.state != "damaged" or parsed.get_backend_name() != "sqlite" or not parsed.database:
+    path = _history_file(settings, check)
+    if path is None:
         return Repair(store=check.store, where=check.where, done=False,
                       action=f"{check.state}: {check.recover or 'check history_url and the server'}")
-    moved = move_aside(Path(parsed.database))
-    counts = runlog.import_logs(HistoryStore(url), settings.history_dir)
+    keepers = history_keepers(path)
+    kept = ", ".join(k.said() for k in keepers if k.rows or k.lost) or "nothing else to keep"
+    if not act:
+        logs = runlog.log_suites(settings.history_dir)
+        return Repair(store=check.store, where=check.where,
+                      action=f"move it aside (to {path.name}.broken-<time>), rebuild it from {len(logs)} "
+                             f"run log(s), and keep from the damaged file: {kept}")
+    moved = move_aside(path)
+    counts = runlog.import_logs(HistoryStore(settings.database_url), settings.history_dir)
+    carry_over(keepers, path)
     total = sum(counts.values())
     per_suite = ", ".join(f"{suite} {n}" for suite, n in sorted(counts.items()))
     return Repair(store=check.store, where=check.where,
                   action=f"moved aside to {moved.name}; rebuilt from the run logs: {total} run(s)"
-                         + (f" ({per_suite})" if per_suite else "")
+                         + (f" ({per_suite})" if per_suite else "") + f"; kept {kept}"
                          + " — outputs and runs that were not completed are only in the moved file")
+
+
+def _memories(path: Path, check: Check, act: bool) -> Repair:
+    from evalloop.history.salvage import readable_memories, restore_memories
+
+    memories, meta, lost = readable_memories(path)
+    noun = "memory" if len(memories) == 1 else "memories"
+    gone = "" if not lost else (" (the rest cannot be read" if lost < 0 else f" ({lost} cannot be read") \
+        + ": only in the moved file)"
+    if not act:
+        return Repair(store=check.store, where=check.where,
+                      action=f"move it aside (to {path.name}.broken-<time>) and copy the {len(memories)} "
+                             f"{noun} it can still read into a new store{gone}")
+    moved = move_aside(path)
+    n = restore_memories(path, memories, meta) if memories else 0
+    return Repair(store=check.store, where=check.where,
+                  action=f"moved aside to {moved.name}; kept {n} {noun} in a new store{gone}")

@@ -20,7 +20,7 @@ from sqlalchemy import Table, func, insert, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
-from evalloop.errors import EvalloopError, is_db_error, store_error
+from evalloop.errors import EvalloopError, db_message, is_db_error, store_error
 from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.leases import LIVE, reap_dead_runs
 from evalloop.history.models import (
@@ -138,7 +138,8 @@ class HistoryStore(metaclass=_MappedErrors):
             if lease.acquire():
                 LIVE[(self.url, run_id)] = lease
         except Exception as exc:  # noqa: BLE001 - without a lease the run is only never reaped
-            log.warning("run %s has no lease (%s): if its process dies it stays 'running'", run_id, exc)
+            log.warning("run %s has no lease (%s): if its process dies it stays 'running'", run_id,
+                        db_message(exc) if is_db_error(exc) else exc)
 
     def _end_lease(self, run_id: str) -> None:
         lease = LIVE.pop((self.url, run_id), None)
@@ -410,7 +411,7 @@ def _insert_all(conn: Any, records: Sequence[TableModel]) -> None:
 
 #: the columns of a case result and of a case score, in the order a tuple row gives them
 CASE_RESULT_COLUMNS = ("run_id", "case_id", "epoch", "tags", "output", "error", "failure", "latency_ms",
-                       "cost_usd", "input_tokens", "output_tokens")
+                       "cost_usd", "input_tokens", "output_tokens", "traceback")
 CASE_SCORE_COLUMNS = ("run_id", "case_id", "epoch", "scorer", "value", "errored", "skipped", "message", "meta")
 
 

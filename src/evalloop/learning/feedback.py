@@ -81,14 +81,23 @@ def case_key(value: Any) -> str:
     return " ".join(text.split()).casefold()
 
 
+CORRECTION_INPUT_CHARS = 2000
+
+
 def corrections(ids: Sequence[str], cases: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Structured (input key, expected answer) pairs of failing cases, for metadata."""
+    """Structured (input key, expected answer) pairs of failing cases, for metadata; the input
+    itself too when its JSON is at most :data:`CORRECTION_INPUT_CHARS` (a target may derive a
+    rule from it). Only learn cases reach here (the lifecycle drops held-out ones)."""
     out = []
     for cid in ids:
         case = cases.get(cid)
         if case is not None and getattr(case, "expected", None) is not None:
-            out.append({"id": cid, "key": case_key(case.input),
-                        "expected": json.loads(json.dumps(case.expected, default=str))})
+            item = {"id": cid, "key": case_key(case.input),
+                    "expected": json.loads(json.dumps(case.expected, default=str))}
+            text = json.dumps(case.input, default=str)
+            if len(text) <= CORRECTION_INPUT_CHARS:
+                item["input"] = json.loads(text)
+            out.append(item)
     return out
 
 

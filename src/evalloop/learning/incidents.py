@@ -47,7 +47,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -57,6 +57,7 @@ from pydantic import BaseModel
 
 from evalloop.errors import ConfigError, EvalloopError
 from evalloop.learning import feedback
+from evalloop.learning.heldout import without_held_out
 from evalloop.verdicts.baseline import Comparison, ScorerComparison
 from evalloop.verdicts.verdict import VerdictStatus
 
@@ -204,22 +205,40 @@ class _Details:
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     reasons: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     baseline: Callable[[ScorerComparison], Mapping[str, float]] | None = None
+    held_out: frozenset[str] = frozenset()
 
 
 def seen_in(comparison: Comparison, s: ScorerComparison, scores: Mapping[str, float],
-            baseline: Mapping[str, float] | None = None) -> Seen:
-    """The lifecycle's view of one scorer of one run."""
+            baseline: Mapping[str, float] | None = None, held_out: Collection[str] = ()) -> Seen:
+    """The lifecycle's view of one scorer of one run (held-out cases are not in it)."""
     return Seen(run_id=comparison.run.id, full=not comparison.run.partial, regressed=s.is_regression,
-                pass_mark=s.pass_mark, graded=scores, newly_failing=[c for c, _ in s.newly_failing],
-                baseline=baseline or {})
+                pass_mark=s.pass_mark, graded=scores,
+                newly_failing=[c for c, _ in s.newly_failing if c not in held_out], baseline=baseline or {})
+
+
+def _learn_only(details: _Details) -> _Details:
+    """The details without any held-out case: no held-out case is remembered, shown or corrected."""
+    held = details.held_out
+    if not held:
+        return details
+
+    def keep(m: Mapping[str, Any]) -> dict[str, Any]:
+        return {c: v for c, v in m.items() if c not in held}
+
+    return _Details(keep(details.cases), keep(details.outputs), {s: keep(m) for s, m in details.scores.items()},
+                    {s: keep(m) for s, m in details.reasons.items()}, details.baseline, held)
 
 
 def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | None = None,
           outputs: Mapping[str, str | None] | None = None,
           scores: Mapping[str, Mapping[str, float]] | None = None,
           reasons: Mapping[str, Mapping[str, str]] | None = None,
-          baseline: Callable[[ScorerComparison], Mapping[str, float]] | None = None) -> list[Learned]:
+          baseline: Callable[[ScorerComparison], Mapping[str, float]] | None = None,
+          held_out: Collection[str] = ()) -> list[Learned]:
     """Move this run's incidents through the table above; failures are returned, not raised.
+
+    ``held_out`` cases (the suite's held-out part) never enter an incident: not remembered, not
+    shown in its text, not among its corrections; the lifecycle reads the learn cases alone.
 
     ``scores`` (scorer → case → graded score) is what every transition reads; ``cases`` (id →
     case), ``outputs`` (id → output text) and ``reasons`` (scorer → id → message) give the failing
@@ -228,7 +247,8 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
     """
     if comparison.invalid:
         return []
-    details = _Details(cases or {}, outputs or {}, scores or {}, reasons or {}, baseline)
+    details = _learn_only(_Details(cases or {}, outputs or {}, scores or {}, reasons or {}, baseline,
+                                   frozenset(held_out)))
     results = []
     for s in comparison.scorers:
         if s.status in (VerdictStatus.SKIPPED, VerdictStatus.INVALID, VerdictStatus.SCORER_BROKEN):
@@ -245,11 +265,12 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
 
 def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, details: _Details) -> Learned | None:
     suite = comparison.run.suite
-    records = [getattr(r, "record", r) for r in incidents(adapter, suite, s.scorer, status=None)]
+    records = [without_held_out(getattr(r, "record", r), details.held_out)
+               for r in incidents(adapter, suite, s.scorer, status=None)]
     current = next((r for r in records if r.metadata.get("status") == State.OPEN), None)
     remembered = list(current.metadata.get("failing_cases") or []) if current is not None else []
     scores = details.scores.get(s.scorer, {})
-    quick = seen_in(comparison, s, scores)
+    quick = seen_in(comparison, s, scores, held_out=details.held_out)
     action = transition(State.OPEN if current is not None else None, remembered, quick)
     if action is None:
         return None
@@ -260,7 +281,8 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
                        metadata=meta)
         return Learned(scorer=s.scorer, action="resolved", memory_id=current.id)
     wanted = quick.failing and s.previous_run is not None and details.baseline is not None
-    seen = seen_in(comparison, s, scores, details.baseline(s) if wanted and details.baseline else None)
+    seen = seen_in(comparison, s, scores, details.baseline(s) if wanted and details.baseline else None,
+                   details.held_out)
     if current is not None:
         return _update(comparison, s, seen, adapter, current, details)
     return _open(comparison, s, seen, adapter, records, details)
@@ -269,12 +291,14 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
 def _update(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any, record: Any,
             details: _Details, action: str = "updated") -> Learned:
     before = dict(record.metadata)
+    rewrite = bool(before.pop("rewrite", False))
     old = list(before.get("failing_cases") or [])
     chronic_now = set(seen.chronic)
     remembered = old + [c for c in seen.newly_failing if c not in old and c not in chronic_now]
     chronic = sorted((set(before.get("chronic_cases") or []) | chronic_now) - set(remembered))
     shown = _shown(seen, remembered)
-    unchanged = action == "updated" and (not shown or sorted(shown) == sorted(before.get("still_failing", old)))
+    unchanged = action == "updated" and not rewrite and \
+        (not shown or sorted(shown) == sorted(before.get("still_failing", old)))
     text = record.information if unchanged else _text(comparison, s, seen, shown, details)
     meta = {**_metadata(comparison, s, seen, remembered, chronic, before, details), "still_failing": shown[:MAX_IDS]}
     if action == "reopened":

@@ -2,7 +2,8 @@
 
 :func:`failure_patterns` chooses what enters a prompt: the suite's open incidents
 (:mod:`evalloop.learning.incidents`), newest first — looked up by metadata, not by similarity;
-resolved and accepted ones never do. :func:`injected_for` renders them for a run within the
+resolved and accepted ones never do, and neither does one that remembers a held-out case of the
+suite (:func:`lesson_records`). :func:`injected_for` renders them for a run within the
 settings' budget (:func:`evalloop.learning.feedback.injection`: fenced, capped).
 """
 
@@ -16,7 +17,9 @@ from pydantic import BaseModel
 from evalloop.config import Settings
 from evalloop.errors import ConfigError, EvalloopError
 from evalloop.learning import feedback
+from evalloop.learning.heldout import remembered
 from evalloop.learning.incidents import incidents
+from evalloop.suites.models import Suite
 
 PATTERN_LIMIT = 3
 HEADING = "Past failure patterns:"
@@ -28,16 +31,9 @@ def open_adapter(settings: Settings) -> Any:
         from evalloop.memory.adapters import HTTPMemoryAdapter, HTTPMemoryConfig
 
         return HTTPMemoryAdapter(HTTPMemoryConfig(base_url=settings.memory_url, **settings.memory_http))
-    from evalloop.errors import MEMORY_RECOVER, is_db_error, store_error
     from evalloop.memory.store import MemoryStore
 
-    try:
-        return MemoryStore(settings.memory_file)
-    except Exception as exc:  # a damaged file: one line naming it, and the run goes on
-        if not is_db_error(exc):
-            raise
-        raise store_error(exc, store="memory store", where=str(settings.memory_file),
-                          recover=MEMORY_RECOVER) from None
+    return MemoryStore(settings.memory_file)  # a damaged file: one StoreError line naming it
 
 
 def close_adapter(adapter: Any) -> None:
@@ -46,11 +42,32 @@ def close_adapter(adapter: Any) -> None:
         close()
 
 
-def failure_patterns(adapter: Any, suite: str, query: str | None = None, limit: int = PATTERN_LIMIT) -> list[Any]:
-    """The suite's open failure memories, newest first (``query`` is kept for compatibility:
-    the question "what is open for this suite" is answered by metadata, not by similarity)."""
+def lesson_records(adapter: Any, suite: str | Suite, limit: int = PATTERN_LIMIT) -> tuple[list[Any], list[str]]:
+    """The suite's open incidents that may enter a prompt, newest first, and the ids of those that
+    may not: given a :class:`Suite`, an incident that remembers a held-out case (written before
+    the split, or under another one) is left out, so no held-out case reaches a prompt."""
+    name = suite.name if isinstance(suite, Suite) else suite
+    found = [getattr(f, "record", f) for f in incidents(adapter, name)]
+    if not isinstance(suite, Suite):
+        return found[:limit], []
+    held = suite.held_out_ids()
+    kept = [r for r in found if not remembered(r) & held]
+    return kept[:limit], [r.id for r in found if remembered(r) & held]
+
+
+def failure_patterns(adapter: Any, suite: str | Suite, query: str | None = None,
+                     limit: int = PATTERN_LIMIT) -> list[Any]:
+    """The suite's open failure memories, newest first, without those showing a held-out case
+    (``query`` is kept for compatibility: the question "what is open for this suite" is answered
+    by metadata, not by similarity)."""
     del query
-    return incidents(adapter, suite)[:limit]
+    return lesson_records(adapter, suite, limit)[0]
+
+
+def skipped_notice(ids: Sequence[str]) -> str:
+    return (f"{len(ids)} open failure memor{'y' if len(ids) == 1 else 'ies'} not injected ({', '.join(ids[:3])}): "
+            "they remember held-out cases (written before the held-out split, or under another one); "
+            "the next run with learning on writes them again from learn cases")
 
 
 def enhance_prompt(base: str, patterns: Sequence[Any], *, budget: int = 6000, per_memory: int = 2400,
@@ -67,16 +84,17 @@ class Injected(BaseModel):
     text: str | None = None
     memory_ids: list[str] = []
     records: list[Any] = []
+    skipped: list[str] = []  # open incidents left out: they show held-out cases (see skipped_notice)
 
 
-def injected_for(settings: Settings, suite: str) -> tuple[Injected, str | None]:
+def injected_for(settings: Settings, suite: str | Suite) -> tuple[Injected, str | None]:
     """The suite's injection under the settings' budget, and a notice if memories could not be read."""
     try:
         adapter = open_adapter(settings)
     except (EvalloopError, OSError) as exc:
         return Injected(), f"failure memories not read: {exc}"
     try:
-        found = [getattr(f, "record", f) for f in failure_patterns(adapter, suite, limit=settings.inject_limit)]
+        found, skipped = lesson_records(adapter, suite, limit=settings.inject_limit)
     except Exception as exc:  # noqa: BLE001 - prompts still work without past failures
         message = exc.one_line() if isinstance(exc, EvalloopError) else str(exc)
         return Injected(), f"failure memories not read: {message}"
@@ -87,10 +105,11 @@ def injected_for(settings: Settings, suite: str) -> tuple[Injected, str | None]:
     if settings.inject_detail == "ids":  # a target reading memories directly gets no more than the text
         found = [r.model_copy(update={"metadata": {k: v for k, v in r.metadata.items() if k != "corrections"}})
                  for r in found]
-    return Injected(text=text, memory_ids=[r.id for r in found] if text else [], records=found if text else []), None
+    return Injected(text=text, memory_ids=[r.id for r in found] if text else [], records=found if text else [],
+                    skipped=skipped), None
 
 
-def patterns_text(settings: Settings, suite: str, limit: int = PATTERN_LIMIT) -> tuple[str | None, str | None]:
+def patterns_text(settings: Settings, suite: str | Suite, limit: int = PATTERN_LIMIT) -> tuple[str | None, str | None]:
     """The fenced failure-pattern text for a suite's prompts, and a notice if memories could not be read."""
     injected, notice = injected_for(settings.model_copy(update={"inject_limit": limit}), suite)
     return injected.text, notice

@@ -27,12 +27,14 @@ import anthropic
 from evalloop.errors import ConfigError
 from evalloop.llm.anthropic_reply import read_reply
 from evalloop.llm.budget import within_budget
+from evalloop.llm.endpoint import split_credentials
 from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, price_table
 from evalloop.llm.prompt_cache import system_blocks
 from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, send
 from evalloop.llm.retry import parse_retry_after as _retry_after
 from evalloop.llm.types import DEFAULT_MODEL, ClosingClient, LLMRequest, LLMResponse
+from evalloop.redact import redact_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,14 @@ class AnthropicClient(ClosingClient):
         self.concurrency = concurrency
         self.prompt_cache = prompt_cache
         self._api_key = api_key
+        # user:pass@ in the URL is sent as Basic auth, which the aiohttp transport refuses to
+        # combine with the SDK's own Authorization header: the key then travels as x-api-key
+        self._endpoint, self._headers = split_credentials(
+            self.base_url, setting="ANTHROPIC_BASE_URL",
+            authorization_taken=bool(os.environ.get("ANTHROPIC_AUTH_TOKEN")))
+        if self._headers:
+            self._headers["X-Api-Key"] = api_key
+        self._where = f"Anthropic API at {redact_url(self.base_url)}"
         self._bound: _Bound | None = None
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
@@ -99,7 +109,7 @@ class AnthropicClient(ClosingClient):
         params = self._params(request)
         return await within_budget(request, self.prices, lambda: send(
             lambda: self._attempt(bound.sdk, request, params), self.policy, semaphore=bound.semaphore,
-            where=f"Anthropic API at {self.base_url}", url_setting="ANTHROPIC_BASE_URL"))
+            where=self._where, url_setting="ANTHROPIC_BASE_URL"))
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the running loop's SDK client (one of a finished loop
@@ -114,7 +124,8 @@ class AnthropicClient(ClosingClient):
         bound = self._bound
         if bound is None or bound.loop is not loop:
             http = _http_client(self.concurrency)
-            sdk = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self.base_url, http_client=http,
+            sdk = anthropic.AsyncAnthropic(api_key=self._api_key, base_url=self._endpoint, http_client=http,
+                                           default_headers=self._headers,
                                            timeout=self.policy.timeout, max_retries=0,
                                            open_telemetry=_open_telemetry())
             bound = self._bound = _Bound(loop, sdk, asyncio.Semaphore(self.concurrency))
@@ -168,7 +179,7 @@ class AnthropicClient(ClosingClient):
         except anthropic.AuthenticationError as error:
             raise ConfigError(
                 "the Anthropic API rejected the key (401)",
-                where=f"Anthropic API at {self.base_url}",
+                where=self._where,
                 hint="check ANTHROPIC_API_KEY",
             ) from error
         except anthropic.APIStatusError as error:
@@ -176,14 +187,14 @@ class AnthropicClient(ClosingClient):
             if error.status_code in RETRYABLE_STATUS:
                 retry_after = _retry_after(error.response.headers)
                 raise TransientError("status", text, status=error.status_code, retry_after=retry_after) from error
-            raise LLMCallFailed(text, status=error.status_code, where=f"Anthropic API at {self.base_url}") from error
+            raise LLMCallFailed(text, status=error.status_code, where=self._where) from error
 
     def sdk(self) -> anthropic.AsyncAnthropic:
         """The running loop's SDK client (the batch backend calls the Message Batches API on it)."""
         return self._bind().sdk
 
     def _malformed(self, why: str) -> MalformedReply:
-        return MalformedReply(f"not a Messages-API reply: {why}", where=f"Anthropic API at {self.base_url}",
+        return MalformedReply(f"not a Messages-API reply: {why}", where=self._where,
                               hint="check ANTHROPIC_BASE_URL points at the Messages API (not a proxy's page)")
 
 

@@ -15,6 +15,7 @@ import httpx
 
 from evalloop.errors import ConfigError
 from evalloop.llm.budget import within_budget
+from evalloop.llm.endpoint import split_credentials
 from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
 from evalloop.llm.retry import (
@@ -25,6 +26,7 @@ from evalloop.llm.retry import (
     send,
 )
 from evalloop.llm.types import ClosingClient, LLMRequest, LLMResponse, TokenUsage
+from evalloop.redact import redact_url
 
 _MALFORMED_HINT = "check EVALLOOP_LLM_BASE_URL points at the API root with /v1 (not a web page)"
 FINISH_REASONS = {
@@ -78,7 +80,11 @@ class OpenAICompatClient(ClosingClient):
         )
         self.prices: dict[str, Price] = price_table(prices)
         self._semaphore = asyncio.Semaphore(concurrency)
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        # user:pass@ in the URL is sent as Basic auth: one Authorization header, not two
+        endpoint, headers = split_credentials(self.url, setting="the LLM server URL", authorization_taken=bool(api_key))
+        self.url = endpoint
+        if api_key:
+            headers = {"authorization": f"Bearer {api_key}"}
         self._http = httpx.AsyncClient(
             headers=headers,
             timeout=timeout,
@@ -89,7 +95,7 @@ class OpenAICompatClient(ClosingClient):
         """Send ``request``; retry transient failures; record usage and cost."""
         return await within_budget(request, self.prices, lambda: send(
             lambda: self._attempt(request), self.policy, semaphore=self._semaphore,
-            where=f"LLM server at {self.url}", url_setting="EVALLOOP_LLM_BASE_URL"))
+            where=f"LLM server at {redact_url(self.url)}", url_setting="EVALLOOP_LLM_BASE_URL"))
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connections."""

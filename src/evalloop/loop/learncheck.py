@@ -9,6 +9,10 @@ ablation that says whether the feedback text, not the mere presence of a memory,
 Every variant runs the same cases through the ordinary pipeline into a throw-away history, with
 learning off: checking never writes, updates or resolves a memory. Differences from the first
 variant are paired permutation tests over per-case scores.
+
+By default only the suite's **held-out** cases are run (:attr:`~evalloop.suites.models.Suite.holdout`):
+cases no lesson was built from, so a gain is generalisation, not recall of the cases a memory
+shows. ``on="all"`` runs every case; its figures include the learn cases and say so.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field
@@ -34,6 +38,7 @@ from evalloop.suites.models import Suite, TargetRef
 
 DEFAULT_VARIANTS = ("none:inject=off", "ids:inject=ids", "full:inject=full")
 ALPHA = 0.05
+On = Literal["held-out", "all"]
 
 
 class Variant(BaseModel):
@@ -78,6 +83,7 @@ class VariantResult(BaseModel):
     p_value: dict[str, float | None] = Field(default_factory=dict)
     n_paired: dict[str, int] = Field(default_factory=dict)
     seconds: float = Field(0.0, description="wall time of the variant's run, memory reading included")
+    cost_usd: float = Field(0.0, description="what the variant's LLM calls cost")
 
     def significant(self, scorer: str, alpha: float = ALPHA) -> bool:
         p, d = self.p_value.get(scorer), self.diff.get(scorer)
@@ -89,6 +95,9 @@ class LearnCheck(BaseModel):
 
     suite: str
     n_cases: int
+    on: On = "held-out"
+    held_out: int = Field(0, description="held-out cases among those run")
+    split: str = ""
     scorers: list[str]
     open_memories: list[str]
     reference: str
@@ -103,15 +112,24 @@ def _paired_p(x: Sequence[float], y: Sequence[float]) -> float | None:
     return float(paired_permutation_test(x, y, alternative="two-sided").p_value)
 
 
-async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Sequence[str] = DEFAULT_VARIANTS,
+async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Sequence[str | Variant] = DEFAULT_VARIANTS,
                  registry: Registry | None = None, limit: int | None = None, engine: str | None = None,
-                 model: str | None = None) -> LearnCheck:
-    """Run ``suite`` once per variant on the same cases and compare each with the first."""
-    parsed = [parse_variant(v) for v in variants]
+                 model: str | None = None, on: On = "held-out") -> LearnCheck:
+    """Run ``suite`` once per variant on the same cases (its held-out part, or ``on="all"``)
+    and compare each with the first."""
+    parsed = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
     if len({v.name for v in parsed}) != len(parsed):
         raise ConfigError("two variants share a name", where="--variant", hint="give each variant its own name")
     base = suite if isinstance(suite, Suite) else find_suite(str(suite), settings.project_dir)
     registry = registry or discover(settings.project_dir)
+    if on not in ("held-out", "all"):
+        raise ConfigError(f"--on must be held-out or all, not {on!r}", where="--on")
+    held = base.held_out_ids()
+    if on == "held-out" and not held:
+        raise ConfigError(f"suite '{base.name}' has no held-out case ({base.holdout.describe()})",
+                          where=str(base.path or base.name),
+                          hint="give the suite a `holdout:` fraction or tags, or check with --on all")
+    select = (lambda c: c.id in held) if on == "held-out" else None
     open_ids: list[str] = []
     if settings.memory_url or settings.memory_file.exists():
         adapter = injection.open_adapter(settings)
@@ -131,7 +149,8 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
             ref = TargetRef(ref=base.target.ref, params={**base.target.params, **v.params})
             started = time.perf_counter()
             report = await arun_suite(base.model_copy(update={"target": ref}), settings=run_settings,
-                                      registry=registry, store=store, limit=limit, engine=engine, model=model)
+                                      registry=registry, store=store, limit=limit, engine=engine, model=model,
+                                      select=select)
             run_id = report.outcome.run.id
             names = [b.name for b in report.prepared.scorers]
             per_case.append({s: store.case_scores(run_id, s) for s in names})
@@ -139,7 +158,7 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
                 variant=v.name, inject=v.inject, params=v.params,
                 injected_memories=[] if v.inject == "off" else open_ids[: settings.inject_limit],
                 means={s: report.outcome.summaries[s].mean for s in names},
-                seconds=time.perf_counter() - started))
+                seconds=time.perf_counter() - started, cost_usd=report.outcome.run.cost_usd or 0.0))
         store.engine.dispose()
     scorers = base.scorer_labels
     for result, cases in zip(results, per_case, strict=True):
@@ -153,5 +172,6 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
             result.p_value[s] = _paired_p(x, y)
             result.n_paired[s] = len(common)
     n = len(per_case[0].get(scorers[0], {})) if per_case and scorers else 0
-    return LearnCheck(suite=base.name, n_cases=n, scorers=scorers, open_memories=open_ids,
-                      reference=parsed[0].name, results=results)
+    ran = set(per_case[0].get(scorers[0], {})) if per_case and scorers else set()
+    return LearnCheck(suite=base.name, n_cases=n, on=on, held_out=len(ran & held), split=base.holdout.describe(),
+                      scorers=scorers, open_memories=open_ids, reference=parsed[0].name, results=results)

@@ -39,6 +39,7 @@ class RunReport:
     comparison: Comparison
     notices: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
+    held_out: set[str] = field(default_factory=set)  # the held-out cases of the run (never in a lesson)
 
     @property
     def suite(self) -> Suite:
@@ -125,10 +126,11 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if settings.inject_failures and _has_memories(settings):
         from evalloop.learning import injection  # the memory layers: only for a project that has memories
 
-        injected, notice = injection.injected_for(settings, suite_obj.name)
+        injected, notice = injection.injected_for(settings, suite_obj)
         services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
                                failure_memories=injected.records)
         notices += [notice] if notice else []
+        notices += [injection.skipped_notice(injected.skipped)] if injected.skipped else []
         unreadable = notice is not None
     prepared = prepare(suite_obj, registry, project_dir=settings.project_dir,
                        settings_thresholds=settings.thresholds, services=services,
@@ -161,6 +163,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                              current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()},
                              nightly=nightly)
     report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
+    report.held_out, report.extras["held_out"] = held_out_part(suite_obj, outcome)
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
         report.extras["target_stats"] = run_notes["target_stats"]
@@ -190,6 +193,25 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     return report
 
 
+def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str, Any]]:
+    """The run's held-out cases (:attr:`Suite.holdout`), and what the run reports of them: how many,
+    and each scorer's mean over them beside the whole run's (controls and ungraded cases left out
+    of both, as in the verdict)."""
+    import numpy as np
+
+    results = list(outcome.results.values())
+    ids = list(results[0].ids) if results else []
+    held = suite.held_out_ids(ids)
+    mask = np.fromiter((c in held for c in ids), dtype=bool, count=len(ids))
+    means: dict[str, float | None] = {}
+    for name, r in outcome.results.items():
+        values = np.asarray(r.scores.values)[mask]
+        values = values[~np.isnan(values)]
+        means[name] = float(values.mean()) if values.size else None
+    return held, {"split": suite.holdout.describe(), "n": len(held), "of": len(ids), "means": means,
+                  "whole": {name: r.mean for name, r in outcome.results.items()}}
+
+
 def _has_memories(settings: Settings) -> bool:
     return bool(settings.memory_url) or settings.memory_file.exists()
 
@@ -199,7 +221,8 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     of the run's failing cases (the baseline's last run is read only when learning needs it)."""
     run_id = report.outcome.run.id
     details: dict[str, Any] = {"scores": {name: r.scores for name, r in report.outcome.results.items()},
-                               "baseline": lambda s: store.case_scores(s.previous_run, s.scorer)}
+                               "baseline": lambda s: store.case_scores(s.previous_run, s.scorer),
+                               "held_out": report.held_out}
     failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if v < r.pass_mark}
     if not failing:
         return details

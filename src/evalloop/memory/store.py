@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, JsonValue
 
-from evalloop.errors import ConfigError
+from evalloop.errors import MEMORY_RECOVER, ConfigError, is_db_error, store_error
 from evalloop.memory.embedders import (
     DEFAULT_EMBEDDER_NAME,
     Embedder,
@@ -75,8 +75,13 @@ class MemoryStore:
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._conn, vec_loaded = connect_sqlite(path)
-        self._conn.executescript(SCHEMA.replace("{tokenize}", TOKENIZE))
+        try:
+            self._conn, vec_loaded = connect_sqlite(path)
+            self._conn.executescript(SCHEMA.replace("{tokenize}", TOKENIZE))
+        except Exception as exc:  # damaged, locked, or not ours to open: one line naming the file
+            if not is_db_error(exc):
+                raise
+            raise store_error(exc, store="memory store", where=str(path), recover=MEMORY_RECOVER) from None
         self._text = TextSearcher(self._conn)
         self._embedder, self.embedder_name, self.dim = self._check_embedder(embedder)
         self._vec_loaded = vec_loaded

@@ -6,7 +6,8 @@ shipped static embedder (lexical overlap when it is unavailable) and rules. The 
 from the target's ``engine`` parameter, else from the run (``evalloop run --engine``). When the
 learning loop is on, the suite's open failure memories are appended to the prompt, fenced as
 untrusted data; the local engine, which reads no prompt, uses them as corrections instead: a case
-whose input matches a remembered failing case gets that case's expected answer. The prompt and
+whose input matches a remembered failing case gets that case's expected answer, and ``decide``
+reads the corrections as a rule for every other case (:func:`lesson_cut`). The prompt and
 lessons are the same for every case, so they are the system prompt marked for prompt caching,
 and the case's memories are the message. The base prompt is hashed into the fingerprint; the
 injected memories go under its ``injected`` key, so they never change the base fingerprint.
@@ -83,6 +84,44 @@ def correction(input: Any, ctx: Any) -> Any:
     return None
 
 
+def lesson_cut(ctx: Any, cut: float, measure: str) -> float:
+    """Lessons as a rule, for cases no correction names: the UPDATE cut the remembered corrections
+    imply. Each corrected case's pair similarity says where the cut must lie — at or below an
+    UPDATE's, above a CREATE's; the cut moves (only as far as they say: to the lowest UPDATE,
+    above the highest CREATE, or midway when both bound it) and stays when they contradict each
+    other. This is what lets the local engine generalise to cases it never saw."""
+    extras = getattr(getattr(ctx, "services", None), "extras", None)
+    records = (extras or {}).get("failure_memories") or []
+    if not records:
+        return cut
+    key = (tuple(getattr(r, "id", "") for r in records), cut, measure)
+    cached = extras.get("lesson_cut")
+    if cached and cached[0] == key:
+        return cached[1]
+    ups, creates = [], []
+    for record in records:
+        for case in (getattr(record, "metadata", None) or {}).get("corrections") or []:
+            inp, exp = (case.get("input"), case.get("expected")) if isinstance(case, dict) else (None, None)
+            if not isinstance(inp, dict) or not isinstance(exp, dict) or "existing" not in inp:
+                continue
+            existing, incoming = _content(inp.get("existing")), _content(inp.get("incoming"))
+            if _normalised(existing) == _normalised(incoming):
+                continue  # a duplicate is NOOP whatever the cut
+            sim, used = similarity(existing, incoming)
+            if used == measure:
+                (ups if exp.get("action") == "UPDATE" else creates if exp.get("action") == "CREATE" else []).append(sim)
+    lo, hi = (max(creates) if creates else None), (min(ups) if ups else None)
+    learned = cut
+    if lo is not None and hi is not None and lo >= hi:
+        learned = cut  # the lessons contradict each other: no rule
+    elif hi is not None and cut > hi:
+        learned = (lo + hi) / 2 if lo is not None else hi
+    elif lo is not None and cut <= lo:
+        learned = (lo + hi) / 2 if hi is not None else lo + 1e-6
+    extras["lesson_cut"] = (key, learned)
+    return learned
+
+
 def _content(memory: Any) -> str:
     if isinstance(memory, dict):
         return str(memory.get("content", ""))
@@ -138,30 +177,34 @@ def _client(ctx: Any) -> Any:
 
 
 # -- decide ---------------------------------------------------------------------------------
-def decide_local(existing: str, incoming: str, similar_at: float | None = None) -> Decision:
-    """Exact duplicate → NOOP; same subject (embedding cosine) → UPDATE; otherwise CREATE."""
+def decide_local(existing: str, incoming: str, similar_at: float | None = None, ctx: Any = None) -> Decision:
+    """Exact duplicate → NOOP; same subject (embedding cosine) → UPDATE; otherwise CREATE. With
+    lessons (``ctx`` carrying failure memories) the cut is the one they imply (:func:`lesson_cut`)."""
     if existing == incoming:
         return Decision(action="NOOP", reason="identical content")
     if _normalised(existing) == _normalised(incoming):
         return Decision(action="NOOP", reason="identical content apart from case and spacing")
     sim, measure = similarity(existing, incoming)
     cut = similar_at if similar_at is not None else SIMILAR_AT if measure == "cosine" else LEXICAL_SIMILAR_AT
+    if ctx is not None:
+        cut = lesson_cut(ctx, cut, measure)
     if sim >= cut:
         return Decision(action="UPDATE", reason=f"same subject ({measure} {sim:.2f})")
     return Decision(action="CREATE", reason=f"different subject ({measure} {sim:.2f})")
 
 
 async def decide(input: dict[str, Any], engine: str | None = None, model: str | None = None,
-                 ctx: Any = None, similar_at: float | None = None) -> dict[str, str]:
+                 ctx: Any = None, similar_at: float | None = None, lesson_rule: bool = True) -> dict[str, str]:
     """Decide what to do with ``input['incoming']`` given ``input['existing']`` (``similar_at``:
-    the local engine's cosine cut for UPDATE)."""
+    the local engine's cosine cut for UPDATE; ``lesson_rule=False``: the local engine recalls
+    corrected cases only, and derives no cut from them)."""
     existing, incoming = _content(input.get("existing")), _content(input.get("incoming"))
     if _engine(engine, ctx) == "local":
         fixed = correction(input, ctx)
         if isinstance(fixed, dict) and fixed.get("action") in ("NOOP", "UPDATE", "CREATE"):
             reason = "identical content" if fixed["action"] == "NOOP" else "corrected by a past failure memory"
             return Decision(action=fixed["action"], reason=str(fixed.get("reason") or reason)).model_dump()
-        return decide_local(existing, incoming, similar_at).model_dump()
+        return decide_local(existing, incoming, similar_at, ctx if lesson_rule else None).model_dump()
     from evalloop.llm.structured import structured
 
     prompt = f"{fence('EXISTING MEMORY', existing)}\n\n{fence('INCOMING MEMORY', incoming)}"
@@ -258,6 +301,8 @@ def _describe(operation: str):
                                 "sha": prompt_hash(extras["failure_patterns"])}
         if params.get("similar_at") is not None:
             info["similar_at"] = params["similar_at"]
+        if params.get("lesson_rule") is False:
+            info["lesson_rule"] = False
         if engine == "llm":
             info["model"] = params.get("model") or getattr(getattr(services, "llm", None), "model", None)
         else:

@@ -53,6 +53,7 @@ class CaseView(BaseModel):
     expected: Any = None
     output: Any = None
     error: str | None = None
+    traceback: str | None = None  # the target's exception, its own frames
     failure: str | None = None
     latency_ms: float = 0.0
     epochs: int = 1
@@ -111,7 +112,7 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
             change = "newly passing" if passed else "newly failing"
         views.append(CaseView(
             case_id=case_id, tags=[t for t in (first.tags or "").split(",") if t],
-            output=_output(first.output), error=first.error, failure=first.failure,
+            output=_output(first.output), error=first.error, traceback=first.traceback, failure=first.failure,
             latency_ms=sum(r.latency_ms for r in rows) / len(rows), epochs=len(rows),
             passed=passed, scores=per_scorer, change=change,
             input=case.input if case is not None else None,
@@ -183,9 +184,9 @@ def _short(value: Any, limit: int = SHOWN_CHARS) -> str:
 
 
 def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | None = None,
-                total: int | None = None) -> None:
-    """Each case: id, verdict, tags, input, expected, output (or error), every score and message
-    (each wrapped under its own indent)."""
+                total: int | None = None, tracebacks: bool = False) -> None:
+    """Each case: id, verdict, tags, input, expected, output (or error, with ``tracebacks`` its
+    traceback), every score and message (each wrapped under its own indent)."""
     from evalloop.report.layout import note
 
     shown = views if limit is None else views[:limit]
@@ -198,6 +199,9 @@ def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | Non
         note(console, f"expected: {_short(v.expected)}", hang=10)
         if v.error:
             note(console, f"error:    {_short(v.error)}", hang=10)
+            if tracebacks and v.traceback:
+                for line in v.traceback.rstrip().splitlines():
+                    console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
         else:
             note(console, f"output:   {_short(v.output)}", hang=10)
         for s in v.scores:

@@ -61,7 +61,7 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
                           time=f"{elapsed:.3f}")
     props = ET.SubElement(suite_el, "properties")
     for name, value in (("run_id", run.id), ("code_version", run.code_version or ""),
-                        ("fingerprint", run.fingerprint_hash), ("valid", str(run.valid).lower())):
+                        ("fingerprint", run.system_fingerprint), ("valid", str(run.valid).lower())):
         ET.SubElement(props, "property", name=name, value=value)
     counts = defaultdict(int)
     for bound in report.prepared.scorers:

@@ -19,7 +19,7 @@ def run_summary(report: RunReport) -> dict[str, Any]:
         "started_at": run.started_at.isoformat(),
         "ended_at": run.ended_at.isoformat() if run.ended_at else None,
         "code_version": run.code_version,
-        "fingerprint": run.fingerprint_hash,
+        "fingerprint": run.system_fingerprint,
         "n_cases": run.n_cases,
         "epochs": run.epochs,
         "case_errors": report.outcome.case_errors,

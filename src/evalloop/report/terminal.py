@@ -50,6 +50,10 @@ def print_run(report: RunReport, console: Console) -> None:
         table_or_records(console, run_table(report, wide=False), run_records(report))
     for s in report.comparison.scorers:
         _print_details(s, console)
+    held = report.extras.get("held_out") or {}
+    if held.get("n") and held["n"] < held.get("of", 0) and any(m is not None for m in held["means"].values()):
+        shown = [f"{s} {num(m)} (whole {num(held['whole'].get(s))})" for s, m in held["means"].items()]
+        note(console, f"held-out cases ({held['n']} of {held['of']}, never in a lesson): " + " · ".join(shown))
     if report.outcome.case_errors:
         note(console, f"{report.outcome.case_errors} case(s) failed in the target; "
                       f"first: {report.outcome.first_case_error}", indent=0, style="red")

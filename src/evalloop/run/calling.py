@@ -11,6 +11,8 @@
   threads) alive at exit. Idle threads retire after ``idle_seconds``.
 * **Awaitables are awaited.** A sync target that returns a coroutine (or any awaitable) is
   awaited on the loop, under the same deadline, with or without a thread.
+* **A failed call keeps its traceback.** :func:`traceback_of` gives the frames of the target's
+  own code (evalloop's and asyncio's left out), redacted, for ``show -v`` and ``--json``.
 """
 
 from __future__ import annotations
@@ -20,13 +22,31 @@ import contextlib
 import contextvars
 import inspect
 import itertools
+import os
 import queue
 import threading
 import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from evalloop.run.failures import TargetTimeout
+
+_OWN = (str(Path(__file__).resolve().parent) + os.sep, str(Path(asyncio.__file__).resolve().parent) + os.sep)
+TRACEBACK_CHARS = 8000
+
+
+def traceback_of(exc: BaseException) -> str:
+    """The traceback of a target's exception without evalloop's and asyncio's frames (the
+    caller's machinery), URLs redacted, at most :data:`TRACEBACK_CHARS` (its end kept)."""
+    from evalloop.redact import redact_text
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_OWN)]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames),
+             *traceback.format_exception_only(type(exc), exc)]
+    text = redact_text("".join(lines))
+    return text if len(text) <= TRACEBACK_CHARS else "…" + text[-TRACEBACK_CHARS:]
 
 _NAMES = itertools.count(1)
 

@@ -33,10 +33,11 @@ from evalloop.llm.errors import is_case_level as _is_case_level
 from evalloop.llm.usage import RUN_TOTALS, UsageTotals, close_scope, open_scope
 from evalloop.redact import redact_text
 from evalloop.run.bound import BoundScorer
-from evalloop.run.calling import is_awaitable
+from evalloop.run.calling import is_awaitable, traceback_of
 from evalloop.run.context import CaseContext, Services
 from evalloop.run.failures import Failure, TargetTimeout, classify
 from evalloop.run.grades import ScorerResult, _Grades
+from evalloop.run.signals import IN_PLACE, interrupt_in_place
 from evalloop.run.targets import Target, resolve_target, stable_hash
 from evalloop.score import Score, ScorerKind
 from evalloop.scoring.registry import Registry
@@ -239,13 +240,14 @@ async def execute(
         with budget_scope(budget) as state.budget:  # the workers' calls inherit it
             n_workers = max(1, min(concurrency, n_cases * epochs))
             workers = [asyncio.create_task(state.worker(work)) for _ in range(n_workers)]
-        try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            raise
+        with interrupt_in_place():  # Ctrl-C stops a sync call in place at once, not when it returns
+            try:
+                await asyncio.gather(*workers)
+            except BaseException:
+                for task in workers:
+                    task.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+                raise
         state.flush()
     except (KeyboardInterrupt, asyncio.CancelledError):
         with contextlib.suppress(Exception):
@@ -321,12 +323,17 @@ class _RunState:
         self.ids[row] = case_id
         ctx = CaseContext(prepared.suite.name, run_id, case, epoch, self.services) if self.wants_ctx else None
         error: str | None = None
+        trace: str | None = None
         failure: Failure | None = None
         output: Any = None
         started = time.perf_counter()
         try:
             if self.inline:
-                output = target.start(case.input, ctx)
+                IN_PLACE.enter()  # Ctrl-C / SIGTERM interrupt the call here (run.signals)
+                try:
+                    output = target.start(case.input, ctx)
+                finally:
+                    IN_PLACE.active = False
                 if is_awaitable(output):
                     output = await output
             else:
@@ -341,6 +348,7 @@ class _RunState:
         except Exception as exc:
             # exception texts carry URLs: redacted before they reach history or a report
             error, failure = redact_text(f"{type(exc).__name__}: {exc}"), classify(exc)
+            trace = traceback_of(exc)
         latency_ms = (time.perf_counter() - started) * 1000.0
         scores: list[Score] = []
         for bound, _, _ in self.scoring:
@@ -369,7 +377,7 @@ class _RunState:
         # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
         self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None,
                                None if error else dumps(output), error, failure.value if failure else None,
-                               latency_ms, cost, input_tokens, output_tokens))
+                               latency_ms, cost, input_tokens, output_tokens, trace))
         if tags:
             self.tagged = True
         plain = case.expect == "pass"  # no scorer treats it as a known-bad control

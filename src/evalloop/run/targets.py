@@ -1,7 +1,11 @@
 """Targets: resolving ``module:function`` to the system under test, and calling it.
 
 A target is any callable ``f(input, **params)``, sync or async; a parameter named ``ctx``
-receives the :class:`~evalloop.run.context.CaseContext`. A class is instantiated with the params
+receives the :class:`~evalloop.run.context.CaseContext`. A parameter named ``lessons`` receives
+the suite's open failure memories as the run injects them — fenced, within the injection budget,
+the text the shipped operations append to their prompts ("" when there is none) — and one named
+``lesson_records`` the same memories as plain dicts (:func:`lesson_records`); both are recorded
+under the fingerprint's ``injected`` key. A class is instantiated with the params
 and its instance called with the input. A target may describe itself for the run's
 fingerprint with a ``fingerprint(params) -> dict`` attribute (prompt hashes, model, config).
 How a call runs — threads, the deadline, awaiting what a sync target returns — is
@@ -38,6 +42,7 @@ class Target:
     wants_ctx: bool = False
     threads: bool = False
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    lessons: dict[str, Any] = field(default_factory=dict)  # lessons / lesson_records, for targets naming them
 
     async def __call__(self, input: Any, ctx: Any = None, *, timeout: float | None = None) -> Any:
         """The target's output for ``input``; :class:`TargetTimeout` past ``timeout`` seconds
@@ -59,7 +64,35 @@ class Target:
         return self.threads and not self.is_async
 
     def _kwargs(self, ctx: Any) -> dict[str, Any]:
-        return {**self.params, "ctx": ctx} if self.wants_ctx else self.params
+        kwargs = {**self.params, **self.lessons} if self.lessons else self.params
+        return {**kwargs, "ctx": ctx} if self.wants_ctx else kwargs
+
+
+LESSON_PARAMS = ("lessons", "lesson_records")
+
+
+def lesson_records(records: Any) -> list[dict[str, Any]]:
+    """Failure memories as a target reads them: id, scorer, text (untrusted data: fence it before
+    it enters a prompt), the failing learn cases, their corrections, runs seen and last seen."""
+    out = []
+    for record in records or []:
+        meta = getattr(record, "metadata", None) or {}
+        out.append({"id": getattr(record, "id", None), "scorer": meta.get("scorer"),
+                    "text": getattr(record, "information", ""), "failing_cases": list(meta.get("failing_cases") or []),
+                    "corrections": list(meta.get("corrections") or []), "runs_seen": meta.get("runs_seen"),
+                    "last_seen": meta.get("last_seen")})
+    return out
+
+
+def _lessons(sig: inspect.Signature | None, params: Mapping[str, Any], services: Any) -> dict[str, Any]:
+    """What a target that names ``lessons`` / ``lesson_records`` receives for this run."""
+    names = [n for n in LESSON_PARAMS if sig is not None and n in sig.parameters and n not in params]
+    if not names:
+        return {}
+    extras = getattr(services, "extras", None) or {}
+    given = {"lessons": extras.get("failure_patterns") or "",
+             "lesson_records": lesson_records(extras.get("failure_memories"))}
+    return {n: given[n] for n in names}
 
 
 #: top-level packages never dropped and re-imported from a project directory: evalloop itself
@@ -148,9 +181,10 @@ def resolve_target(
     except (TypeError, ValueError):
         sig = None
     wants_ctx = bool(sig and "ctx" in sig.parameters)
+    lessons = _lessons(sig, params, services)
     if sig is not None:
         try:
-            sig.bind(None, **params, **({"ctx": None} if wants_ctx else {}))
+            sig.bind(None, **params, **lessons, **({"ctx": None} if wants_ctx else {}))
         except TypeError as exc:
             raise TargetError(f"target '{ref}' cannot be called with input and params "
                               f"{sorted(params)}: {exc}",
@@ -160,9 +194,13 @@ def resolve_target(
     if callable(describe):
         takes_services = len(inspect.signature(describe).parameters) >= 2
         fingerprint = dict(describe(params, services) if takes_services else describe(params))
+    extras = getattr(services, "extras", None) or {}
+    if lessons and extras.get("failure_patterns") and "injected" not in fingerprint:
+        fingerprint["injected"] = {"memories": list(extras.get("failure_memory_ids") or []),
+                                   "sha": stable_hash(extras["failure_patterns"])[:12]}
     return Target(
         ref=ref, fn=obj, params=params, is_async=inspect.iscoroutinefunction(call),
-        wants_ctx=wants_ctx, threads=threads, fingerprint=fingerprint,
+        wants_ctx=wants_ctx, threads=threads, fingerprint=fingerprint, lessons=lessons,
     )
 
 

@@ -23,7 +23,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 from evalloop.config import Settings
 from evalloop.errors import ConfigError
 from evalloop.loop.pipeline import RunReport
-from evalloop.redact import install_log_redaction, redact_text, redact_url
+from evalloop.redact import install_log_redaction, redact_text, redact_url, remember_secrets
 
 log = logging.getLogger("evalloop.sinks")
 install_log_redaction()  # a webhook URL is a credential: no log line (httpx's included) shows one
@@ -91,6 +91,7 @@ class WebhookSink:
     def __init__(self, url: str, *, timeout: float = 10.0, attempts: int = 3,
                  backoff: float = 0.5, headers: dict[str, str] | None = None) -> None:
         self.url, self.timeout, self.attempts, self.backoff = url, timeout, attempts, backoff
+        remember_secrets(url)  # a receiver that echoes its path in an error reveals no token
         self.headers = {"user-agent": "evalloop", **(headers or {})}
 
     def send(self, report: RunReport) -> None:

@@ -180,6 +180,8 @@ class Registry:
 
     def __init__(self) -> None:
         self._specs: dict[str, ScorerSpec] = {}
+        #: project scorer files that did not load (with ``discover(strict=False)``)
+        self.broken: list[ScorerError] = []
 
     def add(self, spec: ScorerSpec, source: str | None = None) -> None:
         if source is not None:
@@ -213,6 +215,9 @@ class Registry:
 
             close = difflib.get_close_matches(name, self._specs, n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
+            if self.broken:  # the scorer may be in a file that did not load: say which
+                hint += "it may be defined in " + ", ".join(
+                    f"{e.where} (which did not load: {e.what})" for e in self.broken) + "; otherwise "
             raise ScorerError(
                 f"unknown scorer '{name}'",
                 where=where,
@@ -229,8 +234,12 @@ class Registry:
         return len(self._specs)
 
 
-def load_project_scorers(registry: Registry, scorers_dir: Path) -> None:
-    """Import every ``scorers/*.py`` file of a project and register its scorers."""
+def load_project_scorers(registry: Registry, scorers_dir: Path, *, strict: bool = True) -> None:
+    """Import every ``scorers/*.py`` file of a project and register its scorers.
+
+    A file that does not import (or clashes) raises, unless ``strict`` is off: then it is kept in
+    ``registry.broken`` and only the suites that ask for a scorer it would have defined fail (the
+    unknown-scorer line names the file)."""
     if not scorers_dir.is_dir():
         return
     for path in sorted(scorers_dir.glob("*.py")):
@@ -242,14 +251,19 @@ def load_project_scorers(registry: Registry, scorers_dir: Path) -> None:
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
         try:
-            spec.loader.exec_module(module)
-        except Exception as exc:  # a user's scorer file that does not import
-            raise ScorerError(
-                f"cannot import scorer file: {type(exc).__name__}: {exc}",
-                where=str(path),
-                hint="fix the error in that file (run it with python to see the traceback)",
-            ) from exc
-        registry.add_module(module, source=str(path))
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:  # a user's scorer file that does not import
+                raise ScorerError(
+                    f"cannot import scorer file: {type(exc).__name__}: {exc}",
+                    where=str(path),
+                    hint="fix the error in that file (run it with python to see the traceback)",
+                ) from exc
+            registry.add_module(module, source=str(path))
+        except ScorerError as exc:
+            if strict:
+                raise
+            registry.broken.append(exc)
 
 
 #: (what the scan depended on, its entry points): the last scan of the ``evalloop.scorers`` group
@@ -291,8 +305,10 @@ def load_entry_point_scorers(registry: Registry) -> None:
             registry.add_function(obj, source=source)
 
 
-def discover(project_dir: Path | None = None, extra: Iterable[ModuleType] = ()) -> Registry:
-    """Build a registry of the built-ins, entry points and the project's ``scorers/`` files."""
+def discover(project_dir: Path | None = None, extra: Iterable[ModuleType] = (), *,
+             strict: bool = True) -> Registry:
+    """Build a registry of the built-ins, entry points and the project's ``scorers/`` files
+    (``strict`` off: a file that does not load is kept in ``registry.broken``, not raised)."""
     registry = Registry()
     for name in BUILTIN_MODULES:
         registry.add_module(importlib.import_module(name))
@@ -306,7 +322,7 @@ def discover(project_dir: Path | None = None, extra: Iterable[ModuleType] = ()) 
         registry.add_module(module)
     load_entry_point_scorers(registry)
     if project_dir is not None:
-        load_project_scorers(registry, project_dir / "scorers")
+        load_project_scorers(registry, project_dir / "scorers", strict=strict)
     for module in extra:
         registry.add_module(module)
     return registry

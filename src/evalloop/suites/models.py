@@ -8,10 +8,11 @@ and what is wrong — before anything is run or written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import operator
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -95,6 +96,58 @@ class TargetRef(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+def holdout_bucket(case_id: str, salt: str = "") -> float:
+    """Where a case id falls in [0, 1): the first 8 bytes of SHA-256 of ``salt + case_id`` (UTF-8),
+    big-endian, over 2**64. A case is held out when its bucket is below the fraction (compared
+    exactly, as integers: the 8 bytes below ``int(fraction * 2**64)``), so a case never changes
+    sides when other cases are added or removed."""
+    digest = hashlib.sha256(f"{salt}{case_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+class Holdout(BaseModel):
+    """Which cases are held out of learning: never in a lesson, and what generalisation is measured on.
+
+    ``fraction`` of the cases by :func:`holdout_bucket` (default 0.3; 0 holds nothing out), or,
+    when ``tags`` are given, exactly the cases carrying one of them. In a suite file:
+    ``holdout: 0.3``, ``holdout: {tags: [held-out]}`` or ``holdout: {fraction: 0.25, salt: v2}``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    fraction: float = Field(default=0.3, ge=0.0, lt=1.0)
+    tags: list[str] = Field(default_factory=list)
+    salt: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short(cls, v: Any) -> Any:
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return {"fraction": v}
+        if isinstance(v, str):
+            return {"tags": [t.strip() for t in v.split(",") if t.strip()]}
+        if isinstance(v, list):
+            return {"tags": v}
+        return v
+
+    def held_out(self, case_id: str, tags: list[str] | tuple[str, ...] = ()) -> bool:
+        """Whether a case (by id, or by its tags when the split is by tags) is held out."""
+        if self.tags:
+            return any(t in self.tags for t in tags)
+        return bool(self.held_out_of((case_id,)))
+
+    def held_out_of(self, ids: Iterable[str]) -> set[str]:
+        """The held-out ids among ``ids`` by the hash (the same rule as :meth:`held_out`, in one loop)."""
+        if self.fraction <= 0:
+            return set()
+        sha, cut, salt = hashlib.sha256, int(self.fraction * 2**64), self.salt
+        return {c for c in ids if int.from_bytes(sha(f"{salt}{c}".encode()).digest()[:8], "big") < cut}
+
+    def describe(self) -> str:
+        return f"tags {', '.join(self.tags)}" if self.tags else f"fraction {self.fraction:g}" + \
+            (f", salt {self.salt!r}" if self.salt else "")
+
+
 class Suite(BaseModel):
     """A named set of cases, the target that answers them, and the scorers that grade them."""
 
@@ -113,6 +166,7 @@ class Suite(BaseModel):
     verdict: dict[str, Any] = Field(default_factory=dict)
     max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
     batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
+    holdout: Holdout = Field(default_factory=Holdout)
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None
@@ -184,6 +238,13 @@ class Suite(BaseModel):
             yield from self.cases  # type: ignore[misc]
             return
         yield from map(operator.itemgetter(1), _iter_jsonl_cases(self.cases_file))
+
+    def held_out_ids(self, ids: Iterable[str] | None = None) -> set[str]:
+        """The ids of the held-out cases (of ``ids`` when given and the split is by hash: no case
+        is read then)."""
+        if ids is not None and not self.holdout.tags:
+            return self.holdout.held_out_of(ids)
+        return {c.id for c in self.iter_cases() if self.holdout.held_out(c.id, c.tags)}
 
     def _stamp(self) -> Any:
         """What says the cases are unchanged since they were checked: the JSONL file's size and time."""

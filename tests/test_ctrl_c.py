@@ -1,0 +1,66 @@
+"""Ctrl-C stops a run within a second, whatever the target: a sync one called in place (on the
+loop's thread), one in a thread (a suite timeout), an async one. The finished cases are kept and
+the run is marked interrupted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from evalloop.config import load_settings
+from evalloop.history.store import HistoryStore
+from support.cli import EVALLOOP
+from support.project import SLOW_TARGET, make_project, wait_for
+
+TARGET = SLOW_TARGET + '''
+import time as _time
+
+def slow_sync(input):
+    with open(os.environ["STARTED"], "a") as f:
+        f.write("x")
+    _time.sleep(input["sleep"])
+    return input["value"]
+
+async def slow_async(input):
+    with open(os.environ["STARTED"], "a") as f:
+        f.write("x")
+    await asyncio.sleep(input["sleep"])
+    return input["value"]
+'''
+
+
+def suite(target: str, timeout: float | None = None) -> dict:
+    doc = {"name": "slow", "target": target, "scorers": ["equals"], "concurrency": 1,
+           "cases": [{"id": f"c{i}", "input": {"sleep": 0.05 if i == 0 else 6, "value": i}, "expected": i}
+                     for i in range(4)]}
+    return doc | ({"timeout": timeout} if timeout else {})
+
+
+@pytest.mark.parametrize(("target", "timeout"),
+                         [("sut:slow_sync", None), ("sut:slow_sync", 60), ("sut:slow_async", None)])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_run_within_a_second(tmp_path, target, timeout, sig):
+    root = make_project(tmp_path / "p", {"slow": suite(target, timeout)}, target=TARGET)
+    started = tmp_path / "started"
+    started.write_text("")
+    proc = subprocess.Popen([EVALLOOP, "run", "--suite", "slow", "-C", str(root)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NO_COLOR": "1", "STARTED": str(started)})
+    try:
+        assert wait_for(lambda: len(started.read_text()) >= 2, 30)  # in the second, slow case
+        time.sleep(1.0)
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == (130 if sig == signal.SIGINT else 143), err
+    assert took < 1.0, f"stopped {took:.2f} s after the signal"
+    assert "marked 'interrupted'" in err, err
+    (run,) = HistoryStore(load_settings(root).database_url).runs("slow", limit=None)
+    assert run.status == "interrupted"
