@@ -97,7 +97,7 @@ def test_a_killed_schedulers_ledger_row_is_closed(history_url):
         ledger.start(history_url, job_id="j", fire_id="f1", suite="gone", owner=other_container(4242))
         rows = {e.suite: e for e in ledger.entries(history_url, "j")}
         assert rows["alive"].status == "running"
-        assert rows["gone"].status == "error" and "stopped mid-run" in rows["gone"].detail
+        assert rows["gone"].status == "interrupted" and "stopped mid-run" in rows["gone"].detail
     finally:
         live.release()
 
@@ -127,10 +127,12 @@ def test_a_scheduler_killed_mid_run_leaves_no_running_rows(tmp_path):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
-    (entry,) = ledger.entries(settings.database_url, "once")
-    assert entry.status == "error" and "stopped mid-run" in entry.detail, entry
     # the fire's own process got SIGTERM from the kernel when its scheduler died: it wrote the
-    # cases that finished and marked its run interrupted (a reaper would mark it failed)
+    # cases that finished and marked its run interrupted (a reaper would mark it failed); the
+    # ledger row is closed once its run no longer lives, with that run's id
     assert wait_for(lambda: store.runs("slow")[0].status != RunStatus.RUNNING, 60)
     assert store.runs("slow")[0].status == RunStatus.INTERRUPTED
+    (entry,) = ledger.entries(settings.database_url, "once")
+    assert entry.status == "interrupted" and "stopped mid-run" in entry.detail, entry
+    assert entry.run_id == store.runs("slow")[0].id
     assert store.reap_dead_runs() == []

@@ -29,7 +29,7 @@ BEFORE = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").rea
 # exception on case_results
 ADDED_COLUMNS = {"runs": ("cache_write_tokens", "cache_read_tokens", "batched_calls"),
                  "case_results": ("traceback",)}
-ADDED_TABLES = ("run_batches",)
+ADDED_TABLES = ("run_batches", "evalloop_schema")  # issue 27; issue 28: the shared schema's version
 ADDED_DDL = ["CREATE TABLE run_batches", "CREATE INDEX ix_run_batches_run_id",
              *(f"ALTER TABLE runs ADD COLUMN {c} INTEGER" for c in ADDED_COLUMNS["runs"]),
              "ALTER TABLE case_results ADD COLUMN traceback VARCHAR"]

@@ -153,10 +153,12 @@ def test_the_skip_message_names_the_holders_scheduler_owner(project):
         assert wait_for(lambda: store.runs("slow", statuses=[RunStatus.RUNNING]), 20)
         assert current_holder(url, "suite:slow").owner == CONTROL.owner
         # a second fire in this same process must not enter the lock its owner already holds
-        assert run_scheduled_job(str(settings.project_dir), ["slow"], job_id="b") == []
+        # (it waits for the suite within its misfire grace, here 0.3 s, then is skipped)
+        assert run_scheduled_job(str(settings.project_dir), ["slow"], job_id="b", grace_seconds=0.3) == []
         (skipped,) = ledger.entries(url, "b")
         assert skipped.status == "skipped"
-        assert skipped.detail == f"suite is running elsewhere ({CONTROL.owner})"
+        assert skipped.detail == (f"suite busy: running elsewhere ({CONTROL.owner}) "
+                                  "for the whole misfire grace (0.3 s)")
         (running,) = ledger.entries(url, "a")
         assert running.owner == CONTROL.owner  # the ledger and the message name the same owner
     finally:

@@ -77,6 +77,16 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _run_log_default(cls, data: Any) -> Any:
+        """Run logs by default only beside a SQLite history: a shared server's database is the
+        team's truth (its run logs are an export, ``evalloop history export``)."""
+        if isinstance(data, dict) and data.get("run_log") is None:
+            url = str(data.get("history_url") or "sqlite")
+            data = {**data, "run_log": url.startswith("sqlite")}
+        return data
+
     project_dir: Path = Field(default_factory=Path.cwd)
     history_url: str | None = None
     window: int = Field(default=5, ge=1, le=100)
@@ -96,10 +106,14 @@ class Settings(BaseModel):
     inject_per_memory: int = Field(default=2400, ge=100, description="characters of one failure memory")
     inject_limit: int = Field(default=3, ge=1, le=20, description="open failure memories per prompt")
     inject_detail: Literal["full", "ids"] = "full"
+    #: keep history/<suite>.jsonl; default: yes with a SQLite history, no with a shared server
     run_log: bool = True
     timezone: str | None = None
     misfire_grace_seconds: int = Field(default=3600, ge=1)
-    lock_stale_seconds: float = Field(default=600.0, gt=0)
+    #: how often a holder of a lock or a run's lease writes its heartbeat (the database's now())
+    heartbeat_seconds: float = Field(default=5.0, gt=0, le=60)
+    #: missed heartbeats after which another host takes the lock over (and the run is reaped)
+    takeover_heartbeats: int = Field(default=4, ge=2, le=100)
     scheduler_poll_seconds: float = Field(default=5.0, gt=0)
     scheduler_stop_seconds: float | None = Field(default=None, ge=0)
     #: a scheduled run still going after this is stopped (marked interrupted); None: no limit
@@ -126,6 +140,11 @@ class Settings(BaseModel):
         self.memory_url = chosen.url
         self.memory_http = {**self.memory_http, **scope}
         return self
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a lock or a run's lease lasts without a heartbeat: then another host takes over."""
+        return self.heartbeat_seconds * self.takeover_heartbeats
 
     @property
     def history_dir(self) -> Path:

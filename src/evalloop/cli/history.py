@@ -186,3 +186,24 @@ def no_runs_yet(settings: Settings) -> EvalloopError:
 
     return EvalloopError("no runs yet", where=redact_url(settings.database_url),
                          hint="run `evalloop run --suite NAME` first")
+
+
+@history_app.command("migrate")
+@friendly
+def history_migrate(project: ProjectOpt = None) -> None:
+    """Bring the history database to this evalloop's schema (explicit: a shared server is never
+    migrated implicitly). Run it once, from one host, after upgrading every host.
+
+    Example: [bold]evalloop history migrate[/bold]
+    """
+    from evalloop.history.engine import store_where
+    from evalloop.history.migrate import migrate
+
+    settings = settings_for(project)
+    before, now = migrate(settings.database_url)
+    where = store_where(settings.database_url)
+    if before == now:
+        out().print(f"{where}: already at schema version {now}")
+    else:
+        was = "empty" if before is None else f"schema version {before}"
+        out().print(f"{where}: {was} → schema version {now}")

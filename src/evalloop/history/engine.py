@@ -1,22 +1,32 @@
 """Opening a history database: one engine per URL, the driver for it, SQLite's pragmas, the
-schema check (a SQLite file stamped with this schema opens without table checks; an older one
-is migrated and stamped), and how messages name the database.
+pool of a database server, the schema check (a SQLite file stamped with this schema opens
+without table checks, an older one is migrated and stamped; a shared server's database is
+checked by its schema version once per process, :mod:`evalloop.history.version`, and migrated
+only by :func:`migrate`), and how messages name the database.
 """
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from evalloop.errors import ConfigError, StoreError, access_error
+from evalloop.errors import ConfigError, StoreError, access_error, store_error
+from evalloop.history import version
 from evalloop.history.models import HISTORY_TABLES, metadata
 from evalloop.history.schema import ensure_tables
 from evalloop.redact import redact_url
 
 _ENGINES: dict[str, Engine] = {}
+_VERIFIED: weakref.WeakSet[Engine] = weakref.WeakSet()
+#: a database server's pool per process, unless the URL says otherwise (``?pool_size=``,
+#: ``&max_overflow=``): an evalloop process needs few connections, and a team has many processes
+POOL_DEFAULTS = {"pool_size": 2, "max_overflow": 4}
+_POOL_KEYS = ("pool_size", "max_overflow", "pool_recycle", "pool_timeout")
 
 
 def available_driver(parsed: URL) -> URL:
@@ -30,10 +40,50 @@ def available_driver(parsed: URL) -> URL:
 
 
 def get_engine(url: str) -> Engine:
-    """One engine per URL; SQLite files get WAL and their folder created."""
+    """One engine per URL; SQLite files get WAL and their folder created; a server's schema
+    version is checked once (:class:`~evalloop.history.version.SchemaMismatch` when it differs)."""
     engine = _ENGINES.get(url)
     if engine is not None:
         return engine
+    engine = new_engine(url)
+    where = store_where(url)
+    try:
+        if engine.dialect.name == "sqlite":
+            if not _schema_is_current(engine):
+                ensure_tables(engine, metadata, tables=HISTORY_TABLES, migrate=migrate_history_tables, where=where)
+        else:
+            try:
+                state = version.check(engine, where)
+            except (DBAPIError, SQLAlchemyError) as exc:  # unreachable, refused, ...: one line
+                raise store_error(exc, store="history database", where=where) from None
+            if state == "empty":  # a new database: every table, stamped
+                ensure_tables(engine, metadata, migrate=version.stamp_if_absent, where=where)
+            _VERIFIED.add(engine)
+    except (StoreError, version.SchemaMismatch) as exc:
+        engine.dispose()
+        if "is damaged" in exc.what:
+            exc.hint = recovery_hint(url)
+        raise
+    _ENGINES[url] = engine
+    return engine
+
+
+def verified(engine: Engine) -> bool:
+    """Whether every evalloop table of this engine's database is known to be there (its schema
+    version was current): the lock and ledger tables then need no check of their own."""
+    return engine in _VERIFIED
+
+
+def forget(url: str) -> None:
+    """Drop this process's engine for the URL (after a migration: the next open checks again)."""
+    stale = _ENGINES.pop(url, None)
+    if stale is not None:
+        _VERIFIED.discard(stale)
+        stale.dispose()
+
+
+def new_engine(url: str) -> Engine:
+    """An engine for the URL (no schema check): SQLite's pragmas, a server's modest pool."""
     try:
         parsed = make_url(url)
     except Exception:
@@ -46,9 +96,17 @@ def get_engine(url: str) -> Engine:
         if problem is not None:
             raise problem
     parsed = available_driver(parsed)
+    options: dict[str, Any] = {}
+    if parsed.get_backend_name() == "sqlite":
+        options["connect_args"] = {"timeout": 30}
+    else:
+        options = {**POOL_DEFAULTS, "pool_pre_ping": True}
+        for key in _POOL_KEYS:
+            if key in parsed.query:
+                options[key] = int(str(parsed.query[key]))
+        parsed = parsed.difference_update_query(_POOL_KEYS)
     try:
-        engine = create_engine(parsed, connect_args={"timeout": 30} if parsed.get_backend_name() == "sqlite"
-                               else {})
+        engine = create_engine(parsed, **options)
     except ModuleNotFoundError as exc:
         raise ConfigError(f"the database driver '{exc.name}' for this URL is not installed", where=redact_url(url),
                           hint=f"pip install {exc.name}") from None
@@ -60,16 +118,6 @@ def get_engine(url: str) -> Engine:
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
-    where = store_where(url)
-    try:
-        if not _schema_is_current(engine):
-            ensure_tables(engine, metadata, tables=HISTORY_TABLES, migrate=_migrate, where=where)
-    except StoreError as exc:
-        engine.dispose()
-        if "is damaged" in exc.what:
-            exc.hint = recovery_hint(url)
-        raise
-    _ENGINES[url] = engine
     return engine
 
 
@@ -115,7 +163,8 @@ def _schema_is_current(engine: Engine) -> bool:
         return False
 
 
-def _migrate(conn: Connection) -> None:
+def migrate_history_tables(conn: Connection) -> None:
+    """Add the history tables' missing columns and indexes (SQLite: and stamp the file)."""
     _add_missing_columns(conn)
     if conn.dialect.name == "sqlite":  # in the same transaction as the tables it vouches for
         conn.exec_driver_sql(f"PRAGMA user_version = {schema_stamp()}")

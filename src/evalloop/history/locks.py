@@ -1,13 +1,15 @@
 """Locks in the history database: one run per suite at a time, across processes and hosts.
 
-A lock is a lease: a row (name, owner, expiry, last refresh). Taking it is an INSERT (or an
+A lock is a lease: a row (name, owner, expiry, last heartbeat). Taking it is an INSERT (or an
 UPDATE of a stale row); the holder refreshes it from a heartbeat thread, so only a holder that
-died leaves a lock behind. That one is taken over at once when the holder was a process of this
-host *and PID namespace* that no longer exists (containers sharing a hostname do not share
-pids: the owner carries a namespace key), else when it is stale: past the expiry the holder wrote, or not refreshed for
-the taker's ``stale_seconds`` (never less than three of the holder's heartbeats). Fire claims record
-which scheduler process took one scheduled fire time of a job, so two schedulers sharing a
-job store never both run it.
+died leaves a lock behind. Every time on a lock row is the **database's** clock (:func:`db_now`),
+never a host's: hosts whose clocks disagree by minutes still agree on whose heartbeat is late.
+A lock is taken over at once when the holder was a process of this host *and PID namespace*
+that no longer exists (containers sharing a hostname do not share pids: the owner carries a
+namespace key), else when it is stale: past the expiry the holder wrote, or without a heartbeat
+for the taker's ``stale_seconds`` (never less than three of the holder's heartbeats). Fire claims
+record which scheduler process took one scheduled fire time of a job, so two schedulers sharing
+a job store never both run it.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Float, cast, delete, func, insert, literal, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql.elements import ColumnElement
 
 from evalloop.errors import EvalloopError
-from evalloop.history.engine import get_engine
+from evalloop.history.engine import get_engine, verified
 from evalloop.history.models import LOCK_TABLES, metadata
 from evalloop.history.schema import ensure_tables
 
@@ -86,14 +89,14 @@ def process_owner() -> str:
 def engine_for(url_or_engine: str | Engine) -> Engine:
     """The engine for a database URL, with the lock tables created once."""
     engine = get_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
-    if id(engine) not in _READY:
+    if id(engine) not in _READY and not verified(engine):
         with _READY_LOCK:
-            ensure_tables(engine, metadata, tables=LOCK_TABLES, migrate=_add_lock_columns, store="lock tables")
+            ensure_tables(engine, metadata, tables=LOCK_TABLES, migrate=add_lock_columns, store="lock tables")
             _READY.add(id(engine))
     return engine
 
 
-def _add_lock_columns(conn: Connection) -> None:
+def add_lock_columns(conn: Connection) -> None:
     """Add the columns newer evalloops keep on a lock row to a lock table made by an older one."""
     from sqlalchemy import inspect as sa_inspect
 
@@ -130,6 +133,25 @@ def holder_is_dead(owner: str) -> bool:
     return found is not None and same_pid_namespace(owner) and not pid_alive(found[1])
 
 
+def db_now(engine: Engine) -> ColumnElement[float]:
+    """The database server's clock as Unix seconds, in SQL: the one clock every host's lease is
+    written and judged by (SQLite's is the one host's, since every writer is on it)."""
+    name = engine.dialect.name
+    if name == "postgresql":
+        return cast(func.extract("epoch", func.clock_timestamp()), Float)
+    if name == "sqlite":
+        return (func.julianday("now") - 2440587.5) * 86400.0
+    if name in ("mysql", "mariadb"):
+        return cast(func.unix_timestamp(func.now(6)), Float)
+    return literal(time.time(), Float)  # another database: this host's clock, as before
+
+
+def database_time(engine: Engine) -> float:
+    """The database's clock now, in Unix seconds."""
+    with engine.connect() as conn:
+        return float(conn.execute(select(db_now(engine))).scalar_one())
+
+
 def beat_interval(stale_seconds: float) -> float:
     """How often a holder refreshes its lock: a third of its stale time, at most 10 s."""
     return min(max(stale_seconds / 3.0, 0.05), MAX_BEAT_SECONDS)
@@ -142,11 +164,14 @@ class DatabaseLock:
     holder stopped refreshing it for ``stale_seconds`` is taken over.
     """
 
-    def __init__(self, db: str | Engine, name: str, *, stale_seconds: float = 600.0,
-                 owner: str | None = None, heartbeat: bool = True) -> None:
+    def __init__(self, db: str | Engine, name: str, *, stale_seconds: float = 20.0,
+                 beat_seconds: float | None = None, owner: str | None = None, heartbeat: bool = True) -> None:
         self.engine = engine_for(db)
         self.name = name
         self.stale_seconds = stale_seconds
+        self.beat_seconds = min(beat_seconds, stale_seconds / 2) if beat_seconds else beat_interval(stale_seconds)
+        #: the owner this lock was taken over from (a dead or stale holder), if it was
+        self.taken_from: str | None = None
         self.owner = owner or process_owner()
         self._heartbeat = heartbeat
         self._stop = threading.Event()
@@ -156,25 +181,27 @@ class DatabaseLock:
     def acquire(self) -> bool:
         if self.held:
             return True
-        now = time.time()
-        row: dict[str, float | str] = {"owner": self.owner, "acquired_at": now,
-                                       "expires_at": now + self.stale_seconds,
-                                       "refreshed_at": now, "beat_seconds": beat_interval(self.stale_seconds)}
+        now = db_now(self.engine)
+        row = {"owner": self.owner, "acquired_at": now, "expires_at": now + self.stale_seconds,
+               "refreshed_at": now, "beat_seconds": self.beat_seconds}
+        self.taken_from = None
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(LOCKS).values(name=self.name, **row))
             got = True
         except IntegrityError:
-            got = self._take_over(row, now)
+            got = self._take_over(row)
         if got:
             self.held = True
             self._start_heartbeat()
         return got
 
-    def _take_over(self, row: dict[str, float | str], now: float) -> bool:
-        """Take the row of a dead or stale holder (compare-and-swap on the holder seen)."""
+    def _take_over(self, row: dict[str, Any]) -> bool:
+        """Take the row of a dead or stale holder (compare-and-swap on the holder and the
+        heartbeat seen: a holder that beats meanwhile keeps its lock)."""
         with self.engine.connect() as conn:
-            current = conn.execute(select(LOCKS).where(LOCKS.c.name == self.name)).first()
+            current = conn.execute(select(LOCKS, db_now(self.engine).label("now"))
+                                   .where(LOCKS.c.name == self.name)).first()
         if current is None:  # released meanwhile: try a fresh insert once
             try:
                 with self.engine.begin() as conn:
@@ -182,16 +209,19 @@ class DatabaseLock:
                 return True
             except IntegrityError:
                 return False
-        why = _stale_reason(current, now, self.stale_seconds)
+        why = _stale_reason(current, current.now, self.stale_seconds)
         if why is None:
             return False
+        same_beat = (LOCKS.c.refreshed_at.is_(None) if current.refreshed_at is None
+                     else LOCKS.c.refreshed_at == current.refreshed_at)
         with self.engine.begin() as conn:
             result = conn.execute(update(LOCKS).where(
                 LOCKS.c.name == self.name, LOCKS.c.owner == current.owner,
                 LOCKS.c.acquired_at == current.acquired_at,
-                LOCKS.c.expires_at == current.expires_at).values(**row))
+                LOCKS.c.expires_at == current.expires_at, same_beat).values(**row))
         if result.rowcount == 1:
             log.warning("took over lock %s from %s (%s)", self.name, current.owner, why)
+            self.taken_from = current.owner
             return True
         return False
 
@@ -208,7 +238,7 @@ class DatabaseLock:
 
     def refresh(self) -> bool:
         """Push the expiry forward; False when the lock was lost (taken over as stale)."""
-        now = time.time()
+        now = db_now(self.engine)
         with self.engine.begin() as conn:
             result = conn.execute(
                 update(LOCKS).where(LOCKS.c.name == self.name, LOCKS.c.owner == self.owner)
@@ -222,7 +252,7 @@ class DatabaseLock:
         if not self._heartbeat:
             return
         self._stop.clear()
-        interval = beat_interval(self.stale_seconds)
+        interval = self.beat_seconds
 
         def beat() -> None:
             while not self._stop.wait(interval):
@@ -271,10 +301,10 @@ def current_holder(db: str | Engine, name: str, stale_seconds: float | None = No
     """The live holder of a lock, or None (free, stale, or held by a dead process of this host)."""
     engine = engine_for(db)
     with engine.connect() as conn:
-        row = conn.execute(select(LOCKS).where(LOCKS.c.name == name)).first()
+        row = conn.execute(select(LOCKS, db_now(engine).label("now")).where(LOCKS.c.name == name)).first()
     if row is None:
         return None
-    if _stale_reason(row, time.time(), stale_seconds if stale_seconds is not None else math.inf):
+    if _stale_reason(row, row.now, stale_seconds if stale_seconds is not None else math.inf):
         return None
     return LockInfo(row.name, row.owner, row.acquired_at, row.expires_at)
 
@@ -283,7 +313,7 @@ def claim_fire(db: str | Engine, job_id: str, fire_time: datetime, owner: str) -
     """Claim one scheduled fire time of a job; only the first claimant gets True."""
     engine = engine_for(db)
     key = fire_time.astimezone(UTC).isoformat(timespec="microseconds")
-    now = time.time()
+    now = database_time(engine)
     try:
         with engine.begin() as conn:
             conn.execute(insert(FIRE_CLAIMS).values(job_id=job_id, fire_time=key, owner=owner,
@@ -294,6 +324,14 @@ def claim_fire(db: str | Engine, job_id: str, fire_time: datetime, owner: str) -
         conn.execute(delete(FIRE_CLAIMS).where(FIRE_CLAIMS.c.job_id == job_id,
                                                FIRE_CLAIMS.c.claimed_at < now - CLAIM_RETENTION_SECONDS))
     return True
+
+
+def release_fire(db: str | Engine, job_id: str, fire_time: datetime, owner: str) -> None:
+    """Give back a claimed fire (this scheduler cannot run it): another scheduler may take it."""
+    key = fire_time.astimezone(UTC).isoformat(timespec="microseconds")
+    with engine_for(db).begin() as conn:
+        conn.execute(delete(FIRE_CLAIMS).where(FIRE_CLAIMS.c.job_id == job_id, FIRE_CLAIMS.c.fire_time == key,
+                                               FIRE_CLAIMS.c.owner == owner))
 
 
 def pid_alive(pid: int) -> bool:

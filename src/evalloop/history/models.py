@@ -272,4 +272,16 @@ class LedgerEntry(TableModel, table=True):
     ended_at: float | None = None
 
 
+class SchemaVersion(TableModel, table=True):
+    """The schema version a shared history database is at (one row, ``name = 'history'``):
+    a host whose evalloop writes another version refuses to write (:mod:`evalloop.history.version`)."""
+
+    __tablename__ = "evalloop_schema"
+
+    name: str = Field(primary_key=True, max_length=40)
+    version: int
+    written_by: str = Field(max_length=40)
+    migrated_at: float
+
+
 LOCK_TABLES = (Lock.__table__, FireClaim.__table__)

@@ -12,7 +12,6 @@ import functools
 import json
 import logging
 import operator
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -23,6 +22,7 @@ from sqlmodel import Session, col, select
 
 from evalloop.errors import EvalloopError, db_message, is_db_error, store_error
 from evalloop.history.engine import get_engine, recovery_hint, store_where
+from evalloop.history.leases import LIVE, reap_dead_runs
 from evalloop.history.models import (
     CaseResult,
     CaseScore,
@@ -35,9 +35,13 @@ from evalloop.history.models import (
 )
 from evalloop.redact import redact_text
 
-#: how long a run's lease lasts without a heartbeat (its holder refreshes it every 10 s)
-RUN_LEASE_SECONDS = 60.0
-_LEASES: dict[tuple[str, str], Any] = {}
+#: how long a run's lease lasts without a heartbeat (settings ``heartbeat_seconds`` ×
+#: ``takeover_heartbeats``; its holder refreshes it every ``heartbeat_seconds``)
+RUN_LEASE_SECONDS = 20.0
+RUN_BEAT_SECONDS = 5.0
+#: the environment variable that names a scheduled fire's ledger entry to the run it starts
+#: (kept in the run's notes as ``fire``, so a host taking over a dead fire finds its run)
+FIRE_ENV = "EVALLOOP_FIRE_ENTRY"
 log = logging.getLogger("evalloop.history")
 
 
@@ -83,6 +87,11 @@ class HistoryStore(metaclass=_MappedErrors):
     A database error in any method comes out as one :class:`~evalloop.errors.StoreError` line.
     """
 
+    #: a run's lease: taken over (the run reaped) after this long without a heartbeat ...
+    lease_seconds: float = RUN_LEASE_SECONDS
+    #: ... and refreshed this often by the process running it
+    beat_seconds: float = RUN_BEAT_SECONDS
+
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         self.url = url
         self.readonly = readonly
@@ -124,15 +133,16 @@ class HistoryStore(metaclass=_MappedErrors):
         from evalloop.history.locks import DatabaseLock
 
         try:
-            lease = DatabaseLock(self.engine, f"run:{run_id}", stale_seconds=RUN_LEASE_SECONDS, owner=owner)
+            lease = DatabaseLock(self.engine, f"run:{run_id}", stale_seconds=self.lease_seconds,
+                                 beat_seconds=self.beat_seconds, owner=owner)
             if lease.acquire():
-                _LEASES[(self.url, run_id)] = lease
+                LIVE[(self.url, run_id)] = lease
         except Exception as exc:  # noqa: BLE001 - without a lease the run is only never reaped
             log.warning("run %s has no lease (%s): if its process dies it stays 'running'", run_id,
                         db_message(exc) if is_db_error(exc) else exc)
 
     def _end_lease(self, run_id: str) -> None:
-        lease = _LEASES.pop((self.url, run_id), None)
+        lease = LIVE.pop((self.url, run_id), None)
         if lease is not None:
             with contextlib.suppress(Exception):
                 lease.release()
@@ -214,43 +224,14 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def reap_dead_runs(self) -> list[str]:
         """Mark ``failed`` the runs still ``running`` whose lease lapsed: its holder stopped its
-        heartbeat (past the expiry), or was a process of this host and PID namespace that died.
+        heartbeat (for the lease time, on the database's clock), or was a process of this host
+        and PID namespace that died.
 
         Liveness is the lease, never hostname + pid alone: two containers sharing a hostname
         keep each other's live runs. Runs of older evalloops (no lease) are left alone.
         Returns the run ids.
         """
-        from sqlalchemy import delete
-
-        from evalloop.history.locks import LOCKS, engine_for, owner_process, stale_reason
-
-        engine_for(self.engine)
-        with self.engine.connect() as conn:
-            ids = list(conn.execute(select(RUNS.c.id).where(RUNS.c.status == RunStatus.RUNNING)).scalars())
-            if not ids:
-                return []
-            leases = {r.name: r for r in conn.execute(
-                select(*LOCKS.columns).where(LOCKS.c.name.in_([f"run:{run_id}" for run_id in ids])))}
-        now = time.time()
-        reaped: list[str] = []
-        for run_id in ids:
-            lease = leases.get(f"run:{run_id}")
-            if lease is None or (self.url, run_id) in _LEASES:
-                continue
-            why = stale_reason(lease, now, RUN_LEASE_SECONDS)
-            if why is None:
-                continue
-            host, pid = owner_process(lease.owner) or ("?", 0)
-            reason = (f"process {pid} on {host} died" if why == "its process died"
-                      else f"its lease expired ({why}; holder {host} pid {pid})")
-            with self.engine.begin() as conn:  # only if it is still running (no race with its end)
-                done = conn.execute(
-                    update(RUNS).where(RUNS.c.id == run_id, RUNS.c.status == RunStatus.RUNNING)
-                    .values(status=RunStatus.FAILED, valid=False, ended_at=utcnow(), invalid_reason=reason))
-                conn.execute(delete(LOCKS).where(LOCKS.c.name == lease.name, LOCKS.c.owner == lease.owner))
-            if done.rowcount == 1:
-                reaped.append(run_id)
-        return reaped
+        return reap_dead_runs(self)
 
     # -- reading -----------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run | None:
@@ -301,7 +282,9 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def baseline_runs(self, suite: str, scorer: str, before: Run, n: int,
                       base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
-        """The last ``n`` runs before ``before`` that may serve as this scorer's baseline.
+        """The last ``n`` runs before ``before`` that may serve as this scorer's baseline: runs
+        that had *completed* before it started (a run of another host that was still going
+        when this one began is never its baseline, even once it completed).
 
         Oldest first. Eligibility has one definition (:func:`history.eligibility.baseline_eligible`);
         the query only narrows the candidates. With ``base_fingerprint``, only runs of that
@@ -315,7 +298,8 @@ class HistoryStore(metaclass=_MappedErrors):
             .where(Run.suite == suite, ScorerSummary.scorer == scorer,
                    Run.status == RunStatus.COMPLETED, Run.id != before.id,
                    (col(Run.started_at) < before.started_at)
-                   | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)))
+                   | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)),
+                   col(Run.ended_at).is_(None) | (col(Run.ended_at) <= before.started_at))
             .order_by(col(Run.started_at).desc(), col(Run.id).desc())
         )
         if base_fingerprint is not None:

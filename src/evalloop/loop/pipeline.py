@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
-from evalloop.history.store import HistoryStore
+from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.run import batchmode
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
@@ -135,6 +136,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                        settings_thresholds=settings.thresholds, services=services,
                        verdict_defaults=settings.verdict.model_dump(exclude_none=True))
     store = store or HistoryStore(settings.database_url)
+    store.lease_seconds, store.beat_seconds = settings.lease_seconds, settings.heartbeat_seconds
     reaped = store.reap_dead_runs()  # runs left 'running' by a process that died are failed now
     if reaped:
         notices.append(f"marked failed {len(reaped)} run(s) whose process died: {', '.join(reaped[:3])}")
@@ -152,7 +154,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
         progress=progress, select=select, max_cost=max_cost, on_begin=on_begin,
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
-               **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {})},
+               **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
+               **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {})},
     )
     if resume:
         notices.append(batchmode.resume_notice(services, resume))

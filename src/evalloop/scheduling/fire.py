@@ -91,10 +91,11 @@ def fire_line(job_id: str, suite: str, result: FireResult) -> tuple[int, str]:
 
 def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: Processes | None = None,
              stop_requested: Callable[[], bool] = lambda: False,
-             options: dict[str, Any] | None = None) -> FireResult:
-    """Run one suite in a fresh process and wait for it; never raises for what the run did."""
+             options: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> FireResult:
+    """Run one suite in a fresh process and wait for it; never raises for what the run did.
+    ``env``: more environment for the run (the ledger entry it belongs to)."""
     env = {**os.environ, "EVALLOOP_PROJECT": str(project_dir), "NO_COLOR": "1",
-           "EVALLOOP_FIRE_PARENT": str(os.getpid())}  # the fire ends if the scheduler dies
+           "EVALLOOP_FIRE_PARENT": str(os.getpid()), **(env or {})}  # the fire ends if the scheduler dies
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         started = time.monotonic()
         try:

@@ -11,7 +11,7 @@ from sqlalchemy import insert, update
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, select
 
-from evalloop.history.engine import get_engine
+from evalloop.history.engine import get_engine, verified
 from evalloop.history.models import LedgerEntry, metadata
 from evalloop.history.schema import ensure_tables
 
@@ -19,11 +19,12 @@ ENTRIES = LedgerEntry.__table__
 _READY: set[int] = set()
 _LOCK = threading.Lock()
 
-#: statuses: running → completed | interrupted | error; skipped (suite locked elsewhere)
+#: statuses: running → completed | interrupted | error; skipped (suite busy for the whole misfire
+#: grace, or the scheduler stopping); cannot run (this worker could not run it: another may)
 #: least to most severe: the run outcome's one order (evalloop.verdicts.outcome.ORDER), then a fire that
 #: did not finish, then an invalid run (as Comparison.worst ranks it)
-SEVERITY = ["ok", "no scorers", "skipped", "no baseline yet", "steady", "improved", "watch", "below floor",
-            "regressed", "scorer broken", "interrupted", "error", "invalid run"]
+SEVERITY = ["ok", "no scorers", "skipped", "cannot run", "no baseline yet", "steady", "improved", "watch",
+            "below floor", "regressed", "scorer broken", "interrupted", "error", "invalid run"]
 
 
 class LastFire(BaseModel):
@@ -37,7 +38,7 @@ class LastFire(BaseModel):
 
 def _engine(url: str) -> Engine:
     engine = get_engine(url)
-    if id(engine) not in _READY:
+    if id(engine) not in _READY and not verified(engine):
         with _LOCK:
             ensure_tables(engine, metadata, tables=[ENTRIES], store="schedule ledger")
             _READY.add(id(engine))
@@ -66,26 +67,53 @@ def finish(url: str, entry_id: int, *, status: str, verdict: str | None = None,
             detail=(detail or "")[:1000] or None, ended_at=time.time()))
 
 
+def close_dead(url: str, entry_id: int, suite: str, detail: str, *, wait: float = 0.0,
+               lease_seconds: float | None = None) -> tuple[bool, str | None]:
+    """Close the ``running`` entry of a fire whose scheduler died: the run that fire started
+    (its notes name the entry) is marked ``interrupted`` once its own lease lapsed (waiting for
+    that at most ``wait`` seconds), and the entry is closed ``interrupted`` with that run's id.
+    (closed?, the run id) back: an entry whose run still holds a live lease stays open."""
+    from evalloop.history.leases import fire_runs, interrupt_fire_runs
+    from evalloop.history.store import HistoryStore
+
+    store = HistoryStore(url)
+    if lease_seconds is not None:
+        store.lease_seconds = lease_seconds
+    runs = interrupt_fire_runs(store, suite, str(entry_id), detail, wait=wait)
+    if fire_runs(store, suite, str(entry_id)):  # its run lives on (its lease is fresh): not dead yet
+        return False, None
+    ended = fire_runs(store, suite, str(entry_id), running=False)  # it may have closed itself
+    run_id = runs[0] if runs else (ended[-1] if ended else None)
+    with _engine(url).begin() as conn:
+        done = conn.execute(update(ENTRIES).where(ENTRIES.c.id == entry_id, ENTRIES.c.status == "running").values(
+            status="interrupted", run_id=run_id, detail=detail[:1000], ended_at=time.time()))
+    return done.rowcount == 1, run_id
+
+
+def running_entries(url: str, suite: str | None = None, owner: str | None = None) -> list[tuple[int, str, str]]:
+    """(entry id, suite, owner) of the entries still ``running`` (of one suite, of one owner)."""
+    query = select(ENTRIES.c.id, ENTRIES.c.suite, ENTRIES.c.owner).where(ENTRIES.c.status == "running")
+    if suite is not None:
+        query = query.where(ENTRIES.c.suite == suite)
+    if owner is not None:
+        query = query.where(ENTRIES.c.owner == owner)
+    with _engine(url).connect() as conn:
+        return [(int(i), s, o) for i, s, o in conn.execute(query).all()]
+
+
 def reap_stale(url: str) -> int:
     """Close the ``running`` entries whose scheduler died: a fire holds its suite's lock from
     before its entry starts until it ends, so a running entry whose owner no longer holds a
-    live lease on that lock was left behind. Returns how many were closed."""
+    live lease on that lock was left behind (:func:`close_dead`). Returns how many were closed."""
     from evalloop.history.locks import current_holder
 
-    engine = _engine(url)
-    with engine.connect() as conn:
-        rows = conn.execute(select(ENTRIES.c.id, ENTRIES.c.suite, ENTRIES.c.owner)
-                            .where(ENTRIES.c.status == "running")).all()
     closed = 0
-    for entry_id, suite, owner in rows:
-        holder = current_holder(engine, f"suite:{suite}")
+    for entry_id, suite, owner in running_entries(url):
+        holder = current_holder(_engine(url), f"suite:{suite}")
         if holder is not None and holder.owner == owner:
             continue
-        with engine.begin() as conn:
-            done = conn.execute(update(ENTRIES).where(ENTRIES.c.id == entry_id, ENTRIES.c.status == "running")
-                                .values(status="error", ended_at=time.time(),
-                                        detail=f"scheduler {owner} stopped mid-run (its lease on the suite lapsed)"))
-        closed += done.rowcount
+        done, _ = close_dead(url, entry_id, suite, f"scheduler {owner} stopped mid-run (its lease on the suite lapsed)")
+        closed += done
     return closed
 
 

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from apscheduler.executors.base import MaxInstancesReachedError
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job
 from apscheduler.jobstores.base import JobLookupError
@@ -34,13 +35,24 @@ from sqlalchemy.engine import make_url
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history.engine import get_engine
-from evalloop.history.locks import DatabaseLock, claim_fire, process_owner
+from evalloop.history.locks import DatabaseLock, claim_fire
 from evalloop.history.schema import ensure_job_store
-from evalloop.history.store import HistoryStore
+from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
-from evalloop.scheduling.fire import FireResult, Processes, fire_line, run_fire, verdict_from_summary
+from evalloop.scheduling.control import CONTROL
+from evalloop.scheduling.fire import FireResult, fire_line, run_fire, verdict_from_summary
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
+from evalloop.scheduling.worker import (
+    WorkerJobStore,
+    acquire_within,
+    alarm,
+    cannot_run,
+    cannot_run_why,
+    close_dead_fires,
+    one_line,
+)
+from evalloop.suites.lookup import find_suite
 
 if TYPE_CHECKING:
     from evalloop.loop.pipeline import RunReport
@@ -74,49 +86,52 @@ class ScheduleInfo(BaseModel):
 
 
 # -- the job ------------------------------------------------------------------------------
-class _Control:
-    """Process-wide state shared by the foreground loop and the job threads."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.owner = process_owner()
-        self.stopping = threading.Event()
-        self.hard = threading.Event()
-        self.interrupted = 0
-        self.processes = Processes()
-
-    def cancel_all(self) -> int:
-        """Stop every fire process in progress (each marks its run interrupted)."""
-        self.hard.set()
-        return self.processes.stop_all()
-
-
-CONTROL = _Control()
-
-
 def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc",
-                      options: dict[str, Any] | None = None) -> list[str]:
+                      grace_seconds: float | None = None, options: dict[str, Any] | None = None) -> list[str]:
     """One fire of a schedule: run each suite under its lock, each in a fresh process (today's
     code), record it, and let the run notify the sinks. Run ids back. ``options``: the
-    schedule's run options (``batch``, ``max_cost``)."""
-    settings = load_settings(Path(project_dir))
-    url, fire_id = settings.database_url, uuid.uuid4().hex[:12]
+    schedule's run options (``batch``, ``max_cost``).
+
+    A worker runs the suites in its own checkout (``scheduler start -C DIR``), not at the path
+    of the host that added the schedule. A suite that is busy elsewhere is waited for within the
+    fire's misfire grace, else recorded as skipped; a suite whose holder's heartbeat stopped is
+    taken over, and the dead fire's run and ledger row are closed as interrupted.
+    """
+    started = time.monotonic()
+    fire_id = uuid.uuid4().hex[:12]
+    try:
+        settings = load_settings(Path(CONTROL.project_dir or project_dir))
+    except EvalloopError as exc:
+        if CONTROL.url is None:
+            raise
+        cannot_run(CONTROL.url, job_id, fire_id, suites, one_line(exc))
+        return []
+    url = settings.database_url
+    grace = grace_seconds if grace_seconds is not None else settings.misfire_grace_seconds
     run_ids: list[str] = []
     for suite in suites:
         base = {"job_id": job_id, "fire_id": fire_id, "suite": suite, "owner": CONTROL.owner}
         if CONTROL.stopping.is_set():
             ledger.start(url, **base, status="skipped", detail="scheduler stopping")
             continue
-        lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lock_stale_seconds,
-                            owner=CONTROL.owner)
-        if not lock.acquire():
+        try:
+            find_suite(suite, settings.project_dir)
+        except EvalloopError as exc:  # not in this worker's checkout: another worker may have it
+            cannot_run(url, job_id, fire_id, [suite], one_line(exc))
+            continue
+        lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lease_seconds,
+                            beat_seconds=settings.heartbeat_seconds, owner=CONTROL.owner)
+        if not acquire_within(lock, started + grace, settings.heartbeat_seconds):
             holder = lock.holder()
-            detail = f"suite is running elsewhere ({holder.owner if holder else 'unknown'})"
+            detail = (f"suite busy: running elsewhere ({holder.owner if holder else 'unknown'})"
+                      + ("; scheduler stopping" if CONTROL.stopping.is_set()
+                         else f" for the whole misfire grace ({grace:g} s)"))
             log.warning("%s: skipped %s: %s", job_id, suite, detail)
             ledger.start(url, **base, status="skipped", detail=detail)
+            alarm(settings, job_id, suite, "skipped", detail)
             continue
+        if lock.taken_from is not None:
+            close_dead_fires(settings, job_id, suite, lock.taken_from)
         entry = ledger.start(url, **base)
         try:
             if CONTROL.hard.is_set():
@@ -129,7 +144,8 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
                     log.info("%s: %s: resuming batch run %s", job_id, suite, resume)
                 result = run_fire(str(settings.project_dir), suite, timeout=settings.fire_timeout_seconds,
                                   processes=CONTROL.processes, stop_requested=CONTROL.hard.is_set,
-                                  options={**(options or {}), **({"resume": resume} if resume else {})})
+                                  options={**(options or {}), **({"resume": resume} if resume else {})},
+                                  env={FIRE_ENV: str(entry)})
         finally:
             lock.release()
         if result.status == "interrupted":
@@ -167,9 +183,14 @@ class ClaimingExecutor(ThreadPoolExecutor):
             self._logger.info("not taking %s of %s: scheduler stopping", run_times[-1], job.id)
             return
         fire = job.next_run_time or run_times[0]
+        assert self._lock is not None
+        with self._lock:  # still running its last fire here: leave this one to another scheduler
+            if self._instances[job.id] >= job.max_instances:
+                raise MaxInstancesReachedError(job)
         if not claim_fire(self.url, job.id, fire, self.owner):
             self._logger.info("fire %s of %s was taken by another scheduler", fire, job.id)
             return
+        CONTROL.claims[job.id] = fire
         super().submit_job(job, run_times)
 
     def in_flight(self) -> int:
@@ -179,12 +200,16 @@ class ClaimingExecutor(ThreadPoolExecutor):
 
 
 def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = None,
-                   admin: bool = False) -> BackgroundScheduler:
-    """A scheduler on the history database's job store (not started)."""
+                   admin: bool = False, worker: bool = False) -> BackgroundScheduler:
+    """A scheduler on the history database's job store (not started); a ``worker`` sees only
+    the schedules whose suites its own checkout has (:mod:`evalloop.scheduling.worker`)."""
     url = settings.database_url
     get_engine(url)  # creates the folder and the history tables
     options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
-    store = SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options)
+    store = (WorkerJobStore(url=url, tablename=JOBS_TABLE, engine_options=options,
+                            can_run=lambda job: cannot_run_why(settings, job),
+                            on_cannot=lambda job, why: cannot_run(url, job.id, "-", list(job.args[1]), why))
+             if worker else SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options))
     ensure_job_store(store)  # its table, created race-free (many schedulers may start at once)
     _move_old_jobs(store)
     return (_AdminScheduler if admin else BackgroundScheduler)(
@@ -239,8 +264,6 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
                  batch: bool = False, max_cost: float | None = None) -> ScheduleInfo:
     """Persist a schedule for the given suites; ``first_run`` overrides the first fire time.
     ``batch`` and ``max_cost`` are its runs' ``--batch`` and ``--max-cost``."""
-    from evalloop.suites.lookup import find_suite
-
     if not suites:
         raise ScheduleError("no suite given", hint="use --suite NAME (repeat for several)")
     for name in suites:
@@ -251,11 +274,12 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
     with _admin(settings) as scheduler:
         if scheduler.get_job(job_id) is not None:
             raise ScheduleError(f"schedule '{job_id}' exists", hint="pick another --id or remove it")
+        grace = grace_seconds or settings.misfire_grace_seconds
         options = {**({"batch": True} if batch else {}), **({"max_cost": max_cost} if max_cost is not None else {})}
-        kwargs: dict[str, Any] = {"job_id": job_id, **({"options": options} if options else {})}
+        kwargs: dict[str, Any] = {"job_id": job_id, "grace_seconds": grace, **({"options": options} if options else {})}
         scheduler.add_job(JOB_FUNC, trigger, args=[str(settings.project_dir), list(suites)],
                           kwargs=kwargs, id=job_id, name=",".join(suites),
-                          misfire_grace_time=grace_seconds or settings.misfire_grace_seconds,
+                          misfire_grace_time=grace,
                           **extra)
     return next(s for s in list_schedules(settings) if s.id == job_id)
 
@@ -317,6 +341,7 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
     supervisor expects), else 130.
     """
     CONTROL.reset()
+    CONTROL.project_dir, CONTROL.url = settings.project_dir, settings.database_url
     stop = stop or threading.Event()
     poll = poll_seconds or settings.scheduler_poll_seconds
     patience = stop_timeout if stop_timeout is not None else settings.scheduler_stop_seconds
@@ -335,8 +360,10 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, on_signal)
     executor = ClaimingExecutor(settings.database_url, CONTROL.owner)
-    scheduler = make_scheduler(settings, executor=executor)
-    reaped = HistoryStore(settings.database_url).reap_dead_runs()
+    scheduler = make_scheduler(settings, executor=executor, worker=True)
+    history = HistoryStore(settings.database_url)
+    history.lease_seconds, history.beat_seconds = settings.lease_seconds, settings.heartbeat_seconds
+    reaped = history.reap_dead_runs()
     if reaped:
         log.warning("marked %d run(s) of dead processes failed: %s", len(reaped), ", ".join(reaped))
     try:

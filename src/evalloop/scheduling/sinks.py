@@ -4,6 +4,9 @@ A sink is anything with ``name`` and ``send(report)``. Sinks are built from the 
 ``sinks`` list by name; a factory registered with :func:`register_sink` (or named lazily as
 ``module:function``) turns settings into a sink, or None when unconfigured. :func:`notify`
 sends to every sink and logs a sink that fails: a failing sink never stops the caller.
+A fire that could not run a suite (skipped: the suite stayed busy; a worker that cannot run it;
+a dead host's fire taken over) has no run report: :func:`alarm` sends it as an event to the
+sinks that take events (``send_event(document)``: the log and the webhook do).
 """
 
 from __future__ import annotations
@@ -67,6 +70,11 @@ class LogSink:
                             s.reason, f"; newly failing: {failing}" if failing else "")
 
 
+    def send_event(self, event: dict[str, Any]) -> None:
+        log.warning("%s: %s %s: %s", event.get("schedule"), event.get("suite"), event.get("event"),
+                    event.get("detail"))
+
+
 class WebhookError(Exception):
     """The webhook answered with a status that is worth retrying (5xx, 408, 429)."""
 
@@ -88,6 +96,9 @@ class WebhookSink:
 
     def send(self, report: RunReport) -> None:
         self.post(payload(report))
+
+    def send_event(self, event: dict[str, Any]) -> None:
+        self.post(event)
 
     def post(self, document: dict[str, Any]) -> httpx.Response:
         retrying = Retrying(stop=stop_after_attempt(self.attempts),
@@ -183,5 +194,23 @@ def notify(report: RunReport, sinks: Sequence[Sink], *, only_alarms: bool = True
             url = getattr(sink, "url", None)
             log.error("sink %s%s failed for run %s: %s", sink.name, f" ({redact_url(url)})" if url else "",
                       report.outcome.run.id, message)
+            out.append(Delivery(sink.name, False, message))
+    return out
+
+
+def alarm(event: dict[str, Any], sinks: Sequence[Sink]) -> list[Delivery]:
+    """Send a fire's event (``event``: skipped | cannot run | taken over, with ``schedule``,
+    ``suite``, ``detail``) to every sink that takes events; failures are logged."""
+    out = []
+    for sink in sinks:
+        send = getattr(sink, "send_event", None)
+        if send is None:
+            continue
+        try:
+            send(event)
+            out.append(Delivery(sink.name, True))
+        except Exception as exc:
+            message = redact_text(f"{type(exc).__name__}: {exc}")
+            log.error("sink %s failed for %s of %s: %s", sink.name, event.get("event"), event.get("suite"), message)
             out.append(Delivery(sink.name, False, message))
     return out

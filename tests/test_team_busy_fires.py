@@ -1,0 +1,61 @@
+"""A fire that finds its suite busy is not lost (issue #28): it waits for the suite within its
+misfire grace and runs; past the grace it is recorded as skipped with the reason — in the
+ledger (`schedule list`), the log at WARNING and the alarm sinks (a real loopback webhook)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from evalloop.config import load_settings
+from evalloop.history.locks import DatabaseLock
+from evalloop.scheduling import ledger
+from evalloop.scheduling.scheduler import CONTROL, add_schedule, list_schedules, run_scheduled_job
+from support.project import make_project
+from support.webhook_server import webhook_server
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = make_project(tmp_path / "p", {"s": {"name": "s", "target": "sut:echo", "scorers": ["equals"],
+                                               "cases": [{"id": "a", "input": 1, "expected": 1}]}})
+    CONTROL.reset()
+    yield root
+    CONTROL.reset()
+
+
+def test_a_fire_waits_for_its_busy_suite_within_the_grace_and_runs(project):
+    settings = load_settings(project)
+    other = DatabaseLock(settings.database_url, "suite:s", owner="otherhost:1:abcdef")
+    assert other.acquire()
+    threading.Timer(1.0, other.release).start()  # the other host's run ends a second later
+    started = time.monotonic()
+    (run_id,) = run_scheduled_job(str(project), ["s"], job_id="nightly", grace_seconds=30)
+    assert 0.9 < time.monotonic() - started < 15
+    (entry,) = ledger.entries(settings.database_url, "nightly")
+    assert entry.status == "completed" and entry.run_id == run_id
+
+
+def test_a_fire_whose_suite_stays_busy_is_skipped_visibly(project, caplog):
+    with webhook_server() as server:
+        (project / "evalloop.toml").write_text(f'webhook_url = "{server.url}"\n')
+        settings = load_settings(project)
+        add_schedule(settings, ["s"], every="1h", job_id="nightly")
+        other = DatabaseLock(settings.database_url, "suite:s", owner="otherhost:1:abcdef")
+        assert other.acquire()
+        try:
+            with caplog.at_level(logging.WARNING):
+                assert run_scheduled_job(str(project), ["s"], job_id="nightly", grace_seconds=0.5) == []
+        finally:
+            other.release()
+        why = "suite busy: running elsewhere (otherhost:1:abcdef) for the whole misfire grace (0.5 s)"
+        (entry,) = ledger.entries(settings.database_url, "nightly")
+        assert (entry.status, entry.detail) == ("skipped", why)
+        (info,) = list_schedules(settings)
+        assert info.last_verdict == "skipped"
+        assert any(r.levelno == logging.WARNING and why in r.getMessage() for r in caplog.records)
+        (posted,) = [r.body for r in server.received]
+        assert posted == {"event": "skipped", "schedule": "nightly", "suite": "s", "detail": why}
