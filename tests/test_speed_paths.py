@@ -30,7 +30,7 @@ def jsonl_project(tmp_path, n=30, epochs=1):
     root = make_project(tmp_path)
     (root / "scorers" / "speed_scorers.py").write_text(
         "from evalloop import Score, scorer\n\n"
-        "@scorer('half', binary=False)\n"
+        "@scorer('half', binary=False, min_score=0)\n"
         "def half(input, output, expected):\n"
         "    if output == 'text 3':\n"
         "        raise ValueError('grader bug')\n"
