@@ -189,3 +189,24 @@ def test_accepted_incidents_are_kept_closed_and_never_injected(tmp_path, monkeyp
     injected, notice = injection.injected_for(settings, "inc")
     assert injected.memory_ids == [] and notice is None
     assert learning.describe(accepted).startswith("level: accepted, runs seen 1;")
+
+
+def test_the_metadata_says_the_numbers_the_text_says(tmp_path, monkeypatch):
+    """Issue #24 item 7: a failure memory's metadata is updated with its text (main kept the first
+    baseline beside the newest drop, e.g. drop_percentage 0.0 beside a text saying 27 %)."""
+    import re
+
+    root = project(tmp_path, monkeypatch)
+    good_runs(root)
+    assert run(root, dict.fromkeys(BROKEN, 0.0)).comparison.has_regression
+    for answers in (dict.fromkeys(BROKEN, 0.0),                      # unchanged: the text is kept
+                    {**dict.fromkeys(BROKEN, 0.0), CASES[6]: 0.0}):  # one more case: the text is rewritten
+        run(root, answers)
+        (record,) = records(root, "open")
+        said = re.search(r"Current score: ([0-9.]+); baseline \(rolling avg of \d+ runs\): ([0-9.]+); "
+                         r"drop ([0-9.]+)%", record.information)
+        assert said is not None, record.information
+        meta = record.metadata
+        assert f"{meta['current_score']:.2f}" == said.group(1)
+        assert f"{meta['baseline_score']:.2f}" == said.group(2)
+        assert f"{100 * meta['drop_percentage']:.1f}" == said.group(3)

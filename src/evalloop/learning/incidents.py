@@ -187,8 +187,11 @@ def _metadata(comparison: Comparison, s: ScorerComparison, seen: Seen, remembere
         **{k: v for k, v in before.items() if k not in ("resolved_run_id", "resolved_at", "accepted_run_id",
                                                          "accepted_reason", "accepted_at")},
         "kind": KIND, "eval_name": run.suite, "eval_suite": run.suite, "scorer": s.scorer, "status": State.OPEN.value,
-        "baseline_score": before.get("baseline_score", s.baseline), "current_score": s.current,
-        "drop_percentage": s.drop if s.drop is not None else before.get("drop_percentage"),
+        # the numbers the memory's text says (set again only when the text is written again)
+        "baseline_score": before.get("baseline_score", s.baseline),
+        "current_score": before.get("current_score", s.current),
+        "drop_percentage": before.get("drop_percentage", s.drop),
+        "latest_score": s.current, "latest_drop": s.drop,  # this run's, whatever the text says
         "eval_run_id": before.get("eval_run_id", run.id), "last_run_id": run.id, "eval_run_ids": runs,
         "runs_seen": int(before.get("runs_seen") or 0) + 1, "code_version": run.code_version,
         "first_seen": before.get("first_seen", now), "last_seen": now, "timestamp": now,
@@ -301,6 +304,8 @@ def _update(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: An
         (not shown or sorted(shown) == sorted(before.get("still_failing", old)))
     text = record.information if unchanged else _text(comparison, s, seen, shown, details)
     meta = {**_metadata(comparison, s, seen, remembered, chronic, before, details), "still_failing": shown[:MAX_IDS]}
+    if not unchanged:  # the text says this run's numbers: so does the metadata
+        meta.update(baseline_score=s.baseline, current_score=s.current, drop_percentage=s.drop)
     if action == "reopened":
         closed = f"{before.get('status')}:{before.get('resolved_run_id') or before.get('accepted_run_id') or '?'}"
         meta.update(reopened=int(before.get("reopened") or 0) + 1, reopened_run_id=comparison.run.id,
