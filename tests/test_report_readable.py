@@ -118,3 +118,16 @@ def test_the_html_page_at_1280_px_has_no_overflow_and_no_colliding_labels(report
     shutil.copy(tmp_path / "report.png", "/tmp/evalloop-readable-report.png")
     assert probe["page"] == 0 and probe["overflowing"] == [], probe
     assert probe["collisions"] == [] and probe["outside"] == [], probe
+
+
+def test_a_known_bad_control_failing_is_not_a_case_that_keeps_failing(tmp_path):
+    """A negative control fails by design: the reports never list it among the failing cases."""
+    from support.cli import cli
+
+    assert cli(tmp_path, "init").returncode == 0
+    greeter = tmp_path / "greeter.py"
+    greeter.write_text(greeter.read_text().replace("Hello", "Bye"))  # ada and grace fail
+    for _ in range(2):
+        assert cli(tmp_path, "run", "--all").returncode in (0, 1)
+    text = cli(tmp_path, "report", "--markdown", "--no-fail-on-regression").stdout
+    assert "2 cases keep failing" in text and "rude-control" not in text.split("keep failing", 1)[1]

@@ -3,19 +3,21 @@ output is shown to a reader.
 
 A report's per-scorer chart says *how much* a score moved; this module says *which cases* a
 reader should look at. :class:`CaseReader` reads (and caches) per-case scores and results of the
-runs a report covers; :func:`case_fails` is the one pass/fail test the reports apply to a case's
-score (the scorer's pass mark), for both the flips and the cases that keep failing.
+runs a report covers; :func:`case_fails` applies the one pass/fail rule
+(:func:`evalloop.verdicts.outcome.passes`) to a case's score, for both the flips and the cases
+that keep failing. A known-bad control that fails is doing its job: it is never listed as failing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
 from evalloop.history.store import HistoryStore
+from evalloop.verdicts.outcome import passes
 
 MAX_CASES = 50
 MAX_OUTPUT_CHARS = 300
@@ -44,8 +46,8 @@ class FailingCase(BaseModel):
 
 
 def case_fails(value: float, pass_mark: float) -> bool:
-    """Whether a case's score fails its scorer (below the pass mark)."""
-    return value < pass_mark
+    """Whether a case's score fails its scorer (below the pass mark): the one rule's comparison."""
+    return not passes(value, pass_mark)
 
 
 def shown_output(stored: str | None, limit: int = MAX_OUTPUT_CHARS) -> str | None:
@@ -101,13 +103,16 @@ class CaseReader:
 
         return [flipped(c, True) for c in failing], [flipped(c, False) for c in passing]
 
-    def failing(self, run_ids: Sequence[str], scorer: str, pass_mark: float) -> list[FailingCase]:
+    def failing(self, run_ids: Sequence[str], scorer: str, pass_mark: float,
+                controls: Collection[str] = ()) -> list[FailingCase]:
         """The cases that fail in the last of ``run_ids`` (oldest first), longest failing first,
-        each with the number of runs in a row it has failed, its message and its output."""
+        each with the number of runs in a row it has failed, its message and its output; known-bad
+        ``controls`` are left out (they fail by design)."""
         if not run_ids:
             return []
         latest = self.scores(run_ids[-1], scorer)
-        streak = {c: 1 for c, v in latest.items() if case_fails(v, pass_mark)}
+        skip = set(controls)
+        streak = {c: 1 for c, v in latest.items() if case_fails(v, pass_mark) and c not in skip}
         open_ = set(streak)
         for run_id in reversed(run_ids[:-1]):
             scores = self.scores(run_id, scorer)

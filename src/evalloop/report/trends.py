@@ -264,9 +264,18 @@ def _scorer_trend(name: str, finished: list[Run], shown: list[Run],
             prior.append((run, summary))
     assert latest is not None
     mark = _pass_mark(latest)
-    failing = reader.failing([p.run_id for p in points if not p.skipped], name, mark)
+    failing = reader.failing([p.run_id for p in points if not p.skipped], name, mark, _controls(latest))
     return ScorerTrend(scorer=name, kind=latest.kind, threshold=latest.threshold,
                        pass_mark=mark, points=points, failing=failing)
+
+
+def _controls(summary: ScorerSummary) -> list[str]:
+    """The known-bad control cases the run recorded for this scorer."""
+    try:
+        found = json.loads(summary.details or "{}").get("controls") or []
+    except (ValueError, TypeError, AttributeError):
+        return []
+    return [str(c) for c in found]
 
 
 def _pass_mark(summary: ScorerSummary) -> float:
