@@ -150,3 +150,18 @@ def test_nightly_chart_red_by_night_two_and_stays_red(tmp_path, answers):
 
 def test_percentages_print_as_they_are():
     assert _pct(0.9999) == "99.99%" and _pct(0.1) == "10%" and _pct(0.127) == "12.7%"
+
+
+def test_compare_names_its_test_and_why_run_differs(tmp_path, answers):
+    """Item 9: `run` and `compare` gave different p-values for the same two runs with nothing
+    saying they are different tests."""
+    root = make_project(tmp_path, {"lasting": _suite(scorer="exact")}, scorers=HEURISTIC)
+    env = {"EVALLOOP_TEST_ANSWERS": str(answers), "COLUMNS": "120"}
+    write_answers(answers, GOOD)
+    assert cli(root, "run", "--suite", "lasting", env=env).returncode == 0
+    write_answers(answers, BROKEN)
+    assert cli(root, "run", "--suite", "lasting", env=env).returncode == 1
+    shown = cli(root, "compare", "last", env=env)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "p: McNemar" in text and "run-label permutation test), so their p differs" in text
