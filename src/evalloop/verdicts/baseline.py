@@ -25,6 +25,8 @@ from evalloop.history.store import HistoryStore, dumps
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Vector, align, from_mapping
 from evalloop.verdicts import sequential
+from evalloop.verdicts.power import z_quantile
+from evalloop.verdicts.stats import run_label_permutation_test
 from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, floor_sentence
 
 EPS = 1e-9
@@ -383,14 +385,10 @@ def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verdic
     base = float(y.mean())
     diff = x - y
     se = float(diff.std(ddof=1)) / math.sqrt(diff.size)
-    from evalloop.verdicts.power import z_quantile
-
     low = (base - float(x.mean()) - z_quantile(policy.confidence) * se) / base if base > 0 else None
     if low is None or low < policy.threshold - 1e-9:
         return evidence
     # large enough: is it significant too? (the same exact test as the verdict, only now)
-    from evalloop.verdicts.stats import run_label_permutation_test
-
     if run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed).p_value >= policy.alpha:
         return evidence
     since = accepted(reference[0][1])

@@ -62,8 +62,8 @@ def passes(value: float, pass_mark: float) -> bool:
     return value >= pass_mark
 
 
-def case_outcome(values: Sequence[float], pass_mark: float, *, errored: int = 0, control: bool = False,
-                 target_failed: bool = False) -> CaseOutcome:
+def case_outcome(values: Sequence[float], pass_mark: float, *, errored: int = 0,
+                 control: bool = False) -> CaseOutcome:
     """One case's outcome for one scorer from its graded epochs' ``values``.
 
     ``errored`` counts grades that errored (they are left out of the mean); with no graded
@@ -71,7 +71,6 @@ def case_outcome(values: Sequence[float], pass_mark: float, *, errored: int = 0,
     is graded as a real 0 by the runner, so it fails like any low score. A known-bad ``control``
     case fails when it passes, and passes when it fails.
     """
-    del target_failed  # graded as a 0 already: the state follows from the values
     if not values:
         return CaseOutcome("errored" if errored else "skipped")
     value = sum(values) / len(values)
