@@ -19,13 +19,14 @@ SUITE = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
 #: never needed by a run of a heuristic scorer over an in-process target, printed to a pipe (sqlmodel
 #: and sqlalchemy.orm are: the run writes the history, whose tables are SQLModel models, issue #25)
 UNUSED = ("anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec", "huggingface_hub",
-          "tokenizers", "safetensors", "sqlite_vec",
+          "tokenizers", "safetensors", "sqlite_vec", "tenacity",
           "rich.progress", "rich.markdown", "rich.syntax",
           "evalloop.learning", "evalloop.memory", "evalloop.scheduling.scheduler", "evalloop.scheduling.sinks",
           "evalloop.report.cases", "evalloop.report.html", "evalloop.report.markdown",
           "evalloop.report.junit", "evalloop.report.trends", "evalloop.report.summary",
           "evalloop.history.strata", "evalloop.history.readonly", "evalloop.llm.anthropic_client",
-          "evalloop.llm.openai_client", "evalloop.retrieval.baselines", "evalloop.retrieval.generator",
+          "evalloop.llm.openai_client", "evalloop.llm.batching", "evalloop.llm.retry",
+          "evalloop.retrieval.baselines", "evalloop.retrieval.generator",
           "evalloop.retrieval.compare", "evalloop.retrieval.dataset")
 
 CHILD = textwrap.dedent("""
@@ -249,3 +250,57 @@ def test_the_time_a_run_prints_is_the_time_the_user_waited(tmp_path):
     assert done.returncode == 0, done.stderr
     printed = float(re.findall(r" in (\d+\.\d)s", done.stderr)[-1])
     assert 1.5 <= printed <= wall + 0.05, (printed, wall)
+
+
+BLAS_TARGET = '''
+import os
+
+def threads(input):
+    return os.environ.get("OPENBLAS_NUM_THREADS")
+'''
+
+
+def test_the_program_runs_blas_on_one_thread_unless_the_user_chose(tmp_path):
+    """numpy's OpenBLAS starts a thread per core at import, which costs a run more than evalloop's
+    small products gain: the program sets one thread, a user's own setting wins, and a process
+    that imports evalloop is left alone."""
+    suite = {"name": "blas", "target": "sut:threads", "scorers": ["equals"],
+             "cases": [{"id": "c", "input": 0, "expected": "1"}]}
+    root = make_project(tmp_path / "p", {"blas": suite}, target=BLAS_TARGET, scorers=None)
+    clean = {k: v for k, v in __import__("os").environ.items()
+             if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+
+    def output(env: dict[str, str]) -> object:
+        done = subprocess.run([sys.executable, "-m", "evalloop", "run", "--suite", "blas", "--json"],
+                              cwd=root, capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode in (0, 1), done.stderr
+        return json.loads(done.stdout)["cases"][0]["output"]
+
+    assert output(clean) == "1"
+    assert output({**clean, "OMP_NUM_THREADS": "3"}) is None
+    assert output({**clean, "OPENBLAS_NUM_THREADS": "4"}) == "4"
+    in_process = subprocess.run([sys.executable, "-c", "import evalloop.cli, os; "
+                                 "print(os.environ.get('OPENBLAS_NUM_THREADS'))"],
+                                capture_output=True, text=True, timeout=60, env=clean)
+    assert in_process.stdout.strip() == "None"
+
+
+def test_the_shipped_embedder_loads_on_a_thread_while_the_run_gets_ready():
+    """The reference operations' fingerprint names the embedder without waiting for it; the model
+    loads once, on a thread, and every caller gets that one instance."""
+    code = textwrap.dedent("""
+        import threading, time
+        from evalloop.memory import embedders
+        from evalloop.reference.memory_ops import decide
+        info = decide.fingerprint({}, None)
+        assert info["embedder"] == embedders.DEFAULT_EMBEDDER_NAME, info
+        assert any(t.name == "evalloop-embedder" for t in threading.enumerate()) or embedders._DEFAULT
+        first = embedders.default_embedder()
+        assert embedders.default_embedder() is first
+        decide.fingerprint({}, None)  # again: no second load
+        assert embedders.default_embedder() is first
+        print("dim", first.dim)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("dim ")

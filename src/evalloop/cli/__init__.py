@@ -62,6 +62,7 @@ def main() -> None:
     if not lifecycle.is_program(main):
         return _main()
     lifecycle.PROGRAM = True
+    lifecycle.one_blas_thread()
     try:
         _main()
     except SystemExit as exc:  # _main always ends with one

@@ -18,7 +18,8 @@ evalloop``), :func:`leave` ends it the way the interpreter would, minus that tea
 Called in-process (tests, embedders calling :func:`evalloop.cli.main`), nothing of this happens:
 ``main`` raises ``SystemExit`` as before.
 
-The program also skips the cyclic garbage collector while a run starts (:func:`setting_up`):
+The program runs numpy's BLAS on one thread unless the user chose (:func:`one_blas_thread`), and
+skips the cyclic garbage collector while a run starts (:func:`setting_up`):
 the modules and checked cases loaded then live until the end, so collecting them is wasted work;
 they are frozen out of later collections before the cases run.
 """
@@ -82,6 +83,21 @@ def is_program(entry: Any) -> bool:
     spec = getattr(top, "__spec__", None)
     return (spec is not None and spec.name == "evalloop.__main__") \
         or os.path.basename(getattr(top, "__file__", None) or "").split(".")[0] == "evalloop"
+
+
+#: the variables OpenBLAS (numpy's wheels), MKL and OpenMP read for their thread count
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_blas_thread() -> None:
+    """In the program, before numpy loads: BLAS on one thread, unless a thread variable is set.
+
+    OpenBLAS starts a worker per core when numpy is imported, and on two busy cores that start
+    costs a run more CPU (≈ 50 ms) than any matrix product of evalloop's saves: its vectors are
+    pooled by table look-ups and compared one query at a time. A target that wants threaded BLAS
+    in the process sets ``OPENBLAS_NUM_THREADS`` (or ``OMP_NUM_THREADS``) itself."""
+    if not any(os.environ.get(name) for name in BLAS_THREAD_VARIABLES):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 @contextmanager

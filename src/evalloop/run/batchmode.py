@@ -13,14 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalloop.errors import FixtureError
 from evalloop.history.models import Run, RunStatus
 from evalloop.history.store import HistoryStore
-from evalloop.llm.batching import BatchingClient
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun
+
+if TYPE_CHECKING:
+    from evalloop.llm.batching import BatchingClient
 
 BATCH_IN_FLIGHT = 10_000
 """Cases in flight at once in batch mode (each waits on its batch; a waiting case costs little)."""
@@ -28,6 +30,10 @@ BATCH_IN_FLIGHT = 10_000
 
 def batching_clients(services: Services) -> list[BatchingClient]:
     """The run's clients in batch mode (under the response cache, when there is one)."""
+    if services.llm is None and services.judge is None:  # no LLM: the batch clients stay unloaded
+        return []
+    from evalloop.llm.batching import BatchingClient
+
     found: list[BatchingClient] = []
     for client in (services.llm, services.judge):
         inner = getattr(client, "inner", None) if not isinstance(client, BatchingClient) else client
