@@ -315,7 +315,10 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def reference_runs(self, suite: str, scorer: str, before: Run, n: int) -> list[tuple[Run, ScorerSummary]]:
         """The first ``n`` eligible runs of this scorer since its last acceptance (or ever), oldest
-        first: the reference a slow drift is measured from (see :mod:`evalloop.verdicts.baseline`)."""
+        first: the reference a slow drift is measured from (see :mod:`evalloop.verdicts.baseline`).
+
+        Two short reads, whatever the length of the history: the last acceptance (a summary whose
+        details carry one), then forward from it until ``n`` eligible runs are found."""
         from evalloop.history.eligibility import accepted, baseline_eligible
 
         query = (
@@ -323,16 +326,26 @@ class HistoryStore(metaclass=_MappedErrors):
             .join(ScorerSummary, col(ScorerSummary.run_id) == Run.id)
             .where(Run.suite == suite, ScorerSummary.scorer == scorer, Run.status == RunStatus.COMPLETED,
                    Run.id != before.id, col(Run.started_at) <= before.started_at)
-            .order_by(col(Run.started_at).desc(), col(Run.id).desc())
         )
         found: list[tuple[Run, ScorerSummary]] = []
         with self._reading() as session:
-            for run, summary in session.exec(query.execution_options(yield_per=256)):
+            start: Run | None = None
+            marked = (query.where(col(ScorerSummary.details).contains('"accepted"'))
+                      .order_by(col(Run.started_at).desc(), col(Run.id).desc()))
+            for run, summary in session.exec(marked.execution_options(yield_per=16)):
+                if accepted(summary) is not None:  # completed and accepted: eligible, the first
+                    start = run
+                    break
+            forward = query.order_by(col(Run.started_at), col(Run.id))
+            if start is not None:
+                forward = forward.where((col(Run.started_at) > start.started_at)
+                                        | ((col(Run.started_at) == start.started_at) & (col(Run.id) >= start.id)))
+            for run, summary in session.exec(forward.execution_options(yield_per=max(n, 1))):
                 if baseline_eligible(run, summary):
                     found.append((run, summary))
-                    if accepted(summary) is not None:
+                    if len(found) >= n:
                         break
-        return list(reversed(found))[:n]
+        return found
 
     def earlier_details(self, suite: str, scorer: str, before: Run, limit: int = 200) -> list[str]:
         """The details JSON of this scorer's summaries in the runs before ``before``, newest first."""
