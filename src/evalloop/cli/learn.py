@@ -44,7 +44,7 @@ def learn_check(
 
     settings = settings_for(project)
     result = asyncio.run(acheck(suite, settings=settings, variants=variant or list(DEFAULT_VARIANTS),
-                                limit=limit, engine=engine, model=model, on=on))  # type: ignore[arg-type]
+                                limit=limit, engine=engine, model=model, on=on))
     if json_out:
         print(result.model_dump_json(indent=2))
         return
