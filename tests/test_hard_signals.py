@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from evalloop.config import load_settings
@@ -55,23 +56,38 @@ def test_sigterm_twice_stops_a_scheduled_run_like_ctrl_c_with_exit_143(tmp_path)
 
 
 def test_a_stop_timeout_interrupts_a_scheduled_run_before_the_supervisor_kills_it(tmp_path):
-    """One SIGTERM (docker stop: SIGKILL follows after 10 s) and --stop-timeout 1: interrupted in time."""
+    """One SIGTERM (docker stop: SIGKILL follows after 10 s) and --stop-timeout 1: the scheduler
+    interrupts the run itself, not before the timeout, and the run is written `interrupted`
+    before a supervisor's SIGKILL would come.
+
+    What is timed is what matters. From below, tightly: the scheduler waited its timeout (a wall
+    clock only grows under load). From above, the supervisor's own grace, 10 s from the signal
+    to the run written `interrupted` (its ``ended_at``, set by the fire): not the processes'
+    exit, which on a busy machine can take seconds more and loses nothing once the run is
+    written (the old bound, exit < 8 s, failed under load for that reason). That the stop is
+    the timeout's, and not the run ending or a second signal, is shown by the log line and by
+    the cases left undone.
+    """
     root, store, proc = _scheduler_running(tmp_path, ["--stop-timeout", "1"])
     try:
         time.sleep(1.5)
-        proc.send_signal(signal.SIGTERM)
+        signalled = datetime.now(UTC)
         started = time.monotonic()
-        rc = proc.wait(30)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
         took = time.monotonic() - started
     finally:
         proc.kill()
-    _assert_interrupted(root, store, rc, proc)
-    assert 1.0 <= took < 8.0, took
+    log = _assert_interrupted(root, store, rc, proc)
+    assert "outlasted scheduler_stop_seconds (1 s): interrupting it" in log, log
+    (run,) = store.runs("slow")
+    written = (run.ended_at - signalled).total_seconds()
+    print(f"signal -> run written interrupted {written:.2f} s; -> exit {took:.2f} s")
+    assert took >= 1.0, took  # it waited out its timeout
+    assert 0 < written < 10.0, written  # written before docker's SIGKILL (10 s after its SIGTERM)
 
 
 def _scheduler_running(tmp_path: Path, options: list[str]) -> tuple[Path, HistoryStore, subprocess.Popen]:
-    from datetime import UTC, datetime
-
     from evalloop.scheduling.scheduler import add_schedule
 
     root = make_project(tmp_path / "p", {"slow": slow_suite(40, 0.2)}, target=SLOW_TARGET)
@@ -87,7 +103,8 @@ def _scheduler_running(tmp_path: Path, options: list[str]) -> tuple[Path, Histor
     return root, store, proc
 
 
-def _assert_interrupted(root: Path, store: HistoryStore, rc: int, proc: subprocess.Popen) -> None:
+def _assert_interrupted(root: Path, store: HistoryStore, rc: int, proc: subprocess.Popen) -> str:
+    """The run and its ledger entry are `interrupted`, the finished cases written; the log."""
     from evalloop.scheduling import ledger
 
     log = proc.stderr.read()
@@ -98,3 +115,4 @@ def _assert_interrupted(root: Path, store: HistoryStore, rc: int, proc: subproce
     (entry,) = ledger.entries(load_settings(root).database_url, "once")
     assert entry.status == "interrupted"
     assert "Traceback" not in log, log
+    return log

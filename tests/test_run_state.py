@@ -11,8 +11,8 @@ from evalloop.config import load_settings
 from evalloop.loop.pipeline import run_suite
 from evalloop.report.summary import run_summary
 from evalloop.scheduling.fire import verdict_from_summary
-from evalloop.scheduling.sinks import is_alarm
-from evalloop.verdicts.outcome import ORDER, case_outcome, outcome_of_labels, run_outcome
+from evalloop.scheduling.sinks import LogSink, is_alarm, notify
+from evalloop.verdicts.outcome import ORDER, RunOutcome, case_outcome, outcome_of_labels, run_outcome
 from evalloop.verdicts.verdict import VerdictStatus, _pct
 from support.cli import cli
 from support.project import SCORERS, make_project, write_answers
@@ -103,8 +103,32 @@ def test_an_invalid_run_is_an_alarm_everywhere(tmp_path, answers):
     report = run_suite("boom", settings=load_settings(root))
     outcome = run_outcome(report.comparison)
     assert outcome.label == "invalid run" and outcome.fails
-    assert is_alarm(report)  # on main the sinks counted only regressions and broken scorers
+    with pytest.deprecated_call():  # the sinks' old name for "fails"
+        assert is_alarm(report)
     assert verdict_from_summary(run_summary(report)) == "invalid run"
+
+
+def test_an_invalid_run_reaches_the_log_sink(tmp_path, caplog):
+    # the log sink wrote one line per failing *scorer*: an invalid run (its scorer 'no baseline
+    # yet') was "delivered" to it and logged nothing
+    suite = {"name": "boom", "target": "sut:flaky", "scorers": [{"name": "value", "min_score": 0}],
+             "cases": [{"id": f"c{i}", "input": {"boom": True}} for i in range(4)]}
+    root = make_project(tmp_path, {"boom": suite})
+    report = run_suite("boom", settings=load_settings(root))
+    with caplog.at_level("WARNING", logger="evalloop.sinks"):
+        deliveries = notify(report, [LogSink()])
+    assert [d.ok for d in deliveries] == [True]
+    lines = [r.getMessage() for r in caplog.records if r.name == "evalloop.sinks"]
+    assert len(lines) == 1 and "invalid run" in lines[0] and report.outcome.run.id in lines[0]
+    assert report.outcome.run.invalid_reason and report.outcome.run.invalid_reason in lines[0]
+
+
+@pytest.mark.parametrize("status", [*VerdictStatus, None])
+def test_a_run_alarms_exactly_when_it_fails(status):
+    # one concept: "alarm" was a second name for "fails"; the old names still answer, with a warning
+    outcome = RunOutcome(status)
+    with pytest.deprecated_call():
+        assert outcome.alarm is outcome.fails
 
 
 def test_one_order_for_the_run_outcome():

@@ -282,13 +282,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     reports = [r.report for r in runs if r.report is not None]
     if not reports:
         return
+    from evalloop.report.format import num
+
     terminalreporter.section("evalloop")
     for report in reports:
         run = report.outcome.run
         terminalreporter.write_line(f"{run.suite}: run {run.id}, {run.n_cases} cases"
                                     + ("" if run.valid else f" — invalid: {run.invalid_reason}"))
         for s in report.comparison.scorers:
-            mean = "—" if s.current is None else f"{s.current:.3f}"
+            mean = num(s.current)
             base = "" if s.baseline is None else f", baseline {s.baseline:.3f}"
             drop = "" if s.drop is None else f", drop {s.drop:+.1%}"
             terminalreporter.write_line(f"  {s.scorer}: {mean}{base}{drop} — {s.verdict}",

@@ -235,7 +235,9 @@ def import_cmd(
 
 
 def _cell(value: float | None, diff: Difference | None = None) -> str:
-    text = "—" if value is None else f"{value:.3f}"
+    from evalloop.report.format import num
+
+    text = num(value)
     if diff is not None and diff.p_value is not None:
         from evalloop.verdicts.stats import stars
 

@@ -35,7 +35,7 @@ def compare(
 
     from evalloop.history.runlog import synced_store
     from evalloop.report.diff import diff_runs, find_run
-    from evalloop.report.format import num
+    from evalloop.report.format import num, some
     from evalloop.report.layout import Record, note, table_or_records
 
     settings = settings_for(project)
@@ -77,7 +77,7 @@ def compare(
         records.append(Record(d.scorer, [
             f"A {num(d.mean_a)} (95% CI {_ci(d.ci_a)}) → B {num(d.mean_b)} (95% CI {_ci(d.ci_b)})",
             f"delta {delta} ({relative}) · p {p} · {d.common_cases} paired cases",
-            *(f"{label} ({len(cases)}): {_some(cases)}" for label, cases in _flips(d) if cases)]))
+            *(f"{label} ({len(cases)}): {some(cases, MAX_SHOWN)}" for label, cases in _flips(d) if cases)]))
     as_table = table_or_records(console, table, records)
     tests = sorted({d.test for d in diff.scorers if d.test})
     if tests:  # the two commands' p-values answer different questions: say which each is
@@ -88,16 +88,11 @@ def compare(
         for d in diff.scorers:
             for label, cases in _flips(d):
                 if cases:
-                    note(console, f"{d.scorer} {label}: {_some(cases)}")
+                    note(console, f"{d.scorer} {label}: {some(cases, MAX_SHOWN)}")
 
 
 def _flips(d: ScorerDelta) -> list[tuple[str, list[str]]]:
     return [("newly failing", d.newly_failing), ("newly passing", d.newly_passing)]
-
-
-def _some(cases: list[str]) -> str:
-    more = f" (+{len(cases) - MAX_SHOWN} more)" if len(cases) > MAX_SHOWN else ""
-    return ", ".join(cases[:MAX_SHOWN]) + more
 
 
 def _ci(ci: tuple[float, float] | None) -> str:

@@ -49,6 +49,7 @@ class RootGroup(TyperGroup):
         _plain(self)
         for name, command in self.commands.items():
             if name in PANELS:
+                # Typer's commands carry rich_help_panel; click's Command type does not declare it
                 command.rich_help_panel = PANELS[name]  # type: ignore[attr-defined]
 
     def list_commands(self, ctx: Any) -> list[str]:

@@ -40,11 +40,12 @@ def learn_check(
     from rich.table import Table
 
     from evalloop.loop.learncheck import DEFAULT_VARIANTS, acheck
+    from evalloop.report.format import num
     from evalloop.verdicts.stats import stars
 
     settings = settings_for(project)
     result = asyncio.run(acheck(suite, settings=settings, variants=variant or list(DEFAULT_VARIANTS),
-                                limit=limit, engine=engine, model=model, on=on))  # type: ignore[arg-type]
+                                limit=limit, engine=engine, model=model, on=on))
     if json_out:
         print(result.model_dump_json(indent=2))
         return
@@ -63,7 +64,7 @@ def learn_check(
         cells = []
         for s in result.scorers:
             mean = r.means.get(s)
-            text = "—" if mean is None else f"{mean:.3f}"
+            text = num(mean)
             if r.variant != result.reference and r.diff.get(s) is not None:
                 p = r.p_value.get(s)
                 text += f" ({r.diff[s]:+.3f}, p={p:.3g}{stars(p)})" if p is not None else f" ({r.diff[s]:+.3f})"

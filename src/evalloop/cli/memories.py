@@ -188,6 +188,7 @@ def prompt_revise(
 def _print_revision(result) -> None:
     from rich.table import Table
 
+    from evalloop.report.format import num
     from evalloop.verdicts.stats import stars
 
     console = out()
@@ -198,12 +199,11 @@ def _print_revision(result) -> None:
     for col in ("candidate", "held-out score" if result.on == "held-out" else "score", "difference", "p", "cost"):
         table.add_column(col, justify="left" if col == "candidate" else "right")
     scorers = list(result.current)
-    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-    table.add_row("current", " · ".join(fmt(result.current[s]) for s in scorers), "", "",
+    table.add_row("current", " · ".join(num(result.current[s]) for s in scorers), "", "",
                   f"${result.current_cost_usd:.4f}")
     for c in result.candidates:
         ps = [c.p_value.get(s) for s in scorers]
-        table.add_row(c.name + (" *" if c.significant else ""), " · ".join(fmt(c.means.get(s)) for s in scorers),
+        table.add_row(c.name + (" *" if c.significant else ""), " · ".join(num(c.means.get(s)) for s in scorers),
                       " · ".join("—" if c.diff.get(s) is None else f"{c.diff[s]:+.3f}" for s in scorers),
                       " · ".join("—" if p is None else f"{p:.3g}{stars(p)}" for p in ps), f"${c.cost_usd:.4f}")
     console.print(table)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from sqlalchemy import MetaData, Table, text
 from sqlalchemy.engine import Connection, Engine
@@ -54,9 +55,14 @@ def ensure_tables(engine: Engine, metadata: MetaData, *, tables: Sequence[Table]
             delay = min(delay * 2, 1.0)
 
 
-def ensure_job_store(job_store: object) -> None:
+class TableJobStore(Protocol):
+    """What :func:`ensure_job_store` reads of APScheduler's ``SQLAlchemyJobStore`` (untyped)."""
+
+    jobs_t: Table
+    engine: Engine
+
+
+def ensure_job_store(job_store: TableJobStore) -> None:
     """Create APScheduler's ``SQLAlchemyJobStore`` table race-free before the store starts
     (its own ``start()`` then finds the table and creates nothing)."""
-    table: Table = job_store.jobs_t  # type: ignore[attr-defined]
-    engine: Engine = job_store.engine  # type: ignore[attr-defined]
-    ensure_tables(engine, table.metadata, tables=[table], store="schedule job store")
+    ensure_tables(job_store.engine, job_store.jobs_t.metadata, tables=[job_store.jobs_t], store="schedule job store")

@@ -14,7 +14,7 @@ import logging
 import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Table, func, insert, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -45,16 +45,17 @@ FIRE_ENV = "EVALLOOP_FIRE_ENTRY"
 log = logging.getLogger("evalloop.history")
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def mapped(store_of: Callable[..., str]) -> Callable[[F], F]:
+def mapped(store_of: Callable[..., str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Turn a database error raised inside the function into one StoreError line naming the
     database (its URL redacted), what is wrong, and how to recover. ``store_of(*args)`` gives the URL."""
 
-    def wrap(fn: F) -> F:
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
-        def inner(*args: Any, **kwargs: Any) -> Any:
+        def inner(*args: P.args, **kwargs: P.kwargs) -> R:
             try:
                 return fn(*args, **kwargs)
             except EvalloopError:
@@ -66,7 +67,7 @@ def mapped(store_of: Callable[..., str]) -> Callable[[F], F]:
                 raise store_error(exc, store="history database", where=store_where(url),
                                   recover=recovery_hint(url)) from None
 
-        return inner  # type: ignore[return-value]
+        return inner
 
     return wrap
 

@@ -15,6 +15,10 @@ import logging
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the settings load lazily: a hot path imports only what it uses
+    from evalloop.config import Settings
 
 log = logging.getLogger("evalloop.lessons")
 
@@ -33,12 +37,12 @@ def _warn(key: tuple[str, str], message: str) -> None:
     log.warning("lessons for suite '%s' (project %s): %s", key[1], key[0], message)
 
 
-def _stamp(settings: object) -> object:
+def _stamp(settings: Settings) -> object:
     """What says the lessons may have changed: the embedded store's size and time (a memory service: None)."""
-    if getattr(settings, "memory_url", None):
+    if settings.memory_url:
         return None
     try:
-        stat = Path(settings.memory_file).stat()  # type: ignore[attr-defined]
+        stat = Path(settings.memory_file).stat()
     except OSError:
         return "missing"
     return (stat.st_size, stat.st_mtime_ns)
@@ -73,12 +77,12 @@ def lessons(suite: str, project_dir: str | Path | None = None) -> str:
         return ""
 
 
-def _read(settings: object, suite: str, key: tuple[str, str]) -> str:
+def _read(settings: Settings, suite: str, key: tuple[str, str]) -> str:
     from evalloop.learning.injection import injected_for, skipped_notice
     from evalloop.suites.lookup import find_suite
 
-    found = find_suite(suite, settings.project_dir)  # type: ignore[attr-defined]
-    injected, notice = injected_for(settings, found)  # type: ignore[arg-type]
+    found = find_suite(suite, settings.project_dir)
+    injected, notice = injected_for(settings, found)
     if notice:
         _warn(key, notice)
     if injected.skipped:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from evalloop.errors import ConfigError
 from evalloop.llm.types import DEFAULT_MODEL, LLMClient
@@ -17,9 +18,9 @@ _KNOBS = {  # environment variable -> (client option, type)
 }
 
 
-def env_options() -> dict[str, object]:
+def env_options() -> dict[str, Any]:
     """Client options from ``EVALLOOP_LLM_MAX_RETRIES``, ``_BACKOFF``, ``_CONCURRENCY``, ``_TIMEOUT``."""
-    options: dict[str, object] = {}
+    options: dict[str, Any] = {}
     for name, (option, kind) in _KNOBS.items():
         raw = os.environ.get(name)
         if raw is None or not raw.strip():
@@ -32,13 +33,14 @@ def env_options() -> dict[str, object]:
     return options
 
 
-def client_from_env(model: str | None = None, **options: object) -> LLMClient | None:
+def client_from_env(model: str | None = None, **options: Any) -> LLMClient | None:
     """The client the environment configures, or ``None`` when none is.
 
     ``EVALLOOP_LLM_BASE_URL`` (with ``EVALLOOP_LLM_MODEL`` and optional ``EVALLOOP_LLM_API_KEY``)
     selects an OpenAI-compatible server; otherwise ``ANTHROPIC_API_KEY`` (and
     ``ANTHROPIC_BASE_URL``) selects Anthropic with ``model`` or ``claude-haiku-4-5``.
-    ``options`` go to the client's constructor (timeout, max_retries, concurrency, prices, ...);
+    ``options`` go to the client's constructor (timeout, max_retries, concurrency, prices, ...:
+    typed there, hence ``Any`` here);
     the ``EVALLOOP_LLM_*`` knobs of :func:`env_options` fill those not given.
     """
     options = {**env_options(), **options}
@@ -50,16 +52,16 @@ def client_from_env(model: str | None = None, **options: object) -> LLMClient | 
             base_url,
             model or os.environ.get("EVALLOOP_LLM_MODEL", ""),
             api_key=os.environ.get("EVALLOOP_LLM_API_KEY"),
-            **options,  # type: ignore[arg-type]
+            **options,
         )
     if os.environ.get("ANTHROPIC_API_KEY"):
         from evalloop.llm.anthropic_client import AnthropicClient
 
-        return AnthropicClient(model or DEFAULT_MODEL, **options)  # type: ignore[arg-type]
+        return AnthropicClient(model or DEFAULT_MODEL, **options)
     return None
 
 
-def judge_from_env(model: str | None = None, **options: object) -> LLMClient | None:
+def judge_from_env(model: str | None = None, **options: Any) -> LLMClient | None:
     """A judge on its own server, when ``EVALLOOP_JUDGE_BASE_URL`` names an OpenAI-compatible one
     (with ``EVALLOOP_JUDGE_MODEL`` and optional ``EVALLOOP_JUDGE_API_KEY``); ``None`` otherwise."""
     base_url = os.environ.get("EVALLOOP_JUDGE_BASE_URL")
@@ -69,10 +71,10 @@ def judge_from_env(model: str | None = None, **options: object) -> LLMClient | N
 
     options = {**env_options(), **options}
     return OpenAICompatClient(base_url, model or os.environ.get("EVALLOOP_JUDGE_MODEL", ""),
-                              api_key=os.environ.get("EVALLOOP_JUDGE_API_KEY"), **options)  # type: ignore[arg-type]
+                              api_key=os.environ.get("EVALLOOP_JUDGE_API_KEY"), **options)
 
 
-def require_client(model: str | None = None, **options: object) -> LLMClient:
+def require_client(model: str | None = None, **options: Any) -> LLMClient:
     """Like :func:`client_from_env`, but a missing configuration raises :class:`ConfigError`."""
     client = client_from_env(model, **options)
     if client is None:

@@ -114,9 +114,9 @@ def _paired_p(x: Sequence[float], y: Sequence[float]) -> float | None:
 
 async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Sequence[str | Variant] = DEFAULT_VARIANTS,
                  registry: Registry | None = None, limit: int | None = None, engine: str | None = None,
-                 model: str | None = None, on: On = "held-out") -> LearnCheck:
+                 model: str | None = None, on: str = "held-out") -> LearnCheck:
     """Run ``suite`` once per variant on the same cases (its held-out part, or ``on="all"``)
-    and compare each with the first."""
+    and compare each with the first. ``on`` is checked here (it comes from ``--on``): one of :data:`On`."""
     parsed = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
     if len({v.name for v in parsed}) != len(parsed):
         raise ConfigError("two variants share a name", where="--variant", hint="give each variant its own name")

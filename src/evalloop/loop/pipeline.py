@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
@@ -28,6 +28,9 @@ from evalloop.scoring.scorevec import Vector
 from evalloop.suites.lookup import find_suite
 from evalloop.suites.models import Case, Suite
 from evalloop.verdicts.baseline import Comparison, compare_run
+
+if TYPE_CHECKING:
+    from evalloop.llm.cache import CacheMode
 
 
 @dataclass
@@ -67,7 +70,7 @@ async def arun_suite(
     on_start: Callable[[PreparedRun], None] | None = None,
     engine: str | None = None,
     model: str | None = None,
-    cache: str | None = None,
+    cache: CacheMode | None = None,
     select: Callable[[Case], bool] | None = None,
     max_cost: float | None = None,
     batch: bool | None = None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -28,6 +29,9 @@ from evalloop.run.services import build_services, close_services
 from evalloop.scoring.registry import Registry
 from evalloop.suites.lookup import find_suite
 from evalloop.untrusted import fence
+
+if TYPE_CHECKING:
+    from evalloop.llm.types import LLMClient
 
 REFLECT_SYSTEM = (
     "You revise the system prompt of an LLM-powered task. You are given the current prompt and "
@@ -82,7 +86,7 @@ def _wins(c: Candidate, scorers: list[str], alpha: float) -> bool:
     return better and all(d is None or d >= 0 for d in diffs)
 
 
-async def propose(client: object, prompt: str, lessons: str, n: int, model: str | None = None) -> list[Proposal]:
+async def propose(client: LLMClient, prompt: str, lessons: str, n: int, model: str | None = None) -> list[Proposal]:
     """``n`` revisions of ``prompt`` from the reflector (one call each, asked to differ)."""
     from evalloop.llm.structured import structured
 
@@ -91,7 +95,7 @@ async def propose(client: object, prompt: str, lessons: str, n: int, model: str 
         ask = (f"{fence('CURRENT PROMPT', prompt)}\n\n{lessons}\n\n"
                f"Write revision {i + 1} of {n}" + (": a different rule or wording from the earlier ones."
                                                   if i else "."))
-        out.append(await structured(client, Proposal, prompt=ask, system=REFLECT_SYSTEM, model=model,  # type: ignore[arg-type]
+        out.append(await structured(client, Proposal, prompt=ask, system=REFLECT_SYSTEM, model=model,
                                     max_tokens=2048))
     return out
 
@@ -134,7 +138,7 @@ async def arevise(prompt_file: Path, suite: str, *, settings: Settings, candidat
         variants += [Variant(name=f"candidate-{i}", inject="off", params={param: str(p)})
                      for i, p in enumerate(paths, 1)]
         check = await acheck(base, settings=settings, variants=variants, registry=registry, engine=engine,
-                             model=model, on=on)  # type: ignore[arg-type]
+                             model=model, on=on)
     current, *rest = check.results
     found = []
     for proposal, result in zip(proposals, rest, strict=True):

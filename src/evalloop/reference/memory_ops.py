@@ -315,6 +315,8 @@ def _describe(operation: str):
     return fingerprint
 
 
+# a target's fingerprint hook is an attribute of its function (read by getattr in run.targets);
+# mypy does not let a function carry one (attr-defined)
 decide.fingerprint = _describe("decide")  # type: ignore[attr-defined]
 merge.fingerprint = _describe("merge")  # type: ignore[attr-defined]
 assess_quality.fingerprint = _describe("quality")  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from evalloop.history.models import CaseResult, CaseScore
 from evalloop.history.store import SCORES, HistoryStore
 from evalloop.report.filters import CaseFilter
+from evalloop.report.format import num
 from evalloop.verdicts.outcome import case_outcome
 
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | Non
         else:
             note(console, f"output:   {_short(v.output)}", hang=10)
         for s in v.scores:
-            value = "—" if s.value is None else f"{s.value:.3f}"
+            value = num(s.value)
             state = ("errored" if s.errored else "skipped" if s.skipped else
                      ("ok" if s.passed else "fail") + (" (known-bad control)" if s.control else ""))
             message = f" — {_short(s.message, 200)}" if s.message else ""

@@ -1,6 +1,9 @@
-"""How numbers look in every report: means, percentages, durations, and missing values as a dash."""
+"""How numbers look in every report: means, percentages, durations, and missing values as a dash;
+and a long list of case names cut to its first few."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 def pct(value: float | None, signed: bool = False) -> str:
@@ -11,6 +14,12 @@ def pct(value: float | None, signed: bool = False) -> str:
     if abs(value) < 0.0005:
         return "0.0%"
     return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def some(names: Sequence[str], limit: int) -> str:
+    """At most ``limit`` names, comma-separated, and how many more there are: ``a, b (+3 more)``."""
+    more = len(names) - limit
+    return ", ".join(names[:limit]) + (f" (+{more} more)" if more > 0 else "")
 
 
 def num(value: float | None) -> str:

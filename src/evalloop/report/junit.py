@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from evalloop.history.store import RESULTS, SCORES, HistoryStore
 from evalloop.loop.pipeline import RunReport
+from evalloop.report.format import num
 from evalloop.verdicts.outcome import case_outcome
 
 
@@ -76,7 +77,7 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
     for s in report.comparison.scorers:
         el = ET.SubElement(suite_el, "testcase", classname=f"{run.suite}.baseline", name=s.scorer)
         counts["tests"] += 1
-        line = (f"{s.verdict}: current {_fmt(s.current)}, baseline {_fmt(s.baseline)} "
+        line = (f"{s.verdict}: current {num(s.current)}, baseline {num(s.baseline)} "
                 f"({s.window_runs} runs), threshold {s.threshold:.0%}"
                 + (f" — {s.reason}" if s.reason else ""))
         if s.fails:
@@ -152,5 +153,3 @@ def _load(store: HistoryStore, run_id: str) -> tuple[dict[str, dict[str, _Cell]]
     return cells, {c: sum(v) / len(v) for c, v in latency.items()}
 
 
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"

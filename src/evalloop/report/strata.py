@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from evalloop.history.strata import MAX_SCOPE_ROWS, StrataReport, StratumRow, latency_summary, strata_means
+from evalloop.report.format import num
 from evalloop.report.layout import Record, note, print_records, table_or_records
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def strata_table(report: StrataReport, title: str | None = None, *, scopes: bool
         table.add_column(s, justify="right", no_wrap=True)
 
     def cells(means: dict[str, float | None]) -> list[str]:
-        return ["—" if means.get(s) is None else f"{means[s]:.3f}" for s in report.scorers]
+        return [num(means.get(s)) for s in report.scorers]
 
     rows = report.scopes if scopes else report.strata
     shown = rows

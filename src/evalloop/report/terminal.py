@@ -10,7 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from evalloop.report.format import num, pct
+from evalloop.report.format import num, pct, some
 from evalloop.report.layout import Record, fits, note, print_records, table_or_records
 
 if TYPE_CHECKING:  # annotations only: printing a run needs no more than Rich and the report
@@ -145,19 +145,15 @@ def _print_details(s: ScorerComparison, console: Console) -> None:
         note(console, f"{s.scorer}: {s.errored} errored grade(s); first: {s.first_error}")
     if ev is not None and ev.flaky:
         label = "quarantined" if ev.quarantined else "flagged"
-        note(console, f"{s.scorer}: flaky cases ({label}): {_some(ev.flaky)}")
+        note(console, f"{s.scorer}: flaky cases ({label}): {some(ev.flaky, MAX_FLIPS_SHOWN)}")
     if s.newly_failing:
-        note(console, f"{s.scorer}: newly failing vs previous run: {_some([c for c, _ in s.newly_failing])}")
+        failing = some([c for c, _ in s.newly_failing], MAX_FLIPS_SHOWN)
+        note(console, f"{s.scorer}: newly failing vs previous run: {failing}")
         for case, message in s.newly_failing[:MAX_FLIPS_SHOWN]:
             if message:
                 note(console, f"{case}: {message}", indent=4)
     if s.newly_passing:
-        note(console, f"{s.scorer}: newly passing: {_some(s.newly_passing)}")
-
-
-def _some(names: Sequence[str]) -> str:
-    more = len(names) - MAX_FLIPS_SHOWN
-    return ", ".join(names[:MAX_FLIPS_SHOWN]) + (f" (+{more} more)" if more > 0 else "")
+        note(console, f"{s.scorer}: newly passing: {some(s.newly_passing, MAX_FLIPS_SHOWN)}")
 
 
 def print_history(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]],

@@ -56,12 +56,14 @@ class TrendPoint(BaseModel):
         """The stored verdict, in the one vocabulary (older runs' labels mapped)."""
         return VerdictStatus.parse(self.verdict)
 
+    # mypy cannot type a decorator over @property (prop-decorator): pydantic documents this ignore
     @computed_field  # type: ignore[prop-decorator]
     @property
     def regression(self) -> bool:
         """A regression: a significant drop the rule in force acts on (never a watch)."""
         return self.status is VerdictStatus.REGRESSED
 
+    # mypy cannot type a decorator over @property (prop-decorator): pydantic documents this ignore
     @computed_field  # type: ignore[prop-decorator]
     @property
     def fails(self) -> bool:

@@ -60,10 +60,8 @@ def _ranked(docs: Sequence[str | int] | Mapping[str, float]) -> list[str]:
         by_id = sorted(docs.items(), key=lambda kv: str(kv[0]), reverse=True)
         by_id.sort(key=lambda kv: -float(kv[1]))
         ranked = [str(d) for d, _ in by_id]
-    elif set(map(type, docs)) <= {str}:
-        ranked = docs  # type: ignore[assignment]
     else:
-        ranked = [str(d) for d in docs]
+        ranked = [d if isinstance(d, str) else str(d) for d in docs]
     return list(dict.fromkeys(ranked))
 
 

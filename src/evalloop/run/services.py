@@ -8,11 +8,14 @@ through the response cache under ``history/`` unless ``--no-cache``; ``--cache-o
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalloop.config import Settings
 from evalloop.errors import ConfigError
 from evalloop.run.context import Services
+
+if TYPE_CHECKING:
+    from evalloop.llm.cache import CacheMode
 
 #: how the notice that no LLM is configured starts (shown only to suites that use one)
 NO_LLM_NOTICE = "no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL)"
@@ -22,7 +25,7 @@ def build_services(
     *,
     engine: str | None = None,
     model: str | None = None,
-    cache: str | None = None,
+    cache: CacheMode | None = None,
     client: Any = None,
     concurrency: int | None = None,
     batch: bool = False,
@@ -64,8 +67,8 @@ def build_services(
         from evalloop.llm.cache import CachedClient
 
         path = settings.cache_file
-        llm = CachedClient(llm, path, mode=cache) if llm is not None else None  # type: ignore[arg-type]
-        judge = CachedClient(judge, path, mode=cache) if judge is not None else None  # type: ignore[arg-type]
+        llm = CachedClient(llm, path, mode=cache) if llm is not None else None
+        judge = CachedClient(judge, path, mode=cache) if judge is not None else None
         notices += sorted({c.notice for c in (llm, judge) if c is not None and c.notice})  # a damaged cache
     judge = judge or llm
     if llm is None:

@@ -1,9 +1,12 @@
-"""Notification sinks: where a scheduled run's regressions go (the log, a webhook, your own).
+"""Notification sinks: where a run that fails goes (the log, a webhook, your own).
 
 A sink is anything with ``name`` and ``send(report)``. Sinks are built from the settings'
 ``sinks`` list by name; a factory registered with :func:`register_sink` (or named lazily as
 ``module:function``) turns settings into a sink, or None when unconfigured. :func:`notify`
-sends to every sink and logs a sink that fails: a failing sink never stops the caller.
+sends to every sink and logs a sink that fails: a failing sink never stops the caller. Which
+runs are sent is not a rule of its own: a run alarms exactly when it fails
+(:attr:`evalloop.verdicts.outcome.RunOutcome.fails`: a regression, a scorer under its floor, a
+broken scorer, an invalid run).
 A fire that could not run a suite (skipped: the suite stayed busy; a worker that cannot run it;
 a dead host's fire taken over) has no run report: :func:`alarm` sends it as an event to the
 sinks that take events (``send_event(document)``: the log and the webhook do).
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -31,7 +35,7 @@ install_log_redaction()  # a webhook URL is a credential: no log line (httpx's i
 
 @runtime_checkable
 class Sink(Protocol):
-    """Receives the report of a finished run that regressed."""
+    """Receives the report of a finished run that fails."""
 
     name: str
 
@@ -42,27 +46,29 @@ SinkFactory = Callable[[Settings], "Sink | None"]
 
 
 def is_alarm(report: RunReport) -> bool:
-    """A run worth notifying about (the one rule: :func:`evalloop.verdicts.outcome.run_outcome`): a
-    regression, a scorer under its floor, a broken scorer, an invalid run."""
-    from evalloop.verdicts.outcome import run_outcome
-
-    return run_outcome(report.comparison).alarm
+    """Deprecated: ``report.comparison.fails`` (a run alarms exactly when it fails)."""
+    warnings.warn("is_alarm(report) is report.comparison.fails; use that", DeprecationWarning, stacklevel=2)
+    return report.comparison.fails
 
 
 def payload(report: RunReport) -> dict[str, Any]:
-    """The JSON document a sink sends: the run summary plus an event name."""
+    """The JSON document a sink sends: the run summary plus an event name (``regression`` for a
+    run that fails, whatever its label: the summary's ``verdict`` says which)."""
     from evalloop.report.summary import run_summary
 
-    return {"event": "regression" if is_alarm(report) else "run", **run_summary(report)}
+    return {"event": "regression" if report.comparison.fails else "run", **run_summary(report)}
 
 
 class LogSink:
-    """Writes one warning per regressed (or broken) scorer to the ``evalloop.sinks`` logger."""
+    """Writes one warning per failing scorer to the ``evalloop.sinks`` logger, and one for the run
+    when it is invalid (an invalid run fails whatever its scorers say)."""
 
     name = "log"
 
     def send(self, report: RunReport) -> None:
         run = report.outcome.run
+        if not run.valid:
+            log.warning("%s run %s: invalid run (%s)", run.suite, run.id, run.invalid_reason or "no reason recorded")
         for s in report.comparison.scorers:
             if s.fails:
                 failing = ", ".join(c for c, _ in s.newly_failing[:5])
@@ -181,8 +187,9 @@ class Delivery:
 
 
 def notify(report: RunReport, sinks: Sequence[Sink], *, only_alarms: bool = True) -> list[Delivery]:
-    """Send a report to every sink (by default only when it regressed); failures are logged."""
-    if only_alarms and not is_alarm(report):
+    """Send a report to every sink (by default only when the run fails: ``only_alarms``); a sink
+    that fails is logged."""
+    if only_alarms and not report.comparison.fails:
         return []
     out = []
     for sink in sinks:

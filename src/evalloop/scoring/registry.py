@@ -126,6 +126,8 @@ def scorer(
         raise ScorerError(f"threshold {threshold} is not between 0 and 1 (a relative drop)")
 
     def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        # the spec rides on the function (found by getattr when a module is scanned); mypy does
+        # not let a function carry an attribute (attr-defined)
         fn.__evalloop_scorer__ = _make_spec(  # type: ignore[attr-defined]
             fn, name or fn.__name__.replace("_", "-"), kind, threshold, pass_mark,
             description, binary, min_score,

@@ -234,10 +234,10 @@ class Suite(BaseModel):
         if self.dataset_dir is not None:
             yield from case_source("dataset")(self.dataset_dir)
             return
-        if self.cases_file is None:
-            yield from self.cases  # type: ignore[misc]
-            return
-        yield from map(operator.itemgetter(1), _iter_jsonl_cases(self.cases_file))
+        if isinstance(self.cases, list):  # inline
+            yield from self.cases
+        elif self.cases_file is not None:  # a JSONL file beside the suite (the validator: cases or dataset)
+            yield from map(operator.itemgetter(1), _iter_jsonl_cases(self.cases_file))
 
     def held_out_ids(self, ids: Iterable[str] | None = None) -> set[str]:
         """The ids of the held-out cases (of ``ids`` when given and the split is by hash: no case

@@ -7,9 +7,12 @@ the exit code, the scheduler's ledger and log, the alarm sinks — and each is a
   epochs; a case whose every grade errored is ``errored`` (not graded, never a pass or a fail);
   a case whose target failed is a real ``failed``; a known-bad control *fails* when it passes.
 * :func:`run_outcome`: what does the run sum up to? The worst of its scorers' verdicts in one
-  order (:data:`ORDER`), whether it fails (exit 1, JUnit failure, red night) and whether it is
-  an alarm worth sending (every failing outcome: a regression, a scorer under its floor, a
-  broken scorer, an invalid run).
+  order (:data:`ORDER`) and whether it fails: exit 1, a JUnit failure, a red night, and an
+  alarm to the sinks — one fact, :attr:`RunOutcome.fails` (a regression, a scorer under its
+  floor, a broken scorer, an invalid run). There is no separate "alarm" rule: a run alarms
+  exactly when it fails, every time it fails (docs/alarms.md says why). The other alarms are
+  fires that produced no run at all (skipped, cannot run, interrupted), which
+  :func:`evalloop.scheduling.sinks.alarm` sends as events.
 
 Exit codes are read from :func:`run_outcome` in :mod:`evalloop.loop.outcome`.
 """
@@ -17,6 +20,7 @@ Exit codes are read from :func:`run_outcome` in :mod:`evalloop.loop.outcome`.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -80,7 +84,7 @@ def case_outcome(values: Sequence[float], pass_mark: float, *, errored: int = 0,
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What one run sums up to: its worst status, whether it fails, whether to raise an alarm."""
+    """What one run sums up to: its worst status and whether it fails (and so alarms)."""
 
     status: VerdictStatus | None
 
@@ -91,12 +95,14 @@ class RunOutcome:
 
     @property
     def fails(self) -> bool:
-        """Exit 1, a JUnit failure, a red night: invalid, broken, regressed or below its floor."""
+        """Exit 1, a JUnit failure, a red night, an alarm to the sinks: invalid, broken, regressed
+        or below its floor."""
         return self.status is not None and self.status.fails
 
     @property
     def alarm(self) -> bool:
-        """Worth notifying: every failing outcome (an invalid scheduled run included)."""
+        """Deprecated: a second name for :attr:`fails` (a run alarms exactly when it fails)."""
+        warnings.warn("RunOutcome.alarm is RunOutcome.fails; use fails", DeprecationWarning, stacklevel=2)
         return self.fails
 
     @property
