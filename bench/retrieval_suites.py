@@ -21,9 +21,11 @@ from evalloop.suites.lookup import discover_suites
 from evalloop.suites.models import PACKAGE_FIXTURES, load_suite
 from evalloop.verdicts.stats import stars
 
-TARGETS = ("bm25", "hybrid", "memory[text_weight=0]", "memory[vector_weight=0]", "memory")
+TARGETS = ("bm25", "hybrid", "memory[text_weight=0]", "memory[vector_weight=0]", "memory[similarity_floor=-1]",
+           "memory")
 NAMES = {"memory[text_weight=0]": "memory, dense side alone", "memory[vector_weight=0]":
          "memory, text side alone (FTS5 porter + stop words)", "memory": "memory (fused)",
+         "memory[similarity_floor=-1]": "memory, fused without the similarity floor",
          "hybrid": "hybrid (calibrated)"}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from evalloop.memory.embedders import DEFAULT_EMBEDDER_NAME
 from evalloop.memory.search import Fusion
 from evalloop.retrieval.conversations import generate_conversations
 from evalloop.retrieval.loaders import load_locomo
@@ -35,6 +36,7 @@ def conversations(tmp_path_factory) -> object:
 def test_the_default_fusion_is_the_calibrated_one():
     fusion = Fusion()
     assert (fusion.text_weight, fusion.vector_weight, fusion.rrf_k, fusion.text_confident_at) == (1.0, 0.15, 20, 0.15)
+    assert fusion.similarity_floor is None and fusion.for_embedder(DEFAULT_EMBEDDER_NAME).similarity_floor == 0.55
 
 
 def test_fused_is_never_below_text_alone_on_conversations(conversations):

@@ -1,5 +1,7 @@
 """Hybrid search over the memory file: tag filtering, full-text and vector candidates, and
-weighted reciprocal rank fusion of the two lists (gated by the text match's query coverage)."""
+weighted reciprocal rank fusion of the two lists (gated by the text match's query coverage; when
+no memory holds a word of the query, only vector neighbours above a similarity floor count, so
+the search can answer "nothing relevant")."""
 
 from __future__ import annotations
 
@@ -11,12 +13,19 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from evalloop.memory.bm25 import int_list
+from evalloop.memory.embedders import DEFAULT_EMBEDDER_NAME
 from evalloop.memory.textsearch import TextSearcher
 from evalloop.memory.vectors import EXACT_FILTER_LIMIT, Hit, VectorIndex
 
 RRF_K = 20
 VECTOR_WEIGHT = 0.15
 TEXT_CONFIDENT_AT = 0.15
+#: Per embedder (by name): the cosine similarity a vector neighbour needs when no memory holds a
+#: word of the query. Below it the shipped model's neighbours of a question about something never
+#: stored are as close as those of a question by meaning (``bench/fusion_weights.py``). Cosines
+#: of other models are on other scales: they get no floor unless ``similarity_floor`` is set.
+SIMILARITY_FLOORS = {DEFAULT_EMBEDDER_NAME: 0.55}
+NO_FLOOR = -1.0
 
 
 class Fusion(BaseModel):
@@ -24,14 +33,19 @@ class Fusion(BaseModel):
     ``text_weight / (rrf_k + text rank) + vector_weight / (rrf_k + vector rank)``, gated by how
     much of the query the best text match covers: when it covers less than
     ``text_confident_at`` of the query's IDF mass (the words matched are incidental, as for a
-    query by meaning), the vectors weigh as much as the text.
+    query by meaning), the vectors weigh as much as the text. When the text side finds nothing
+    at all, a vector neighbour counts only from ``similarity_floor`` on: a search may then
+    return nothing, as the text side alone does for a question about something never stored.
 
     The defaults were chosen by ``bench/fusion_weights.py`` on data it generates (weekly fact
     corpora and LoCoMo-format conversations, seeds other than the shipped benchmark's), never on
     a public benchmark: of the settings at least as good as the text side alone on every metric
     of every generated dataset, the one with the best mean nDCG@10. Equal weights lost to text
-    alone on conversations, as on real LoCoMo. A weight of 0 switches that side off (an
-    ablation): its list is left out of the fusion.
+    alone on conversations, as on real LoCoMo. The floor was chosen by the same rule at those
+    weights, null rejection counted (questions about things never stored, written for the
+    calibration): the lowest floor at which the fused store answers "nothing" as often as its
+    text side. A weight of 0 switches that side off (an ablation): its list is left out of the
+    fusion, and with it the floor.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -43,6 +57,11 @@ class Fusion(BaseModel):
         default=TEXT_CONFIDENT_AT, ge=0.0, le=1.0,
         description="when the best lexical match covers less than this share of the query's "
                     "IDF mass, the text list is weak evidence and the vectors weigh as much as it")
+    similarity_floor: float | None = Field(
+        default=None, ge=NO_FLOOR, le=1.0,
+        description="when no memory holds a word of the query, vector neighbours below this cosine "
+                    "similarity are left out; None: the store's embedder's calibrated floor "
+                    "(SIMILARITY_FLOORS; none for other embedders), -1: no floor")
 
     def weights(self, coverage: float | None) -> tuple[float, float]:
         """(text, vector) weights for a query whose best text match covers ``coverage``."""
@@ -50,11 +69,27 @@ class Fusion(BaseModel):
             return self.text_weight, max(self.vector_weight, self.text_weight)
         return self.text_weight, self.vector_weight
 
+    def for_embedder(self, name: str) -> Fusion:
+        """This fusion with the similarity floor of the embedder called ``name`` filled in."""
+        if self.similarity_floor is not None:
+            return self
+        return self.model_copy(update={"similarity_floor": SIMILARITY_FLOORS.get(name, NO_FLOOR)})
+
+    def neighbours(self, vector_hits: Sequence[Hit], text_found: bool) -> Sequence[Hit]:
+        """The vector hits that count: all of them, unless the text side (fused in) found
+        nothing; then those at or above the similarity floor."""
+        floor = self.similarity_floor
+        if text_found or not self.text_weight or floor is None or floor <= NO_FLOOR:
+            return vector_hits
+        return [hit for hit in vector_hits if hit[1] >= floor]
+
     @model_validator(mode="after")
     def _one_side(self) -> Fusion:
         if self.text_weight == 0 and self.vector_weight == 0:
             raise ValueError("text_weight and vector_weight cannot both be 0")
         return self
+
+
 #: With broad tags, fetch this many times more unfiltered candidates (at most) and filter.
 MAX_WIDEN = 20
 
@@ -85,9 +120,11 @@ def tagged_sql(tags: Sequence[str]) -> tuple[str, list[str]]:
 def rrf(text_hits: Sequence[int], vector_hits: Sequence[Hit], limit: int,
         fusion: Fusion | None = None, coverage: float | None = None) -> list[Fused]:
     """Weighted reciprocal rank fusion: ``Σ weight / (k + rank)`` over the lists a pk is in;
-    ``coverage`` (of the query by its best text match) sets the weights (:meth:`Fusion.weights`)."""
+    ``coverage`` (of the query by its best text match) sets the weights (:meth:`Fusion.weights`);
+    with no text hit, only vector hits above the floor count (:meth:`Fusion.neighbours`)."""
     fusion = fusion or Fusion()
     text_weight, vector_weight = fusion.weights(coverage)
+    vector_hits = fusion.neighbours(vector_hits, bool(text_hits))
     text_rank = {pk: i + 1 for i, pk in enumerate(text_hits)} if text_weight else {}
     vector_rank = {pk: i + 1 for i, (pk, _) in enumerate(vector_hits)} if vector_weight else {}
     similarity = dict(vector_hits)

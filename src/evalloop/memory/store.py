@@ -85,6 +85,7 @@ class MemoryStore:
             raise store_error(exc, store="memory store", where=str(path), recover=MEMORY_RECOVER) from None
         self._text = TextSearcher(self._conn)
         self._embedder, self.embedder_name, self.dim = self._check_embedder(embedder)
+        self.fusion = self.fusion.for_embedder(self.embedder_name)
         self._vec_loaded = vec_loaded
         self._index = self._make_index()
 
