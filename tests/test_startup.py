@@ -284,23 +284,3 @@ def test_the_program_runs_blas_on_one_thread_unless_the_user_chose(tmp_path):
                                 capture_output=True, text=True, timeout=60, env=clean)
     assert in_process.stdout.strip() == "None"
 
-
-def test_the_shipped_embedder_loads_on_a_thread_while_the_run_gets_ready():
-    """The reference operations' fingerprint names the embedder without waiting for it; the model
-    loads once, on a thread, and every caller gets that one instance."""
-    code = textwrap.dedent("""
-        import threading, time
-        from evalloop.memory import embedders
-        from evalloop.reference.memory_ops import decide
-        info = decide.fingerprint({}, None)
-        assert info["embedder"] == embedders.DEFAULT_EMBEDDER_NAME, info
-        assert any(t.name == "evalloop-embedder" for t in threading.enumerate()) or embedders._DEFAULT
-        first = embedders.default_embedder()
-        assert embedders.default_embedder() is first
-        decide.fingerprint({}, None)  # again: no second load
-        assert embedders.default_embedder() is first
-        print("dim", first.dim)
-    """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("dim ")

@@ -9,12 +9,11 @@ and ``safetensors`` (model2vec itself only for models evalloop does not pool its
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import threading
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -168,41 +167,10 @@ def default_embedder_dim() -> int:
         ) from exc
 
 
-_DEFAULT: StaticEmbedder | None = None
-_DEFAULT_LOCK = threading.Lock()
-_PREFETCHED = threading.Event()  # set once a prefetch thread has been started
-
-
+@lru_cache(maxsize=1)
 def default_embedder() -> StaticEmbedder:
-    """The shipped static embedder, loaded once per process (a caller that comes while
-    :func:`prefetch_default_embedder`'s thread loads it waits for that load)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        with _DEFAULT_LOCK:
-            if _DEFAULT is None:
-                _DEFAULT = StaticEmbedder()
-    return _DEFAULT
-
-
-def prefetch_default_embedder() -> str | None:
-    """Start loading the shipped embedder on a thread, and return its name (None when its files
-    are missing: the caller then works without it).
-
-    Most of the load (the tokenizer built from its JSON, the table read) runs outside the GIL,
-    so a run that will embed starts it as soon as it knows, and prepares the rest meanwhile."""
-    if not (MODEL_DIR / "model.safetensors").is_file():
-        return None
-    if _DEFAULT is None and not _PREFETCHED.is_set():
-        _PREFETCHED.set()
-        threading.Thread(target=_load_quietly, name="evalloop-embedder", daemon=True).start()
-    return DEFAULT_EMBEDDER_NAME
-
-
-def _load_quietly() -> None:
-    """The prefetch thread's load. A failure is not kept: the caller who needs the model loads it
-    again and gets the error there."""
-    with contextlib.suppress(Exception):
-        default_embedder()
+    """The shipped static embedder, loaded once per process."""
+    return StaticEmbedder()
 
 
 def resolve_embedder(spec: str | None) -> Embedder:

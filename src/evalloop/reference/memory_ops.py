@@ -306,10 +306,9 @@ def _describe(operation: str):
             info["lesson_rule"] = False
         if engine == "llm":
             info["model"] = params.get("model") or getattr(getattr(services, "llm", None), "model", None)
-        else:  # the model loads on a thread while the run gets ready; its name is known now
-            from evalloop.memory.embedders import prefetch_default_embedder
-
-            info["embedder"] = prefetch_default_embedder() or "lexical"
+        else:
+            embedder = _embedder()
+            info["embedder"] = getattr(embedder, "name", "lexical")
         return info
 
     return fingerprint
