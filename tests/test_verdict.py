@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats as sp
 
-from evalloop.verdicts import runlabel, stats
+from evalloop.verdicts import runlabel
 from evalloop.verdicts.verdict import VerdictPolicy, VerdictStatus, count_flips, decide
 
 POLICY = VerdictPolicy(threshold=0.15, permutations=4_000, resamples=2_000)

@@ -73,6 +73,20 @@ def test_a_drop_significant_only_if_cases_were_independent_is_not_significant_by
     # the bound of the drop is wider too: cluster-robust, with 5 degrees of freedom
     assert by_scope.drop_ci_low < iid.drop_ci_low and by_scope.drop_ci_high > iid.drop_ci_high
     assert 0 < by_scope.z < iid.z
+    assert by_scope.mdd > iid.mdd  # what the run could catch is smaller evidence too
+
+
+def test_what_a_run_can_catch_needs_enough_scopes():
+    from evalloop.verdicts.drop import minimal_detectable_drop
+
+    iid = minimal_detectable_drop(120, 0.7, 0.01, 1.0, POLICY, binary=False)
+    assert minimal_detectable_drop(120, 0.7, 0.01, 1.0, POLICY, binary=False, scopes=6) > iid
+    assert minimal_detectable_drop(120, 0.7, 0.01, 1.0, POLICY, binary=False, scopes=6,
+                                   design_effect=8.0) > minimal_detectable_drop(
+        120, 0.7, 0.01, 1.0, POLICY, binary=False, scopes=6)
+    # four scopes and one earlier run: 2**4 labellings, the smallest two-sided p is 1/8
+    assert minimal_detectable_drop(120, 0.7, 0.01, 1.0, POLICY, binary=False, scopes=4) is None
+    assert minimal_detectable_drop(120, 0.7, 0.01, 5.0, POLICY, binary=False, scopes=4) is not None
 
 
 def test_the_interval_of_the_mean_resamples_scopes():
@@ -163,8 +177,13 @@ def test_cluster_se_is_cr1_and_equals_the_iid_one_with_one_case_per_cluster():
     assert cluster_se(d, None) == pytest.approx(float(d.std(ddof=1)) / np.sqrt(d.size))
     assert cluster_se(d, np.arange(30)) == pytest.approx(float(d.std(ddof=1)) / np.sqrt(d.size))
     groups = np.repeat(np.arange(6), 5)
-    sums = np.bincount(groups, weights=d - d.mean())
-    assert cluster_se(d, groups) == pytest.approx(np.sqrt(6 / 5 * np.sum(sums**2)) / d.size)
+    shifted = d + np.repeat([3.0, -2.0, 1.0, -3.0, 2.5, -1.5], 5)  # scopes that move together
+    sums = np.bincount(groups, weights=shifted - shifted.mean())
+    assert cluster_se(shifted, groups) == pytest.approx(np.sqrt(6 / 5 * np.sum(sums**2)) / d.size)
+    assert cluster_se(shifted, groups) > 1.5 * cluster_se(shifted, None)
+    # scopes whose sums agree by chance claim no more precision than independent cases
+    balanced = np.tile([1.0, -1.0], 15)
+    assert cluster_se(balanced, groups) == pytest.approx(cluster_se(balanced, None))
 
 
 def test_drop_bounds_iid_is_the_normal_bound_and_by_scope_uses_t():
@@ -218,6 +237,16 @@ def test_a_scoped_suite_is_judged_by_scope_and_old_runs_still_read(tmp_path, ans
     store = HistoryStore(load_settings(root).database_url)
     stored = json.loads(store.summaries(report.outcome.run.id)["value"].details)["evidence"]
     assert stored["scopes"] == SCOPES and stored["ci_method"] == "cluster BCa"
+    from rich.console import Console
+
+    from evalloop.report.terminal import print_run
+
+    for width in (80, 140):
+        console = Console(width=width, record=True, color_system=None)
+        print_run(report, console)
+        text = console.export_text()
+        assert "95% CI and p by scope (6 scopes)" in " ".join(text.split())
+        assert max(len(line) for line in text.splitlines()) <= width
 
 
 # -- the run-label test by scope ------------------------------------------------------------
@@ -257,3 +286,24 @@ def test_a_case_missing_from_one_window_run_keeps_the_p_value_honest():
     assert full > 0.2 and run_label_permutation_test(x, w).p_value > 0.2
     groups = np.repeat(np.arange(5), 10)
     assert run_label_permutation_test(x, w, clusters=groups).p_value > 0.2
+
+
+@pytest.mark.parametrize("scoped", [False, True])
+def test_a_slow_drift_is_judged_with_the_same_bound_and_test(tmp_path, answers, scoped):
+    """Nights that each drop 1 %: against the reference of the first good runs the drop adds up.
+    Cases as independent, night 14 shows it (as before); by scope, six scopes with noise of their
+    own cases only do not show it yet (t with 5 degrees of freedom, one run label per scope)."""
+    ids, scopes = scoped_ids()
+    suite = {"name": "d", "target": "sut:controlled", "scorers": [{"name": "value", "threshold": 0.08}],
+             "cases": [{"id": c, "input": {"id": c}, **({"tags": [f"scope:{scopes[c]}"]} if scoped else {})}
+                       for c in ids]}
+    root = make_project(tmp_path, {"d": suite})
+    rng = np.random.default_rng(2)
+    level = rng.uniform(0.5, 0.8, len(ids))
+    reasons = []
+    for night in range(15):
+        values = np.clip(level * (1.0 if night < 5 else 1 - 0.01 * (night - 4)) + rng.normal(0, 0.08, len(ids)), 0, 1)
+        write_answers(answers, as_map(ids, values))
+        reasons.append(run_suite("d", settings=load_settings(root)).comparison.scorers[0].reason)
+    drifted = [n for n, r in enumerate(reasons) if r.startswith("Slow drift")]
+    assert drifted == ([] if scoped else [14])

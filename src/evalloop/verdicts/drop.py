@@ -7,7 +7,8 @@ comes from). Questions of one conversation move together from run to run (one me
 conversation and run), so with scopes the standard error of ``mean(d)`` is cluster-robust (CR1,
 from the per-scope sums of ``d − mean(d)``) and a bound reaches ``t`` with ``G − 1`` degrees of
 freedom (``G`` scopes), not the normal quantile. With one case per scope both are the i.i.d.
-formulas. :func:`scope_groups` is the one rule for when a suite has scopes.
+formulas. :func:`scope_groups` is the one rule for when a suite has scopes. What drop a run
+could catch (:func:`minimal_detectable_drop`) follows the same standard error.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import math
 
 import numpy as np
 
-from evalloop.verdicts.power import z_quantile
+from evalloop.policy import VerdictPolicy
+from evalloop.verdicts.power import smallest_detectable, z_quantile
 
 Z_CAP = 50.0  # a drop with no noise at all (every case deterministic) counts as this many standard errors
 
@@ -39,18 +41,22 @@ def _group_count(groups: np.ndarray) -> int:
 def cluster_se(diff: np.ndarray, groups: np.ndarray | None) -> float:
     """The standard error of ``mean(diff)``: ``sd / sqrt(n)`` for independent cases; with
     ``groups`` (one code per case) the CR1 cluster-robust one,
-    ``sqrt(G / (G − 1) · Σ_g (Σ_{c∈g} (d_c − d̄))²) / n``. 0 for fewer than two cases (or groups)."""
+    ``sqrt(G / (G − 1) · Σ_g (Σ_{c∈g} (d_c − d̄))²) / n``, but never under the independent one:
+    from a few scopes the robust estimate is itself noisy, and a few scope sums that happen to
+    agree must not claim more precision than independent cases would give. 0 for fewer than two
+    cases."""
     n = diff.size
     if n < 2:
         return 0.0
+    iid = float(diff.std(ddof=1)) / math.sqrt(n)
     if groups is None:
-        return float(diff.std(ddof=1)) / math.sqrt(n)
+        return iid
     _, codes = np.unique(groups, return_inverse=True)
     sums = np.bincount(codes, weights=diff - diff.mean())
     g = sums.size
     if g < 2:
-        return 0.0
-    return math.sqrt(g / (g - 1) * float(np.sum(sums**2))) / n
+        return iid
+    return max(iid, math.sqrt(g / (g - 1) * float(np.sum(sums**2))) / n)
 
 
 def _t_cdf(t: float, df: int) -> float:
@@ -133,3 +139,64 @@ def standardized_drop(diff: np.ndarray, noise_var: float, runs_per_case: float,
     if se <= 0.0 or not math.isfinite(se):
         return 0.0 if abs(drop) < 1e-12 else math.copysign(Z_CAP, drop)
     return max(-Z_CAP, min(Z_CAP, drop / se))
+
+
+def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: float,
+                            policy: VerdictPolicy, *, binary: bool, scopes: int | None = None,
+                            design_effect: float = 1.0) -> float | None:
+    """The relative drop this rule catches 90 % of the time at this size and noise.
+
+    ``noise_var`` is one case's run-to-run score variance, ``window`` the runs per case in the
+    baseline. The observed paired drop ``D̂`` is roughly normal around the true drop ``D`` with
+    ``se = sqrt((v1 + v0 / window) / n)`` (a pass/fail drop adds variance ``B·δ(1 − δ)``); the
+    rule flags it when ``D̂`` clears both the test's critical value and the rule's floor (for
+    ``evidence`` the threshold less the confidence reach), so 90 % detection needs
+    ``D ≥ max(z_(1−α/2)·se, floor) + z_0.9·se``. Pass/fail suites also need enough flipped
+    cases for the permutation test to reach ``alpha``. ``None`` when even a total drop would
+    go unnoticed or the baseline is 0.
+
+    By scope (``scopes`` of them) the cases count as ``n / design_effect`` (the cluster-robust
+    variance over the independent one), the bound reaches Student's ``t`` with ``scopes − 1``
+    degrees of freedom, and the test needs enough scopes: one run label per scope gives at
+    best ``p = 2 / (window + 1)^scopes``.
+    """
+    if n < 1 or not math.isfinite(baseline) or baseline <= 0:
+        return None
+    if scopes is not None and 2.0 / (max(window, 1.0) + 1.0) ** scopes > policy.alpha:
+        return None
+    effective = n / max(design_effect, 1.0)  # cases as independent evidence
+    v0 = max(noise_var, 0.0)
+    za, zb = z_quantile(1.0 - policy.alpha / 2), z_quantile(0.9)
+    zr = z_quantile(policy.confidence) if scopes is None else t_quantile(policy.confidence, scopes - 1)
+
+    def detectable(delta: float) -> bool:
+        d = delta * baseline
+        v1 = v0 + (baseline * delta * (1.0 - delta) if binary else 0.0)
+        se = math.sqrt((v1 + v0 / max(window, 1.0)) / effective)
+        se_null = math.sqrt((v1 + v0 / max(window, 1.0) + d * d) / effective)
+        if policy.rule == "evidence":
+            floor = policy.threshold * baseline + zr * se
+        elif policy.rule == "threshold":
+            floor = policy.threshold * baseline
+        else:
+            floor = policy.effective_min_effect * baseline
+        return d >= max(za * se_null, floor) + zb * se
+
+    high = smallest_detectable(detectable, steps=40)
+    if high is None:
+        return None
+    if binary:  # a pass/fail test needs some cases to flip before any p-value can reach alpha:
+        # f flipped cases, each "current" in 1 of window + 1 equally likely runs, give p ≈ 2/(w+1)^f
+        flips = math.ceil(math.log(2.0 / policy.alpha) / math.log(max(window, 1.0) + 1.0) - 1e-9)
+        high = max(high, flips / (n * baseline))
+    return min(1.0, high)
+
+
+def by_scope_power(diff: np.ndarray, groups: np.ndarray | None) -> dict:
+    """The scope count and design effect (cluster-robust over independent variance, at least 1)
+    :func:`minimal_detectable_drop` needs for a scoped suite; nothing for independent cases."""
+    if groups is None:
+        return {}
+    iid = cluster_se(diff, None)
+    deff = (cluster_se(diff, groups) / iid) ** 2 if iid > 0 else 1.0
+    return {"scopes": int(np.unique(groups).size), "design_effect": max(deff, 1.0)}

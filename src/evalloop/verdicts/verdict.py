@@ -45,8 +45,15 @@ from pydantic import BaseModel
 
 from evalloop.policy import TOLERANCE, VerdictPolicy
 from evalloop.scoring import scorevec
-from evalloop.verdicts import power, stats
-from evalloop.verdicts.drop import Z_CAP, drop_bounds, scope_groups, standardized_drop
+from evalloop.verdicts import stats
+from evalloop.verdicts.drop import (
+    Z_CAP,
+    by_scope_power,
+    drop_bounds,
+    minimal_detectable_drop,
+    scope_groups,
+    standardized_drop,
+)
 from evalloop.verdicts.runlabel import run_label_permutation_test
 
 __all__ = ["TOLERANCE", "Z_CAP", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "decide_aligned",
@@ -169,48 +176,6 @@ def _relative(baseline: float | None, delta: float | None) -> float | None:
     if baseline is None or delta is None or not math.isfinite(baseline) or baseline <= 0:
         return None
     return delta / baseline
-
-
-def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: float,
-                            policy: VerdictPolicy, *, binary: bool) -> float | None:
-    """The relative drop this rule catches 90 % of the time at this size and noise.
-
-    ``noise_var`` is one case's run-to-run score variance, ``window`` the runs per case in the
-    baseline. The observed paired drop ``D̂`` is roughly normal around the true drop ``D`` with
-    ``se = sqrt((v1 + v0 / window) / n)`` (a pass/fail drop adds variance ``B·δ(1 − δ)``); the
-    rule flags it when ``D̂`` clears both the test's critical value and the rule's floor (for
-    ``evidence`` the threshold less the confidence reach), so 90 % detection needs
-    ``D ≥ max(z_(1−α/2)·se, floor) + z_0.9·se``. Pass/fail suites also need enough flipped
-    cases for the permutation test to reach ``alpha``. ``None`` when even a total drop would
-    go unnoticed or the baseline is 0.
-    """
-    if n < 1 or not math.isfinite(baseline) or baseline <= 0:
-        return None
-    v0 = max(noise_var, 0.0)
-    za, zb = power.z_quantile(1.0 - policy.alpha / 2), power.z_quantile(0.9)
-    zr = power.z_quantile(policy.confidence)
-
-    def detectable(delta: float) -> bool:
-        d = delta * baseline
-        v1 = v0 + (baseline * delta * (1.0 - delta) if binary else 0.0)
-        se = math.sqrt((v1 + v0 / max(window, 1.0)) / n)
-        se_null = math.sqrt((v1 + v0 / max(window, 1.0) + d * d) / n)
-        if policy.rule == "evidence":
-            floor = policy.threshold * baseline + zr * se
-        elif policy.rule == "threshold":
-            floor = policy.threshold * baseline
-        else:
-            floor = policy.effective_min_effect * baseline
-        return d >= max(za * se_null, floor) + zb * se
-
-    high = power.smallest_detectable(detectable, steps=40)
-    if high is None:
-        return None
-    if binary:  # a pass/fail test needs some cases to flip before any p-value can reach alpha:
-        # f flipped cases, each "current" in 1 of window + 1 equally likely runs, give p ≈ 2/(w+1)^f
-        flips = math.ceil(math.log(2.0 / policy.alpha) / math.log(max(window, 1.0) + 1.0) - 1e-9)
-        high = max(high, flips / (n * baseline))
-    return min(1.0, high)
 
 
 _BLOCK_ROWS = 8192  # rows of a window handled at once (flips, row means, noise estimate)
@@ -423,7 +388,7 @@ def decide_aligned(
         test="run-label permutation by scope, two-sided" if groups is not None else f"{test.test}, two-sided",
         effect_size=stats.paired_effect_size(x, y),
         mdd=minimal_detectable_drop(len(shared_rows), baseline_mean, noise, runs_per_case, policy,
-                                    binary=is_binary),
+                                    binary=is_binary, **by_scope_power(diff, groups)),
         z=standardized_drop(diff, noise, runs_per_case, groups),
     )
     significant = p < policy.alpha
