@@ -19,6 +19,7 @@ import numpy as np
 
 from evalloop.policy import VerdictPolicy
 from evalloop.verdicts.power import smallest_detectable, z_quantile
+from evalloop.verdicts.stats import ConfidenceInterval, bootstrap_ci
 
 Z_CAP = 50.0  # a drop with no noise at all (every case deterministic) counts as this many standard errors
 
@@ -32,6 +33,22 @@ def scope_groups(codes: np.ndarray | None, rows: np.ndarray) -> np.ndarray | Non
     if not picked.size or picked.min() < 0 or picked.min() == picked.max():
         return None
     return picked
+
+
+def mean_interval(values: np.ndarray, groups: np.ndarray | None, *, level: float, resamples: int,
+                  seed: int) -> ConfidenceInterval | None:
+    """The BCa bootstrap CI of the mean of ``values``; by scope (``groups``) whole scopes are
+    resampled (:func:`evalloop.verdicts.stats.bootstrap_ci` with clusters), and the interval is
+    widened to at least the one over independent cases, as :func:`cluster_se` is: scopes whose
+    means agree by chance (or by a generator's balanced design) claim no more precision than
+    independent cases would give."""
+    iid = bootstrap_ci(values, level=level, resamples=resamples, seed=seed)
+    if groups is None or iid is None:
+        return iid
+    scoped = bootstrap_ci(values, level=level, resamples=resamples, seed=seed, clusters=groups)
+    if scoped is None:
+        return iid
+    return scoped.model_copy(update={"low": min(scoped.low, iid.low), "high": max(scoped.high, iid.high)})
 
 
 def _group_count(groups: np.ndarray) -> int:

@@ -50,6 +50,7 @@ from evalloop.verdicts.drop import (
     Z_CAP,
     by_scope_power,
     drop_bounds,
+    mean_interval,
     minimal_detectable_drop,
     scope_groups,
     standardized_drop,
@@ -303,8 +304,7 @@ def decide_aligned(
     current_mean = _mean(used_values)
     resamples = min(policy.resamples, max(2_000, stats_budget() // max(len(used_values), 1)))
     by_scope = scope_groups(aligned.scopes, usedm)  # the suite has scopes: they are the evidence
-    ci = stats.bootstrap_ci(used_values, level=policy.ci_level, resamples=resamples, seed=policy.seed,
-                            clusters=by_scope)
+    ci = mean_interval(used_values, by_scope, level=policy.ci_level, resamples=resamples, seed=policy.seed)
     newly_failing: list[str] = []
     newly_passing: list[str] = []
     if used_runs.shape[1]:
