@@ -102,13 +102,14 @@ def test_the_interval_of_the_mean_resamples_scopes():
     assert by_scope.ci_high - by_scope.ci_low > 3 * (iid.ci_high - iid.ci_low)
 
 
-def test_without_scopes_on_every_case_or_with_one_scope_nothing_changes():
+def test_without_scopes_on_every_case_one_scope_or_a_scope_per_case_nothing_changes():
     ids, scopes, current, window = _planted()
     iid = decide(current, window, POLICY)
     partial = dict(scopes)
     partial.pop(ids[0])
     one = {c: "conv0" for c in ids}
-    for given in (partial, one, {}):
+    per_question = {c: c for c in ids}  # LongMemEval: every question its own haystack
+    for given in (partial, one, per_question, {}):
         v = decide(current, window, POLICY, scopes=given)
         assert (v.p_value, v.ci_low, v.ci_high, v.drop_ci_low, v.z, v.test) == \
                (iid.p_value, iid.ci_low, iid.ci_high, iid.drop_ci_low, iid.z, iid.test)

@@ -26,11 +26,14 @@ Z_CAP = 50.0  # a drop with no noise at all (every case deterministic) counts as
 
 def scope_groups(codes: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
     """The scope codes of ``rows`` (a mask or an index) when every one of them has a scope (code
-    ≥ 0) and there are at least two scopes; ``None`` otherwise: the cases count as independent."""
+    ≥ 0), there are at least two scopes and some scope holds two cases or more; ``None``
+    otherwise: the cases count as independent (a scope per question, as LongMemEval's, is that)."""
     if codes is None:
         return None
     picked = codes[rows]
     if not picked.size or picked.min() < 0 or picked.min() == picked.max():
+        return None
+    if np.unique(picked).size == picked.size:
         return None
     return picked
 
