@@ -11,6 +11,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sp
 
 from evalloop import load_settings, run_suite
@@ -109,8 +111,8 @@ def test_without_scopes_on_every_case_one_scope_or_a_scope_per_case_nothing_chan
     partial.pop(ids[0])
     one = {c: "conv0" for c in ids}
     per_question = {c: c for c in ids}  # LongMemEval: every question its own haystack
-    for given in (partial, one, per_question, {}):
-        v = decide(current, window, POLICY, scopes=given)
+    for labels in (partial, one, per_question, {}):
+        v = decide(current, window, POLICY, scopes=labels)
         assert (v.p_value, v.ci_low, v.ci_high, v.drop_ci_low, v.z, v.test) == \
                (iid.p_value, iid.ci_low, iid.ci_high, iid.drop_ci_low, iid.z, iid.test)
         assert v.scopes is None
@@ -157,8 +159,8 @@ def test_the_interval_covers_the_population_mean_by_scope():
     for _ in range(sims):
         values = np.repeat(rng.normal(0.65, 0.12, 12), PER) + rng.normal(0, 0.05, 12 * PER)
         current = as_map(ids, values)
-        for name, given in (("iid", None), ("scope", scopes)):
-            v = decide(current, [], policy, scopes=given)
+        for name, labels in (("iid", None), ("scope", scopes)):
+            v = decide(current, [], policy, scopes=labels)
             covered[name] += v.ci_low <= 0.65 <= v.ci_high
     assert covered["iid"] / sims < 0.6
     assert covered["scope"] / sims > 0.85
@@ -308,3 +310,41 @@ def test_a_slow_drift_is_judged_with_the_same_bound_and_test(tmp_path, answers, 
         reasons.append(run_suite("d", settings=load_settings(root)).comparison.scorers[0].reason)
     drifted = [n for n, r in enumerate(reasons) if r.startswith("Slow drift")]
     assert drifted == ([] if scoped else [14])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_the_run_label_test_by_scope_is_exact_enumeration_of_scope_labels(data):
+    """Any small suite: scopes of any sizes, windows of 1–3 runs with missing cells: the p-value is
+    the share of labellings (one run per scope, among the runs that graded all its cases) whose
+    statistic is at most the observed one."""
+    import itertools
+
+    from evalloop.verdicts.runlabel import run_label_permutation_test
+
+    n_scopes = data.draw(st.integers(2, 4))
+    sizes = data.draw(st.lists(st.integers(1, 4), min_size=n_scopes, max_size=n_scopes))
+    runs = data.draw(st.integers(1, 3))
+    groups = np.repeat(np.arange(n_scopes), sizes)
+    n = groups.size
+    cell = st.sampled_from([0.0, 0.25, 0.5, 1.0])
+    x = np.array(data.draw(st.lists(cell, min_size=n, max_size=n)))
+    w = np.array(data.draw(st.lists(st.lists(st.one_of(cell, st.just(np.nan)), min_size=runs, max_size=runs),
+                                    min_size=n, max_size=n)))
+    w[np.isnan(w).all(axis=1), 0] = 0.5  # every case graded at least once in the window
+    result = run_label_permutation_test(x, w, clusters=groups, alternative="less", permutations=10_000)
+    scores = np.concatenate([x[:, None], w], axis=1)
+    graded = ~np.isnan(scores)
+    k = graded.sum(axis=1) - 1
+
+    def statistic(labels) -> float:
+        pick = np.array([labels[g] for g in groups])
+        own = scores[np.arange(n), pick]
+        rest = np.where(graded, scores, 0.0).sum(axis=1) - own
+        return float(np.mean(own - rest / k))
+
+    choices = [[j for j in range(runs + 1) if graded[groups == g, j].all()] for g in range(n_scopes)]
+    null = np.array([statistic(labels) for labels in itertools.product(*choices)])
+    observed = statistic((0,) * n_scopes)
+    assert result.statistic == pytest.approx(observed)
+    assert result.p_value == pytest.approx(float(np.mean(null <= observed + 1e-9)))

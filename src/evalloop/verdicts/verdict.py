@@ -114,7 +114,7 @@ class Verdict(BaseModel):
     ci_low: float | None
     ci_high: float | None
     ci_method: str | None = None  # "BCa", or "cluster BCa" when whole scopes were resampled
-    scopes: int | None = None  # the scopes the CI and the test resampled (None: cases independent)
+    scopes: int | None = None  # the scopes the CI resampled (None: cases independent); the test names its own
     p_value: float | None
     stars: str
     test: str | None
