@@ -348,3 +348,24 @@ def test_the_run_label_test_by_scope_is_exact_enumeration_of_scope_labels(data):
     observed = statistic((0,) * n_scopes)
     assert result.statistic == pytest.approx(observed)
     assert result.p_value == pytest.approx(float(np.mean(null <= observed + 1e-9)))
+
+
+def test_one_errored_grade_in_the_window_does_not_make_every_change_significant(tmp_path, answers):
+    """A case whose grade errored in one earlier run leaves a hole in the window. The test read
+    the hole as a NaN tolerance: p = 0.0002 for any change, so a 2 % dip was a `watch` (and kept
+    out of later baselines)."""
+    suite = {"name": "s", "target": "sut:controlled", "scorers": ["value"],
+             "cases": [{"id": f"c{i}", "input": {"id": f"c{i}"}} for i in range(20)]}
+    root = make_project(tmp_path, {"s": suite})
+    rng = np.random.default_rng(0)
+    level = rng.uniform(0.6, 0.9, 20)
+    verdicts = []
+    for night in range(4):
+        values: dict = {f"c{i}": float(v) for i, v in enumerate(np.clip(level + rng.normal(0, 0.05, 20), 0, 1))}
+        if night == 1:
+            values["c0"] = "not a number"  # the scorer raises: an errored grade
+        write_answers(answers, values)
+        verdicts.append(run_suite("s", settings=load_settings(root)).comparison.scorers[0])
+    assert verdicts[1].errored == 1
+    assert [v.verdict for v in verdicts[2:]] == ["steady", "steady"]
+    assert all(v.evidence.p_value > 0.2 for v in verdicts[2:])
