@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from scipy import stats as sp
 
-from evalloop.verdicts import stats
+from evalloop.verdicts import runlabel
 from evalloop.verdicts.verdict import VerdictPolicy, VerdictStatus, count_flips, decide
 
 POLICY = VerdictPolicy(threshold=0.15, permutations=4_000, resamples=2_000)
@@ -93,14 +93,14 @@ def test_p_value_is_the_run_label_permutation_test():
     ids = sorted(current)
     x = np.array([current[c] for c in ids])
     w = np.array([[run[c] for run in window] for c in ids])
-    direct = stats.run_label_permutation_test(x, w, permutations=4_000, seed=0)
+    direct = runlabel.run_label_permutation_test(x, w, permutations=4_000, seed=0)
     assert v.p_value == pytest.approx(direct.p_value)
 
 
 def test_run_label_test_with_one_earlier_run_is_the_sign_flip_test():
     rng = np.random.default_rng(2)
     x, y = rng.uniform(size=30), rng.uniform(size=30)
-    a = stats.run_label_permutation_test(x, y[:, None], permutations=20_000, seed=1)
+    a = runlabel.run_label_permutation_test(x, y[:, None], permutations=20_000, seed=1)
     ref = sp.permutation_test(
         (x, y), lambda u, v, axis: np.mean(u - v, axis=axis), permutation_type="samples",
         vectorized=True, n_resamples=20_000, random_state=0).pvalue
@@ -117,7 +117,7 @@ def test_run_label_test_keeps_its_level_on_skewed_pass_fail_cases():
         p = rng.beta(4, 1, size=20)
         w = (rng.random((20, 5)) < p[:, None]).astype(float)
         x = (rng.random(20) < p).astype(float)
-        rejections += stats.run_label_permutation_test(x, w, permutations=1000, seed=t).p_value < 0.05
+        rejections += runlabel.run_label_permutation_test(x, w, permutations=1000, seed=t).p_value < 0.05
     assert rejections / trials <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / trials)
 
 

@@ -48,6 +48,10 @@ def print_run(report: RunReport, console: Console) -> None:
         console.print(wide)
     else:
         table_or_records(console, run_table(report, wide=False), run_records(report))
+    scoped = max((s.evidence.scopes or 0 for s in report.comparison.scorers if s.evidence), default=0)
+    if scoped:
+        note(console, f"95% CI and p by scope ({scoped} scopes): the questions of one conversation "
+             "are resampled together, not as independent cases")
     for s in report.comparison.scorers:
         _print_details(s, console)
     held = report.extras.get("held_out") or {}

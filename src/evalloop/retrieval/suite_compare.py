@@ -91,12 +91,17 @@ def case_scopes(suite: Suite) -> dict[str, str]:
 
 def interval(values: dict[str, float], scopes: dict[str, str]) -> tuple[float, float] | None:
     """A 95% bootstrap CI of the mean of per-case values: whole scopes resampled when every case
-    has one (the questions of one conversation are not independent), else cases."""
-    from evalloop.verdicts.stats import bootstrap_ci
+    has one (the questions of one conversation are not independent), else cases; as a run's
+    verdict computes it (:func:`evalloop.verdicts.drop.mean_interval`)."""
+    import numpy as np
+
+    from evalloop.scoring.scorevec import scope_codes
+    from evalloop.verdicts.drop import mean_interval, scope_groups
 
     ids = sorted(values)
-    clusters = [scopes[c] for c in ids] if ids and all(c in scopes for c in ids) else None
-    ci = bootstrap_ci([values[c] for c in ids], clusters=clusters, resamples=4000)
+    codes = scope_codes(ids, scopes)
+    groups = scope_groups(codes, np.ones(len(ids), dtype=bool))
+    ci = mean_interval(np.array([values[c] for c in ids]), groups, level=0.95, resamples=4000, seed=0)
     return None if ci is None else (ci.low, ci.high)
 
 

@@ -95,12 +95,25 @@ class Aligned:
 
     ``ids`` names each row: this run's cases and the cases only the window has, together in id
     order — the order verdict lists and the paired test use. ``window`` has one column per
-    earlier run, oldest first.
+    earlier run, oldest first. ``scopes`` numbers each row's scope (the ``scope:<id>`` tag of
+    a question's conversation, user or session: 0, 1, … in row order, −1 for a row without
+    one), or is ``None`` when no case has a scope.
     """
 
     ids: Sequence[str]
     current: np.ndarray
     window: np.ndarray
+    scopes: np.ndarray | None = None
+
+
+def scope_codes(ids: Sequence[str], scopes: Mapping[str, str] | None) -> np.ndarray | None:
+    """Each id's scope numbered in first-seen order (−1: none); ``None`` when no id has one."""
+    if not scopes:
+        return None
+    index: dict[str, int] = {}
+    codes = np.fromiter((-1 if (s := scopes.get(c)) is None else index.setdefault(s, len(index))
+                         for c in ids), dtype=np.int64, count=len(ids))
+    return codes if index else None
 
 
 def _id_order(ids: Sequence[str]) -> np.ndarray:
@@ -122,9 +135,11 @@ Window = Mapping[str, float] | np.ndarray
 WindowRun = Window | Callable[[], Window]
 
 
-def align(ids: Sequence[str], current: np.ndarray, window: Sequence[WindowRun]) -> Aligned:
+def align(ids: Sequence[str], current: np.ndarray, window: Sequence[WindowRun],
+          scopes: Mapping[str, str] | None = None) -> Aligned:
     """Line up this run (``ids``/``current``) with window runs given as mappings (case → score),
     as vectors aligned to ``ids``, or as callables that load either; rows in case-id order.
+    ``scopes`` (case id → scope) numbers each row's scope (:attr:`Aligned.scopes`).
 
     Runs are loaded one at a time (a callable is called when its column is filled) and written
     straight into the window matrix in its sorted order: at 100,000 cases the matrix is the one
@@ -164,16 +179,16 @@ def align(ids: Sequence[str], current: np.ndarray, window: Sequence[WindowRun]) 
     sorted_ids = [ids[int(i)] for i in order]
     cur = current[order]
     if not extra:
-        return Aligned(sorted_ids, cur, matrix)
+        return Aligned(sorted_ids, cur, matrix, scope_codes(sorted_ids, scopes))
     tail = np.full((len(extra), len(window)), np.nan)
     for r, cells in enumerate(beyond):
         for j, value in cells:
             tail[r, j] = value
     all_ids = [*sorted_ids, *extra]
     resort = _id_order(all_ids)  # rare (a window run read case by case with other cases): one copy
-    return Aligned([all_ids[int(i)] for i in resort],
-                   np.concatenate([cur, np.full(len(extra), np.nan)])[resort],
-                   np.vstack([matrix, tail])[resort])
+    row_ids = [all_ids[int(i)] for i in resort]
+    return Aligned(row_ids, np.concatenate([cur, np.full(len(extra), np.nan)])[resort],
+                   np.vstack([matrix, tail])[resort], scope_codes(row_ids, scopes))
 
 
 def from_mapping(scores: Mapping[str, float]) -> tuple[list[str], np.ndarray]:

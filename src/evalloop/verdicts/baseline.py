@@ -22,11 +22,12 @@ import numpy as np
 from evalloop.history.eligibility import accepted, eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
+from evalloop.history.strata import case_scopes
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Vector, align, from_mapping
 from evalloop.verdicts import sequential
-from evalloop.verdicts.power import z_quantile
-from evalloop.verdicts.stats import run_label_permutation_test
+from evalloop.verdicts.drop import drop_bounds, scope_groups
+from evalloop.verdicts.runlabel import run_label_permutation_test
 from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, floor_sentence
 
 EPS = 1e-9
@@ -192,10 +193,11 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
     change = _fingerprint_change(store, run, summaries, window)
     restart = change.restarted if change else False
     graded = sum(1 for s in summaries.values() if not s.skipped)
+    scopes = case_scopes(store, run.id)  # a scoped suite's verdicts count conversations, not questions
     results = [compare_scorer(store, run, summary, window,
                               current=None if current is None else current.get(summary.scorer),
                               base_fingerprint=run.base_fingerprint if restart else None,
-                              nightly=nightly, scorers=graded)
+                              nightly=nightly, scorers=graded, scopes=scopes)
                for summary in summaries.values()]
     target = _failure_rate(store, run, summaries, window, run.base_fingerprint if restart else None)
     store.update_summaries(run.id, {
@@ -261,7 +263,7 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
                                   "n_unpaired", "flaky", "quarantined", "rule", "reason", "added",
                                   "added_mean", "removed", "removed_mean", "shared_mean",
                                   "drop_ci_low", "drop_ci_high", "window_runs", "z", "mode",
-                                  "min_score"})
+                                  "min_score", "ci_method", "scopes"})
     if change is not None:
         data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
                                       "restarted": change.restarted}
@@ -271,8 +273,9 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
 def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
                    current: Mapping[str, float] | Vector | None = None,
                    base_fingerprint: str | None = None, nightly: bool = False,
-                   scorers: int = 1) -> ScorerComparison:
-    """One scorer of one run against the last ``window`` eligible runs before it."""
+                   scorers: int = 1, scopes: Mapping[str, str] | None = None) -> ScorerComparison:
+    """One scorer of one run against the last ``window`` eligible runs before it; ``scopes``
+    (case id → ``scope:<id>``) makes its statistics count whole scopes."""
     details: dict[str, Any] = json.loads(summary.details or "{}")
     policy = _policy(summary)
     out = ScorerComparison(
@@ -303,12 +306,12 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # vector is read only when its column is filled (one at a time at 100,000 cases)
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
-    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior])
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
     if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
-        evidence = _drift(store, run, summary, policy, current, evidence, prior, stored)
+        evidence = _drift(store, run, summary, policy, current, evidence, prior, stored, scopes)
     if nightly and evidence.z is not None:
         evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers)
     out.evidence = evidence
@@ -367,7 +370,8 @@ def _last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart 
 
 def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, current: Vector,
            evidence: Verdict, prior: list[tuple[Run, ScorerSummary]],
-           stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]]) -> Verdict:
+           stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]],
+           scopes: Mapping[str, str] | None = None) -> Verdict:
     """A slow drift: the run against its *reference* — the first ``window`` good runs since the
     last acceptance (or ever) — not only the rolling window. Each night may drop within the noise
     while the window follows it down; against the reference the same drop adds up, and the run
@@ -375,7 +379,7 @@ def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verdic
     reference = store.reference_runs(run.suite, summary.scorer, run, len(prior) or 1)
     if not reference or {r.id for r, _ in reference} <= {r.id for r, _ in prior}:
         return evidence
-    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference])
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference], scopes)
     rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
     if rows.sum() < 2:
         return evidence
@@ -383,13 +387,13 @@ def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verdic
     w = aligned.window[rows]
     y = np.nanmean(w, axis=1)
     base = float(y.mean())
-    diff = x - y
-    se = float(diff.std(ddof=1)) / math.sqrt(diff.size)
-    low = (base - float(x.mean()) - z_quantile(policy.confidence) * se) / base if base > 0 else None
+    # the same bound and test as the verdict's (by scope when the suite has scopes), only against the reference
+    groups = scope_groups(aligned.scopes, rows)
+    low, _ = drop_bounds(x - y, base, policy.confidence, groups)
     if low is None or low < policy.threshold - 1e-9:
         return evidence
-    # large enough: is it significant too? (the same exact test as the verdict, only now)
-    if run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed).p_value >= policy.alpha:
+    if run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed,
+                                  clusters=groups).p_value >= policy.alpha:
         return evidence
     since = accepted(reference[0][1])
     origin = (f"accepted reference (run {reference[0][0].id}, accepted: {since.get('reason')})" if since

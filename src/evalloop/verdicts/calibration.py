@@ -27,7 +27,7 @@ from evalloop.policy import VerdictPolicy
 from evalloop.run.context import CaseContext, Services
 from evalloop.run.runner import BoundScorer, PreparedRun
 from evalloop.verdicts import power
-from evalloop.verdicts.verdict import minimal_detectable_drop
+from evalloop.verdicts.drop import minimal_detectable_drop
 
 CALIBRATION_EPOCH = 1_000_000  # cache epochs of calibration repeats, apart from run epochs
 

@@ -3,7 +3,8 @@
 Everything is vectorised NumPy and seeded (``numpy.random.Generator``), so the same inputs give
 the same answer. Monte-Carlo p-values use +1 smoothing, ``(hits + 1) / (resamples + 1)``; exact
 enumeration is used when the number of non-zero paired differences is small. What a suite can
-detect (thresholds, minimal detectable drops, judge-noise calibration) is :mod:`evalloop.verdicts.power`.
+detect (thresholds, minimal detectable drops, judge-noise calibration) is :mod:`evalloop.verdicts.power`;
+the test of a run against its window is :mod:`evalloop.verdicts.runlabel`.
 """
 
 from __future__ import annotations
@@ -70,15 +71,28 @@ def stars(p_value: float | None) -> str:
     return "***" if p_value < 0.001 else "**" if p_value < 0.01 else "*" if p_value < 0.05 else ""
 
 
-def cluster_sums(values: ArrayLike, clusters: Sequence[Hashable]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def cluster_codes(clusters: Sequence[Hashable] | NDArray[np.int64], n: int) -> NDArray[np.int64]:
+    """One code per value, 0 … G − 1 with clusters numbered in first-seen order (labels of any
+    hashable kind; an integer array is coded without a Python loop)."""
+    if len(clusters) != n:
+        raise ValueError(f"one cluster per value: {len(clusters)} clusters for {n} values")
+    if isinstance(clusters, np.ndarray):
+        _, first, codes = np.unique(clusters, return_index=True, return_inverse=True)
+        rank = np.empty(first.size, dtype=np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+        return rank[codes.ravel()]
+    index: dict[Hashable, int] = {}
+    return np.fromiter((index.setdefault(c, len(index)) for c in clusters), dtype=np.int64, count=n)
+
+
+def cluster_sums(values: ArrayLike, clusters: Sequence[Hashable] | NDArray[np.int64]
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Per-cluster sums of ``values`` and per-cluster counts, clusters in first-seen order."""
     x = _vector(values, "values")
-    if len(clusters) != x.size:
-        raise ValueError(f"one cluster per value: {len(clusters)} clusters for {x.size} values")
-    index: dict[Hashable, int] = {}
-    codes = np.fromiter((index.setdefault(c, len(index)) for c in clusters), dtype=np.int64, count=x.size)
-    sums = np.asarray(np.bincount(codes, weights=x, minlength=len(index)), dtype=np.float64)
-    return sums, np.bincount(codes, minlength=len(index)).astype(np.float64)
+    codes = cluster_codes(clusters, x.size)
+    groups = int(codes.max()) + 1 if codes.size else 0
+    sums = np.asarray(np.bincount(codes, weights=x, minlength=groups), dtype=np.float64)
+    return sums, np.bincount(codes, minlength=groups).astype(np.float64)
 
 
 def bootstrap_ci(
@@ -88,7 +102,7 @@ def bootstrap_ci(
     resamples: int = 10_000,
     method: Literal["BCa", "percentile"] = "BCa",
     seed: int | np.random.Generator = 0,
-    clusters: Sequence[Hashable] | None = None,
+    clusters: Sequence[Hashable] | NDArray[np.int64] | None = None,
 ) -> ConfidenceInterval | None:
     """Bootstrap CI of the mean of ``values`` (BCa by default, as ``scipy.stats.bootstrap``).
 
@@ -200,7 +214,7 @@ def paired_permutation_test(
     permutations: int = 10_000,
     exact_max_nonzero: int = EXACT_MAX_NONZERO,
     seed: int | np.random.Generator = 0,
-    clusters: Sequence[Hashable] | None = None,
+    clusters: Sequence[Hashable] | NDArray[np.int64] | None = None,
 ) -> TestResult:
     """Paired sign-flip permutation test of ``mean(x - y)`` (``x`` = current, ``y`` = baseline).
 
@@ -241,92 +255,6 @@ def paired_permutation_test(
         test="paired permutation (exact)" if exact else "paired permutation",
         alternative=alternative, statistic=statistic, p_value=_pick(alternative, p_less, p_greater),
         n=n, n_nonzero=k, exact=exact, resamples=int(null.size),
-    )
-
-
-def run_label_permutation_test(
-    current: ArrayLike,
-    window: ArrayLike,
-    *,
-    alternative: Alternative = "two-sided",
-    permutations: int = 10_000,
-    seed: int | np.random.Generator = 0,
-    budget: int = 20_000_000,
-) -> TestResult:
-    """Permutation test of a run against the runs before it, case by case.
-
-    ``current`` holds one score per case; ``window`` is cases × runs, NaN where a run did not
-    grade the case (every case needs at least one window score). The statistic is
-    ``mean_c(x_c − ȳ_c)``, the current score minus the case's mean over the window. Under the
-    null hypothesis (nothing changed) a case's k + 1 scores are exchangeable across runs, so
-    the null distribution draws, independently per case, which of its k + 1 runs is "current".
-    Unlike a sign flip of ``x − ȳ``, this stays exact when the differences are not symmetric
-    (pass/fail cases with skewed pass rates, windows of several runs); with one earlier run it
-    *is* the sign-flip test. Monte-Carlo with +1 smoothing; ``budget`` caps cases × permutations.
-    """
-    x = _vector(current, "current")
-    w = np.asarray(window, dtype=np.float64)
-    if w.ndim == 1:
-        w = w[:, None]
-    if w.shape[0] != x.size:
-        raise ValueError(f"window must have one row per case: {w.shape[0]} != {x.size}")
-    n = x.size
-    if n == 0:
-        return TestResult(test="run-label permutation", alternative=alternative, statistic=0.0,
-                          p_value=1.0, n=0, n_nonzero=0, exact=True, resamples=1)
-    observed = 0.0
-    fixed = 0.0
-    blocks: list[np.ndarray] = []
-    counts: list[np.ndarray] = []
-    # built in blocks of rows, so the whole-run temporaries stay small at 100k cases
-    for lo in range(0, n, _BLOCK_ROWS):
-        hi = min(n, lo + _BLOCK_ROWS)
-        xb, wb = x[lo:hi], w[lo:hi]
-        pb = ~np.isnan(wb)
-        kb = pb.sum(axis=1)
-        if np.any(kb == 0):
-            raise ValueError("every case needs at least one score in the window")
-        total = np.where(pb, wb, 0.0).sum(axis=1) + xb
-        # candidates[c, j]: the statistic's term for case c when run j plays "current" (j = 0 is
-        # the actual current run), i.e. s_j − mean(other scores) = ((k + 1)·s_j − total) / k
-        scores = np.concatenate([xb[:, None], wb], axis=1)
-        candidates = ((kb[:, None] + 1) * scores - total[:, None]) / kb[:, None]
-        valid = np.concatenate([np.ones((hi - lo, 1), dtype=bool), pb], axis=1)
-        observed += float(candidates[:, 0].sum())
-        # cases whose candidates are all equal carry no information: leave them out of the draws
-        masked = np.where(valid, candidates, np.nan)
-        active = (np.nanmax(masked, axis=1) - np.nanmin(masked, axis=1)) > 1e-12
-        fixed += float(candidates[~active, 0].sum())
-        ok = valid[active]
-        # order each case's valid candidates first so a uniform index in [0, k] picks among them
-        order = np.argsort(~ok, axis=1, kind="stable")
-        blocks.append(np.take_along_axis(candidates[active], order, axis=1))
-        counts.append(ok.sum(axis=1))
-    observed /= n
-    cand = np.concatenate(blocks) if blocks else np.empty((0, w.shape[1] + 1))
-    choices = np.concatenate(counts) if counts else np.empty(0, dtype=np.int64)
-    del blocks, counts
-    if cand.shape[0] == 0:
-        return TestResult(test="run-label permutation", alternative=alternative,
-                          statistic=observed, p_value=1.0, n=n, n_nonzero=0, exact=True,
-                          resamples=1)
-    m = cand.shape[0]
-    permutations = max(1, min(permutations, budget // max(m, 1)))
-    rng = _rng(seed)
-    null = np.empty(permutations)
-    rows = max(1, _CHUNK_CELLS // m)
-    idx_rows = np.arange(m)
-    for start in range(0, permutations, rows):
-        stop = min(permutations, start + rows)
-        pick = (rng.random((stop - start, m)) * choices).astype(np.int64)
-        null[start:stop] = cand[idx_rows, pick].sum(axis=1)
-    null = (null + fixed) / n
-    tol = 1e-9 * (1.0 + float(np.abs(cand).sum()) / n)
-    p_less, p_greater = _p_values(null, observed, tol, smooth=True)
-    return TestResult(
-        test="run-label permutation", alternative=alternative, statistic=observed,
-        p_value=_pick(alternative, p_less, p_greater), n=n, n_nonzero=m, exact=False,
-        resamples=permutations,
     )
 
 

@@ -8,8 +8,13 @@ The comparison is made on the cases both sides share, so a changed case set neve
 a drop: cases only in this run (*added*) and only in the window (*removed*) are counted and
 given their own means. Per shared case ``c``, ``x_c`` is this run's score and ``ȳ_c`` its mean
 over the window; the baseline is ``mean(ȳ)``, the drop ``(mean(ȳ) − mean(x)) / mean(ȳ)``.
-Evidence comes from a run-label permutation test (:func:`evalloop.verdicts.stats.run_label_permutation_test`),
+Evidence comes from a run-label permutation test (:func:`evalloop.verdicts.runlabel.run_label_permutation_test`),
 exact under "nothing changed" for any score distribution and window length.
+
+When the suite has scopes (every graded case tagged ``scope:<id>``, at least two scopes: the
+conversations of LoCoMo, LongMemEval, retrieval-conversations) the questions of one scope are not
+independent evidence: the run's CI resamples whole scopes, the test draws one run label per
+scope, and the drop's bound and standard error are cluster-robust (:mod:`evalloop.verdicts.drop`).
 
 A drop that is not significant is a ``watch``, never a regression, under every rule:
 
@@ -40,10 +45,20 @@ from pydantic import BaseModel
 
 from evalloop.policy import TOLERANCE, VerdictPolicy
 from evalloop.scoring import scorevec
-from evalloop.verdicts import power, stats
+from evalloop.verdicts import stats
+from evalloop.verdicts.drop import (
+    Z_CAP,
+    by_scope_power,
+    drop_bounds,
+    mean_interval,
+    minimal_detectable_drop,
+    scope_groups,
+    standardized_drop,
+)
+from evalloop.verdicts.runlabel import run_label_permutation_test
 
-__all__ = ["TOLERANCE", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "decide_aligned", "count_flips",
-           "minimal_detectable_drop"]
+__all__ = ["TOLERANCE", "Z_CAP", "Verdict", "VerdictPolicy", "VerdictStatus", "decide", "decide_aligned",
+           "count_flips", "minimal_detectable_drop", "standardized_drop"]
 
 
 class VerdictStatus(StrEnum):
@@ -98,6 +113,8 @@ class Verdict(BaseModel):
     threshold_met: bool
     ci_low: float | None
     ci_high: float | None
+    ci_method: str | None = None  # "BCa", or "cluster BCa" when whole scopes were resampled
+    scopes: int | None = None  # the scopes the CI resampled (None: cases independent); the test names its own
     p_value: float | None
     stars: str
     test: str | None
@@ -162,48 +179,6 @@ def _relative(baseline: float | None, delta: float | None) -> float | None:
     return delta / baseline
 
 
-def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: float,
-                            policy: VerdictPolicy, *, binary: bool) -> float | None:
-    """The relative drop this rule catches 90 % of the time at this size and noise.
-
-    ``noise_var`` is one case's run-to-run score variance, ``window`` the runs per case in the
-    baseline. The observed paired drop ``D̂`` is roughly normal around the true drop ``D`` with
-    ``se = sqrt((v1 + v0 / window) / n)`` (a pass/fail drop adds variance ``B·δ(1 − δ)``); the
-    rule flags it when ``D̂`` clears both the test's critical value and the rule's floor (for
-    ``evidence`` the threshold less the confidence reach), so 90 % detection needs
-    ``D ≥ max(z_(1−α/2)·se, floor) + z_0.9·se``. Pass/fail suites also need enough flipped
-    cases for the permutation test to reach ``alpha``. ``None`` when even a total drop would
-    go unnoticed or the baseline is 0.
-    """
-    if n < 1 or not math.isfinite(baseline) or baseline <= 0:
-        return None
-    v0 = max(noise_var, 0.0)
-    za, zb = power.z_quantile(1.0 - policy.alpha / 2), power.z_quantile(0.9)
-    zr = power.z_quantile(policy.confidence)
-
-    def detectable(delta: float) -> bool:
-        d = delta * baseline
-        v1 = v0 + (baseline * delta * (1.0 - delta) if binary else 0.0)
-        se = math.sqrt((v1 + v0 / max(window, 1.0)) / n)
-        se_null = math.sqrt((v1 + v0 / max(window, 1.0) + d * d) / n)
-        if policy.rule == "evidence":
-            floor = policy.threshold * baseline + zr * se
-        elif policy.rule == "threshold":
-            floor = policy.threshold * baseline
-        else:
-            floor = policy.effective_min_effect * baseline
-        return d >= max(za * se_null, floor) + zb * se
-
-    high = power.smallest_detectable(detectable, steps=40)
-    if high is None:
-        return None
-    if binary:  # a pass/fail test needs some cases to flip before any p-value can reach alpha:
-        # f flipped cases, each "current" in 1 of window + 1 equally likely runs, give p ≈ 2/(w+1)^f
-        flips = math.ceil(math.log(2.0 / policy.alpha) / math.log(max(window, 1.0) + 1.0) - 1e-9)
-        high = max(high, flips / (n * baseline))
-    return min(1.0, high)
-
-
 _BLOCK_ROWS = 8192  # rows of a window handled at once (flips, row means, noise estimate)
 
 
@@ -244,11 +219,13 @@ def decide(
     known_bad: Collection[str] = (),
     valid: bool = True,
     invalid_reason: str | None = None,
+    scopes: Mapping[str, str] | None = None,
 ) -> Verdict:
-    """Judge ``current`` (case id → score) against ``window`` (earlier runs, oldest first)."""
+    """Judge ``current`` (case id → score) against ``window`` (earlier runs, oldest first);
+    ``scopes`` (case id → its ``scope:<id>``) makes the statistics count whole scopes."""
     ids, values = scorevec.from_mapping(current)
-    return decide_aligned(scorevec.align(ids, values, window), policy, binary=binary, known_bad=known_bad,
-                          valid=valid, invalid_reason=invalid_reason)
+    return decide_aligned(scorevec.align(ids, values, window, scopes), policy, binary=binary,
+                          known_bad=known_bad, valid=valid, invalid_reason=invalid_reason)
 
 
 def _zero_one(values: np.ndarray) -> bool:
@@ -326,7 +303,8 @@ def decide_aligned(
 
     current_mean = _mean(used_values)
     resamples = min(policy.resamples, max(2_000, stats_budget() // max(len(used_values), 1)))
-    ci = stats.bootstrap_ci(used_values, level=policy.ci_level, resamples=resamples, seed=policy.seed)
+    by_scope = scope_groups(aligned.scopes, usedm)  # the suite has scopes: they are the evidence
+    ci = mean_interval(used_values, by_scope, level=policy.ci_level, resamples=resamples, seed=policy.seed)
     newly_failing: list[str] = []
     newly_passing: list[str] = []
     if used_runs.shape[1]:
@@ -342,7 +320,9 @@ def decide_aligned(
         "rule": policy.rule, "binary": is_binary, "current_mean": current_mean,
         "baseline_mean": None, "drop": None, "threshold": policy.threshold,
         "threshold_met": False, "ci_low": ci.low if ci else None,
-        "ci_high": ci.high if ci else None, "p_value": None, "stars": "", "test": None,
+        "ci_high": ci.high if ci else None, "ci_method": ci.method if ci else None,
+        "scopes": None if by_scope is None else int(np.unique(by_scope).size), "p_value": None,
+        "stars": "", "test": None,
         "effect_size": None, "n_current": used_n, "n_paired": 0, "n_unpaired": 0,
         "window_runs": window_count, "newly_failing": newly_failing,
         "newly_passing": newly_passing, "flaky": flaky, "quarantined": quarantined,
@@ -391,33 +371,35 @@ def decide_aligned(
     shared_mean = float(x.mean())
     diff = x - y
     drop = _relative(baseline_mean, baseline_mean - shared_mean)
-    test = stats.run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed)
+    groups = None if by_scope is None else scope_groups(aligned.scopes, shared)
+    test = run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed,
+                                      clusters=groups)
     p = test.p_value
     mean_diff = float(diff.mean())
     runs_per_case = float(np.mean(np.sum(~np.isnan(w), axis=1)))
     noise = _noise_var(x, w)
-    # the size: a normal-theory one-sided bound of the mean paired difference at ``confidence``
-    spread = float(diff.std(ddof=1)) / math.sqrt(diff.size) if diff.size > 1 else 0.0
-    half = power.z_quantile(policy.confidence) * spread
-    d_low, d_high = mean_diff - half, mean_diff + half
+    # the size: one-sided bounds of the relative drop at ``confidence`` (by scope when scoped)
+    drop_low, drop_high = drop_bounds(diff, baseline_mean, policy.confidence, groups)
     falls = drop is not None and drop >= policy.threshold - TOLERANCE
     fields.update(
         baseline_mean=baseline_mean, shared_mean=shared_mean, drop=drop,
-        drop_ci_low=_relative(baseline_mean, -d_high), drop_ci_high=_relative(baseline_mean, -d_low),
+        drop_ci_low=drop_low, drop_ci_high=drop_high,
         paired_drop=drop, threshold_met=falls, p_value=p, stars=stats.stars(p),
-        test=f"{test.test}, two-sided", effect_size=stats.paired_effect_size(x, y),
+        test="run-label permutation by scope, two-sided" if groups is not None else f"{test.test}, two-sided",
+        effect_size=stats.paired_effect_size(x, y),
         mdd=minimal_detectable_drop(len(shared_rows), baseline_mean, noise, runs_per_case, policy,
-                                    binary=is_binary),
-        z=standardized_drop(diff, noise, runs_per_case),
+                                    binary=is_binary, **by_scope_power(diff, groups)),
+        z=standardized_drop(diff, noise, runs_per_case, groups),
     )
     significant = p < policy.alpha
     sig_drop, sig_rise = significant and mean_diff < 0, significant and mean_diff > 0
     fields["significant_drop"] = sig_drop
-    ctx = _context(baseline_mean, shared_mean, drop, window_count, p, fields)
+    ctx = _context(baseline_mean, shared_mean, drop, window_count, p, fields,
+                   None if groups is None else int(np.unique(groups).size))
     thr = policy.threshold
     if policy.rule == "evidence":
         low = fields["drop_ci_low"]
-        rise_low = _relative(baseline_mean, d_low)
+        rise_low = None if drop_high is None else -drop_high
         big_drop = low is not None and low >= thr - TOLERANCE
         big_rise = baseline_mean <= 0 or (rise_low is not None and rise_low >= thr - TOLERANCE)
         conf = _pct(policy.confidence)
@@ -451,28 +433,6 @@ def decide_aligned(
     return verdict(VerdictStatus.STEADY, f"No significant change: {ctx}.")
 
 
-Z_CAP = 50.0  # a drop with no noise at all (every case deterministic) counts as this many standard errors
-
-
-def standardized_drop(diff: np.ndarray, noise_var: float, runs_per_case: float) -> float:
-    """The mean paired drop in standard errors (> 0: this run is lower).
-
-    The standard error is the larger of the observed spread of the paired differences and what
-    the window's run-to-run noise predicts (``noise · (1 + 1/runs)`` per case), so a run whose
-    cases happen to agree cannot make a small drop look large. No noise and no drop is 0.
-    """
-    n = diff.size
-    if not n:
-        return 0.0
-    observed = float(diff.var(ddof=1)) if n > 1 else 0.0
-    predicted = max(noise_var, 0.0) * (1.0 + 1.0 / max(runs_per_case, 1.0))
-    se = math.sqrt(max(observed, predicted) / n)
-    drop = -float(diff.mean())
-    if se <= 0.0 or not math.isfinite(se):
-        return 0.0 if abs(drop) < 1e-12 else math.copysign(Z_CAP, drop)
-    return max(-Z_CAP, min(Z_CAP, drop / se))
-
-
 def floor_sentence(v: Verdict) -> str | None:
     """"Mean … is under the absolute floor …." when the verdict's mean is under its scorer's floor."""
     if v.min_score is None or v.min_score <= 0 or v.current_mean is None \
@@ -498,12 +458,14 @@ def stats_budget() -> int:
 
 
 def _context(baseline: float, current: float, drop: float | None, runs: int, p: float,
-             fields: dict) -> str:
+             fields: dict, scopes: int | None) -> str:
     """A short clause with the numbers behind a verdict."""
     change = "n/a" if drop is None else f"{'-' if drop >= 0 else '+'}{_pct(abs(drop))}"
     text = (f"{baseline:.3f} → {current:.3f} ({change}) vs {runs}-run baseline, "
             f"p={p:.3g}{fields['stars']} ({(fields['test'] or 'test').split(',')[0]}) "
             f"on {fields['n_paired']} shared cases")
+    if scopes:
+        text += f" in {scopes} scopes"
     if fields["added"] or fields["removed"]:
         text += f"; {fields['added']} added, {fields['removed']} removed"
     if fields["quarantined"]:
