@@ -357,6 +357,21 @@ class HistoryStore(metaclass=_MappedErrors):
         with self.engine.connect() as conn:
             return [d or "{}" for d in conn.execute(query).scalars()]
 
+    def case_scopes(self, run_id: str) -> dict[str, str]:
+        """``case id → scope`` of a stored run's cases tagged ``scope:<id>`` (the first such tag):
+        the clusters the run's verdict resamples. Empty when no case has a scope."""
+        from evalloop.suites.models import SCOPE_TAG, scope_of
+
+        query = (select(RESULTS.c.case_id, RESULTS.c.tags).distinct()
+                 .where(RESULTS.c.run_id == run_id, RESULTS.c.tags.like(f"%{SCOPE_TAG}%")))
+        out: dict[str, str] = {}
+        with self.engine.connect() as conn:
+            for case_id, tag_text in conn.execute(query):
+                scope = scope_of((tag_text or "").split(","))
+                if scope is not None:
+                    out.setdefault(str(case_id), scope)
+        return out
+
     def case_scores(self, run_id: str, scorer: str) -> dict[str, float]:
         """Per-case score of one scorer in one run: epochs averaged, errored/skipped left out."""
         with self.engine.connect() as conn:

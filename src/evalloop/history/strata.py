@@ -21,17 +21,16 @@ from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from evalloop.history.store import HistoryStore
+from evalloop.suites.models import SCOPE_TAG
 
 _ROWS = text(
     "SELECT s.case_id, s.scorer, s.value, r.tags FROM case_scores s "
     "JOIN case_results r ON r.run_id = s.run_id AND r.case_id = s.case_id AND r.epoch = s.epoch "
     "WHERE s.run_id = :run AND s.errored = 0 AND s.skipped = 0"
 )
-SCOPE_TAG = "scope:"
 MAX_SCOPE_ROWS = 20
 """At most this many scopes are shown in a table (the lowest first); JSON output holds them all."""
 _LATENCY = text("SELECT latency_ms FROM case_results WHERE run_id = :run AND error IS NULL")
-_SCOPED = text("SELECT DISTINCT case_id, tags FROM case_results WHERE run_id = :run AND tags LIKE :scope")
 
 
 class StratumRow(BaseModel):
@@ -112,18 +111,6 @@ def strata_means(store: HistoryStore, run_id: str, *, tags: Iterable[str] | None
     return StrataReport(run_id=run_id, scorers=scorers, n=len(case_tags), overall=overall,
                         macro=macro(rows), strata=rows, scopes=scopes,
                         scope_macro=macro(scopes) if scopes else {})
-
-
-def case_scopes(store: HistoryStore, run_id: str) -> dict[str, str]:
-    """``case id → scope`` of a stored run's cases tagged ``scope:<id>`` (the first such tag):
-    the clusters the run's verdict resamples. Empty when no case has a scope."""
-    out: dict[str, str] = {}
-    with store.engine.connect() as conn:
-        for case_id, tag_text in conn.execute(_SCOPED, {"run": run_id, "scope": f"%{SCOPE_TAG}%"}):
-            scope = next((t[len(SCOPE_TAG):] for t in (tag_text or "").split(",") if t.startswith(SCOPE_TAG)), None)
-            if scope is not None:
-                out.setdefault(str(case_id), scope)
-    return out
 
 
 def latency_summary(store: HistoryStore, run_id: str) -> dict[str, float | None]:

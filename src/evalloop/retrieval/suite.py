@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from evalloop.retrieval.suite_data import (
-    SCOPE_TAG,
     dataset_kind,
     load_answers,
     load_corpus,
@@ -31,7 +30,7 @@ from evalloop.retrieval.suite_data import (
     qa_dataset,
     retrieval_dataset,
 )
-from evalloop.suites.models import Case
+from evalloop.suites.models import SCOPE_TAG, Case
 
 
 def dataset_cases(folder: str | Path) -> Iterator[Case]:

@@ -79,11 +79,11 @@ def _paired_p(x: Sequence[float], y: Sequence[float], clusters: Sequence[str] | 
 def case_scopes(suite: Suite) -> dict[str, str]:
     """``case id -> scope`` for a suite whose cases carry a ``scope:<id>`` tag (else empty): the
     clusters its intervals and paired tests resample."""
-    from evalloop.retrieval.suite_data import SCOPE_TAG
+    from evalloop.suites.models import scope_of
 
     out: dict[str, str] = {}
     for case in suite.iter_cases():
-        scope = next((t[len(SCOPE_TAG):] for t in case.tags if t.startswith(SCOPE_TAG)), None)
+        scope = scope_of(case.tags)
         if scope is not None:
             out[case.id] = scope
     return out

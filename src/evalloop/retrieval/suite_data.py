@@ -34,8 +34,6 @@ SUBSTRING_FILE = "substring.jsonl"
 QUESTIONS_FILE = "questions.jsonl"
 CONVERSATIONS_FILE = "conversations.jsonl"
 SCENARIOS_FILE = "scenarios.jsonl"
-SCOPE_TAG = "scope:"
-"""A scoped query's case is tagged ``scope:<id>``, so per-scope means come from history."""
 
 
 class Conversation(BaseModel):

@@ -30,6 +30,16 @@ YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when pres
 PACKAGE_FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
+SCOPE_TAG = "scope:"
+"""A case tagged ``scope:<id>`` belongs to that scope (a conversation, a user): the cluster its
+verdict's statistics resample, and a row of the per-scope tables."""
+
+
+def scope_of(tags: Iterable[str]) -> str | None:
+    """The scope a case's tags name (the first ``scope:`` tag), or None."""
+    return next((t[len(SCOPE_TAG):] for t in tags if t.startswith(SCOPE_TAG)), None)
+
+
 class Case(BaseModel):
     """One fixture: an input for the target, what is expected, and labels."""
 

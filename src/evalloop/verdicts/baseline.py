@@ -22,7 +22,6 @@ import numpy as np
 from evalloop.history.eligibility import accepted, eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
-from evalloop.history.strata import case_scopes
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Vector, align, from_mapping
 from evalloop.verdicts import sequential
@@ -193,7 +192,7 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
     change = _fingerprint_change(store, run, summaries, window)
     restart = change.restarted if change else False
     graded = sum(1 for s in summaries.values() if not s.skipped)
-    scopes = case_scopes(store, run.id)  # a scoped suite's verdicts count conversations, not questions
+    scopes = store.case_scopes(run.id)  # a scoped suite's verdicts count conversations, not questions
     results = [compare_scorer(store, run, summary, window,
                               current=None if current is None else current.get(summary.scorer),
                               base_fingerprint=run.base_fingerprint if restart else None,
