@@ -284,3 +284,17 @@ def test_the_program_runs_blas_on_one_thread_unless_the_user_chose(tmp_path):
                                 capture_output=True, text=True, timeout=60, env=clean)
     assert in_process.stdout.strip() == "None"
 
+
+
+def test_the_program_imports_numpy_before_typers_pydantic_for_a_run(tmp_path):
+    """On Python 3.11 typing_extensions (which Typer's pydantic brings in) slows every later
+    ``Literal`` type, and numpy's typing modules are hundreds of them (≈ 30 ms of a run): ``run``
+    imports numpy first. A structural check on the import order, not a timing."""
+    if sys.version_info >= (3, 12):
+        return
+    root = make_project(tmp_path / "p", {"tiny": SUITE}, scorers=None)
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "evalloop", "run", "--suite", "tiny"],
+                          cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    order = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert order.index("numpy") < order.index("typing_extensions")

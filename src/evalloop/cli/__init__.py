@@ -106,7 +106,10 @@ def _app_for(args: list[str]) -> typer.Typer:
 
 
 def _main() -> None:
+    from evalloop.cli import lifecycle
+
     args = _normalise(sys.argv[1:])
+    lifecycle.numpy_first(_command_of(args))
     try:
         code = _app_for(args)(args=args, standalone_mode=False)
     except _click_errors.UsageError as exc:  # Typer/Click usage errors, as one line too
