@@ -112,6 +112,9 @@ def test_the_split_is_the_documented_hash_of_the_case_id():
     more = ids + [f"new-{i}" for i in range(1000)]                # adding cases moves no case across
     assert [c for c in more if Holdout().held_out(c)][: len(held)] == held
     assert not any(Holdout(fraction=0).held_out(c) for c in ids)
+    for fraction, salt in ((0.3, ""), (0.05, "v2"), (0.999, "é")):  # the held-out set is the bucket's rule
+        split = Holdout(fraction=fraction, salt=salt)
+        assert split.held_out_of(ids) == {c for c in ids if holdout_bucket(c, salt) < fraction}
     by_tag = Holdout.model_validate({"tags": ["held-out"]})
     assert by_tag.held_out("x", ["held-out"]) and not by_tag.held_out("x", ["other"])
     assert Holdout.model_validate(0.5).fraction == 0.5 and Holdout.model_validate("a, b").tags == ["a", "b"]
