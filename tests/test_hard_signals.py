@@ -87,10 +87,41 @@ def test_a_stop_timeout_interrupts_a_scheduled_run_before_the_supervisor_kills_i
     assert 0 < written < 10.0, written  # written before docker's SIGKILL (10 s after its SIGTERM)
 
 
-def _scheduler_running(tmp_path: Path, options: list[str]) -> tuple[Path, HistoryStore, subprocess.Popen]:
+DIES_ON_SIGTERM = SLOW_TARGET + '''
+import signal
+
+async def dies(input):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a SIGTERM now kills the process outright
+    await asyncio.sleep(input["sleep"])
+    return input["value"]
+'''
+
+
+def test_a_stopped_fire_whose_process_died_unmarked_leaves_no_run_running(tmp_path):
+    """The fire's process marks its run interrupted when it can; one killed before its handler
+    ran (here: a target that restores SIGTERM's default) cannot, and the scheduler closes the
+    run itself, so the history never keeps a 'running' run of a stopped fire."""
+    suite = {**slow_suite(40, 0.2), "target": "sut:dies"}
+    root, store, proc = _scheduler_running(tmp_path, ["--stop-timeout", "1"], suite=suite,
+                                           target=DIES_ON_SIGTERM)
+    try:
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
+    finally:
+        proc.kill()
+    log = proc.stderr.read()
+    assert rc == 143, (rc, log)
+    (run,) = store.runs("slow")
+    assert run.status == RunStatus.INTERRUPTED and run.valid is False, log
+    assert "fire was stopped mid-run" in (run.invalid_reason or ""), run.invalid_reason
+
+
+def _scheduler_running(tmp_path: Path, options: list[str], *, suite: dict | None = None,
+                       target: str = SLOW_TARGET) -> tuple[Path, HistoryStore, subprocess.Popen]:
     from evalloop.scheduling.scheduler import add_schedule
 
-    root = make_project(tmp_path / "p", {"slow": slow_suite(40, 0.2)}, target=SLOW_TARGET)
+    root = make_project(tmp_path / "p", {"slow": suite or slow_suite(40, 0.2)}, target=target)
     settings = load_settings(root)
     store = HistoryStore(settings.database_url)
     add_schedule(settings, ["slow"], every="1h", job_id="once", first_run=datetime.now(UTC))

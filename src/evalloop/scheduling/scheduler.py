@@ -35,6 +35,7 @@ from sqlalchemy.engine import make_url
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history.engine import get_engine
+from evalloop.history.leases import interrupt_fire_runs
 from evalloop.history.locks import DatabaseLock, claim_fire
 from evalloop.history.schema import ensure_job_store
 from evalloop.history.store import FIRE_ENV, HistoryStore
@@ -150,6 +151,10 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
             lock.release()
         if result.status == "interrupted":
             CONTROL.interrupted += 1
+            # the fire's process marks its own run interrupted; one it could not (killed before
+            # its handler ran) is closed here, so a stopped fire never leaves a run 'running'
+            interrupt_fire_runs(HistoryStore(url), suite, str(entry), "its fire was stopped mid-run",
+                                wait=settings.heartbeat_seconds)
             ledger.finish(url, entry, status="interrupted", detail=result.detail)
             log.warning("%s: run of %s interrupted and marked so", job_id, suite)
             break
