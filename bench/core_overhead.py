@@ -14,8 +14,9 @@ case-scores/s wall (36.0–36.6k per CPU second) against 17.9k before; 100k case
 (35.0–38.7k per CPU second) against 18.0–18.2k before. At load 2.6–6 the wall figures fall to
 18–28k while the CPU figures stay at 28–35k. Per case, about a third of the time is SQLite
 writing the two history rows (case_results, case_scores); the rest is reading and checking the
-case twice (once to validate before anything is written, once to run), the run loop, the
-`equals` Score, and the comparison with the baseline.
+case (parsed once when the file is at most 4 MB: the check keeps the parsed lines for the run;
+twice above that, so memory stays flat), the run loop, the `equals` Score, and the comparison
+with the baseline.
 """
 
 from __future__ import annotations

@@ -177,3 +177,23 @@ def test_a_jsonl_case_is_checked_the_same_on_the_fast_path(tmp_path, line):
         else:
             assert error is None, f"accepted: {line!r}"
             assert got in (2, ["first", case_id])
+
+
+def test_a_small_jsonl_file_is_parsed_once_and_read_again_when_it_changes(tmp_path, monkeypatch):
+    """The check keeps a small file's parsed lines for the run (one parse, not two); a file changed
+    since the check is read again, so the run never runs cases the check did not see."""
+    import evalloop.suites.models as models
+
+    lines = [json.dumps({"id": f"c{i}", "input": i, "expected": i}) for i in range(3)]
+    write(tmp_path, "cases.jsonl", "\n".join(lines) + "\n")
+    suite = load_suite(write(tmp_path, "s.yaml", "name: s\ntarget: sut:echo\nscorers: [equals]\ncases: cases.jsonl\n"))
+    assert suite.validate_cases() == 3
+    real = models._iter_jsonl
+    monkeypatch.setattr(models, "_iter_jsonl", lambda path: (_ for _ in ()).throw(AssertionError("read again")))
+    assert [c.id for c in suite.iter_cases()] == ["c0", "c1", "c2"]  # from the check's parse
+    monkeypatch.setattr(models, "_iter_jsonl", real)
+    write(tmp_path, "cases.jsonl", "\n".join(lines[:2] + [json.dumps({"id": "new", "input": 9})]) + "\n")
+    assert [c.id for c in suite.iter_cases()] == ["c0", "c1", "new"]  # changed since: read again
+    monkeypatch.setattr(models, "KEEP_PARSED_BYTES", 10)  # a larger file streams, as before
+    big = load_suite(tmp_path / "s.yaml")
+    assert big.validate_cases() == 3 and big._parsed is None

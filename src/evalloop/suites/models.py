@@ -185,6 +185,8 @@ class Suite(BaseModel):
     path: Path | None = None
     #: (file stamp, case count) of the last full validation, so a suite checked once is not read twice
     _checked: tuple[Any, int] | None = PrivateAttr(default=None)
+    #: a small JSONL file's parsed lines, kept from its check for the run (with the file's stamp)
+    _parsed: tuple[Any, list[tuple[int, Any]]] | None = PrivateAttr(default=None)
 
     @field_validator("target", mode="before")
     @classmethod
@@ -250,7 +252,9 @@ class Suite(BaseModel):
         if isinstance(self.cases, list):  # inline
             yield from self.cases
         elif self.cases_file is not None:  # a JSONL file beside the suite (the validator: cases or dataset)
-            yield from map(operator.itemgetter(1), _iter_jsonl_cases(self.cases_file))
+            kept = self._parsed  # a small file's lines, parsed when it was checked and unchanged since
+            lines = kept[1] if kept is not None and kept[0] == self._stamp() else _iter_jsonl(self.cases_file)
+            yield from map(operator.itemgetter(1), _cases_of(lines, self.cases_file))
 
     def held_out_ids(self, ids: Iterable[str] | None = None) -> set[str]:
         """The ids of the held-out cases (of ``ids`` when given and the split is by hash: no case
@@ -277,8 +281,12 @@ class Suite(BaseModel):
         stamp = self._stamp()
         if self._checked is not None and self._checked[0] == stamp and stamp != ("missing",):
             return self._checked[1]
-        count = self._validate_cases()
+        keep: list[tuple[int, Any]] | None = None
+        if self.cases_file is not None and stamp != ("missing",) and stamp[0][0] <= KEEP_PARSED_BYTES:
+            keep = []  # a small file is parsed once: the run reads its cases from the check
+        count = self._validate_cases(keep)
         self._checked = (stamp, count)
+        self._parsed = (stamp, keep) if keep is not None else None
         return count
 
     def _sources(self) -> Iterator[tuple[int | None, Case]]:
@@ -286,7 +294,7 @@ class Suite(BaseModel):
             return _iter_jsonl_cases(self.cases_file)
         return ((None, c) for c in self.iter_cases())
 
-    def _validate_cases(self) -> int:
+    def _validate_cases(self, keep: list[tuple[int, Any]] | None = None) -> int:
         """Every case parsed and checked; duplicate ids found from 8-byte hashes of the ids (a
         second pass names the duplicate only when two hashes are equal), not from a set of them.
 
@@ -300,6 +308,8 @@ class Suite(BaseModel):
         if self.cases_file:
             path = self.cases_file
             for line, data in _iter_jsonl(path):
+                if keep is not None:
+                    keep.append((line, data))
                 case_id = data.get("id") if type(data) is dict else None
                 if type(case_id) is str and data.keys() <= _PLAIN_CASE and "input" in data and case_id.strip():
                     hashes.append(hash(case_id))
@@ -357,9 +367,19 @@ def case_source(name: str) -> CaseSource:
     return _CASE_SOURCES[name]
 
 
+#: a JSONL cases file up to this size keeps its parsed lines from the check for the run (≈ 60,000
+#: short cases); a larger one is read again, as a stream, so memory stays flat as suites grow
+KEEP_PARSED_BYTES = 4 * 1024 * 1024
+
+
 def _iter_jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
+    return _cases_of(_iter_jsonl(path), path)
+
+
+def _cases_of(lines: Iterable[tuple[int, Any]], path: Path) -> Iterator[tuple[int, Case]]:
+    """The cases of parsed JSONL lines (line number, value) of ``path``."""
     validate = Case.__pydantic_validator__.validate_python  # model_validate's own call, minus its wrapper
-    for lineno, data in _iter_jsonl(path):
+    for lineno, data in lines:
         case = None
         if type(data) is dict:
             try:
