@@ -13,6 +13,7 @@ command of another checkout (its ``src/`` first on ``PYTHONPATH``, on a project 
 
     python bench/startup.py --previous /tmp/evbase         # 5 rounds
     python bench/startup.py --previous /tmp/evbase --rounds 3 --no-10k
+    python bench/startup.py --previous /tmp/evbase --history 30   # after a month of nightly runs
 
 Targets (issue #25): similarity ≤ 0.7 s; 10k ≤ 1.1× the previous release; --help ≤ 0.3 s.
 """
@@ -74,6 +75,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cases", type=int, default=10_000, help="cases of the trivial suite")
     parser.add_argument("--no-10k", dest="big", action="store_false", help="leave the trivial suite out")
+    parser.add_argument("--history", type=int, default=1,
+                        help="untimed runs of each command first (1: a fresh project; 30: a month of "
+                             "nightly runs, whose history every run reads)")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "EVALLOOP_"))}
     env["EVALLOOP_CODE_VERSION"] = "bench"  # no git calls: the projects are temp dirs
@@ -82,15 +86,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = jobs(Path(tmp), env, args.previous, args.cases if args.big else 0)
         for argv, job_env, cwd in work.values():  # warm-up: bytecode, databases, a first baseline
-            timed(argv, cwd, job_env)
+            for _ in range(max(1, args.history)):
+                timed(argv, cwd, job_env)
         samples: dict[str, list[tuple[float, float, float | None]]] = {name: [] for name in work}
         names = list(work)
         for i in range(args.rounds):
             for name in names[i % len(names):] + names[:i % len(names)]:
                 argv, job_env, cwd = work[name]
                 samples[name].append(timed(argv, cwd, job_env))
-    print(f"whole process, warm: median of {args.rounds} rotated rounds (load {os.getloadavg()[0]:.1f}, "
-          f"{os.cpu_count()} CPUs)")
+    print(f"whole process, warm: median of {args.rounds} rotated rounds after {max(1, args.history)} untimed "
+          f"run(s) of each (load {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs)")
     print(f"{'command':<22} {'wall s':>7} {'CPU s':>6} {'printed s':>9} {'wall × prev':>11} {'CPU × prev':>10}")
     wall = {name: statistics.median(t for t, _, _ in got) for name, got in samples.items()}
     cpu = {name: statistics.median(c for _, c, _ in got) for name, got in samples.items()}
