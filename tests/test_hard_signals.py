@@ -69,15 +69,7 @@ def test_a_stop_timeout_interrupts_a_scheduled_run_before_the_supervisor_kills_i
     the cases left undone.
     """
     root, store, proc = _scheduler_running(tmp_path, ["--stop-timeout", "1"])
-    try:
-        time.sleep(1.5)
-        signalled = datetime.now(UTC)
-        started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(60)
-        took = time.monotonic() - started
-    finally:
-        proc.kill()
+    rc, took, signalled = _stop_once(proc)
     log = _assert_interrupted(root, store, rc, proc)
     assert "outlasted scheduler_stop_seconds (1 s): interrupting it" in log, log
     (run,) = store.runs("slow")
@@ -104,17 +96,25 @@ def test_a_stopped_fire_whose_process_died_unmarked_leaves_no_run_running(tmp_pa
     suite = {**slow_suite(40, 0.2), "target": "sut:dies"}
     root, store, proc = _scheduler_running(tmp_path, ["--stop-timeout", "1"], suite=suite,
                                            target=DIES_ON_SIGTERM)
-    try:
-        time.sleep(1.5)
-        proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(60)
-    finally:
-        proc.kill()
+    rc, _, _ = _stop_once(proc)
     log = proc.stderr.read()
     assert rc == 143, (rc, log)
     (run,) = store.runs("slow")
     assert run.status == RunStatus.INTERRUPTED and run.valid is False, log
     assert "fire was stopped mid-run" in (run.invalid_reason or ""), run.invalid_reason
+
+
+def _stop_once(proc: subprocess.Popen) -> tuple[int, float, datetime]:
+    """Let the scheduled run get going, send the scheduler one SIGTERM, and wait for it to end:
+    its exit code, the seconds from the signal to its exit, and when the signal was sent."""
+    try:
+        time.sleep(1.5)
+        signalled, started = datetime.now(UTC), time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
+        return rc, time.monotonic() - started, signalled
+    finally:
+        proc.kill()
 
 
 def _scheduler_running(tmp_path: Path, options: list[str], *, suite: dict | None = None,
