@@ -93,7 +93,7 @@ def one_blas_thread() -> None:
     """In the program, before numpy loads: BLAS on one thread, unless a thread variable is set.
 
     OpenBLAS starts a worker per core when numpy is imported, and on two busy cores that start
-    costs a run more CPU (≈ 50 ms) than any matrix product of evalloop's saves: its vectors are
+    costs a run ≈ 0.1 s of CPU (spinning), more than any matrix product of evalloop's saves: its vectors are
     pooled by table look-ups and compared one query at a time. A target that wants threaded BLAS
     in the process sets ``OPENBLAS_NUM_THREADS`` (or ``OMP_NUM_THREADS``) itself."""
     if not any(os.environ.get(name) for name in BLAS_THREAD_VARIABLES):
