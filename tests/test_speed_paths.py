@@ -65,8 +65,10 @@ def test_cli_constants_match_their_sources():
     assert report.DEFAULT_LAST == trends.DEFAULT_LAST
 
 
-def test_cli_run_reads_the_cases_file_twice_not_three_times(tmp_path, monkeypatch):
-    """Once to validate (before anything is written), once to run: never a third time."""
+@pytest.mark.parametrize(("keep_bytes", "reads"), [(None, 1), (10, 2)])
+def test_cli_run_reads_the_cases_file_once_or_twice_never_three_times(tmp_path, monkeypatch, keep_bytes, reads):
+    """A small file once (the check's parse serves the run); a file above the size the check keeps
+    twice (once to validate before anything is written, once to run); never a third time."""
     root = jsonl_project(tmp_path)
     opened = []
     real = evalloop.suites.models._iter_jsonl
@@ -76,9 +78,11 @@ def test_cli_run_reads_the_cases_file_twice_not_three_times(tmp_path, monkeypatc
         return real(path)
 
     monkeypatch.setattr(evalloop.suites.models, "_iter_jsonl", counting)
+    if keep_bytes is not None:
+        monkeypatch.setattr(evalloop.suites.models, "KEEP_PARSED_BYTES", keep_bytes)
     result = CliRunner().invoke(app, ["run", "--suite", "speedy", "--project", str(root)])
     assert result.exit_code == 0, result.output
-    assert len(opened) == 2
+    assert len(opened) == reads
 
 
 def test_a_changed_cases_file_is_validated_again(tmp_path):
