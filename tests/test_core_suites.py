@@ -196,4 +196,4 @@ def test_a_small_jsonl_file_is_parsed_once_and_read_again_when_it_changes(tmp_pa
     assert [c.id for c in suite.iter_cases()] == ["c0", "c1", "new"]  # changed since: read again
     monkeypatch.setattr(models, "KEEP_PARSED_BYTES", 10)  # a larger file streams, as before
     big = load_suite(tmp_path / "s.yaml")
-    assert big.validate_cases() == 3 and big._parsed is None
+    assert big.validate_cases() == 3 and big._checked is not None and big._checked[2] is None

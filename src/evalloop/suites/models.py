@@ -184,9 +184,9 @@ class Suite(BaseModel):
     dataset: str | None = None
     path: Path | None = None
     #: (file stamp, case count) of the last full validation, so a suite checked once is not read twice
-    _checked: tuple[Any, int] | None = PrivateAttr(default=None)
-    #: a small JSONL file's parsed lines, kept from its check for the run (with the file's stamp)
-    _parsed: tuple[Any, list[tuple[int, Any]]] | None = PrivateAttr(default=None)
+    #: the last check: the cases' stamp, their count, and a small JSONL file's parsed lines (kept
+    #: for the run; None for a larger file or inline cases)
+    _checked: tuple[Any, int, list[tuple[int, Any]] | None] | None = PrivateAttr(default=None)
 
     @field_validator("target", mode="before")
     @classmethod
@@ -252,8 +252,9 @@ class Suite(BaseModel):
         if isinstance(self.cases, list):  # inline
             yield from self.cases
         elif self.cases_file is not None:  # a JSONL file beside the suite (the validator: cases or dataset)
-            kept = self._parsed  # a small file's lines, parsed when it was checked and unchanged since
-            lines = kept[1] if kept is not None and kept[0] == self._stamp() else _iter_jsonl(self.cases_file)
+            kept = self._checked  # a small file's lines, parsed when it was checked and unchanged since
+            lines = kept[2] if kept is not None and kept[2] is not None and kept[0] == self._stamp() \
+                else _iter_jsonl(self.cases_file)
             yield from map(operator.itemgetter(1), _cases_of(lines, self.cases_file))
 
     def held_out_ids(self, ids: Iterable[str] | None = None) -> set[str]:
@@ -285,8 +286,7 @@ class Suite(BaseModel):
         if self.cases_file is not None and stamp != ("missing",) and stamp[0][0] <= KEEP_PARSED_BYTES:
             keep = []  # a small file is parsed once: the run reads its cases from the check
         count = self._validate_cases(keep)
-        self._checked = (stamp, count)
-        self._parsed = (stamp, keep) if keep is not None else None
+        self._checked = (stamp, count, keep)
         return count
 
     def _sources(self) -> Iterator[tuple[int | None, Case]]:
