@@ -29,3 +29,11 @@ def history_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'shared' / 'evalloop.db'}"
     return request.getfixturevalue("pg_server").create_database()
+
+
+@pytest.fixture
+def answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The file ``sut:controlled`` answers from (``support.project.write_answers`` fills it)."""
+    path = tmp_path / "answers.json"
+    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(path))
+    return path

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from evalloop.memory.store import MemoryStore
 from evalloop.reference.memory_ops import decide_local
 from evalloop.suites.lookup import find_suite
 from evalloop.suites.models import Holdout, holdout_bucket, load_suite
-from support.messages_server import LLMServer, Reply, Seen
+from support.messages_server import LLMServer, Reply, Seen, use_only
 
 SERVICES = ["auth", "billing", "search", "gateway", "mailer", "ledger", "queue", "cache", "reports",
             "uploads", "metrics", "scheduler", "payments", "profile", "notify", "audit"]
@@ -87,17 +86,6 @@ def regress(root: Path) -> None:
     assert run_suite("decisions", settings=settings).comparison.has_regression
 
 
-def use_only(server: LLMServer, monkeypatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("ANTHROPIC_", "EVALLOOP_")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-
-
-def system_text(seen: Seen) -> str:
-    system = seen.body["system"]
-    return system if isinstance(system, str) else "".join(b["text"] for b in system)
 
 
 # -- the split ---------------------------------------------------------------------------------
@@ -152,7 +140,7 @@ def test_no_held_out_case_reaches_a_memory_or_a_prompt_of_the_shipped_operations
     prompts: list[str] = [injected.text]
 
     def answer(s: Seen) -> Reply:
-        prompts.append(system_text(s))
+        prompts.append(s.system_text)
         return Reply.of_tool({"action": "CREATE", "reason": "scripted"})
 
     with LLMServer(answer) as server:

@@ -34,13 +34,6 @@ def _suite(name: str = "lasting", floor: float | None = 0.0, scorer: str = "valu
             "cases": [{"id": f"c{i}", "input": {"id": f"c{i}"}} for i in range(N)], **extra}
 
 
-@pytest.fixture
-def answers(tmp_path, monkeypatch):
-    path = tmp_path / "answers.json"
-    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(path))
-    return path
-
-
 def _run(root, answers, values, name="lasting", **kwargs):
     write_answers(answers, values)
     return run_suite(name, settings=load_settings(root), **kwargs)

@@ -29,13 +29,6 @@ def suite(name, n=10, scorers=("value",), **extra):
             "cases": [{"id": f"c{i}", "input": {"id": f"c{i}"}} for i in range(n)], **extra}
 
 
-@pytest.fixture
-def answers(tmp_path, monkeypatch):
-    path = tmp_path / "answers.json"
-    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(path))
-    return path
-
-
 def run(root, name, answers_path, values, **kwargs):
     write_answers(answers_path, values)
     return run_suite(name, settings=load_settings(root), **kwargs)

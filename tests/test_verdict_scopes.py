@@ -219,13 +219,6 @@ def scoped_suite(name: str) -> dict:
             "cases": [{"id": c, "input": {"id": c}, "tags": [f"scope:{scopes[c]}", "qa"]} for c in ids]}
 
 
-@pytest.fixture
-def answers(tmp_path, monkeypatch):
-    path = tmp_path / "answers.json"
-    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(path))
-    return path
-
-
 def test_a_scoped_suite_is_judged_by_scope_and_old_runs_still_read(tmp_path, answers):
     root = make_project(tmp_path, {"convs": scoped_suite("convs")})
     ids, scopes, current, window = _planted()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import threading
 import time
 import uuid
@@ -467,3 +468,12 @@ def llm_server() -> Iterator[LLMServer]:
     """A started :class:`LLMServer` answering "ok" unless told otherwise."""
     with LLMServer() as server:
         yield server
+
+
+def use_only(server: LLMServer, monkeypatch: Any) -> None:
+    """A test's LLM is the loopback ``server`` alone: no key or setting from the environment."""
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "EVALLOOP_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
