@@ -49,7 +49,7 @@ def test_sigterm_twice_stops_a_scheduled_run_like_ctrl_c_with_exit_143(tmp_path)
         time.sleep(0.5)
         assert proc.poll() is None  # still finishing the run
         proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(30)
+        rc = _ended(proc, 30)
     finally:
         proc.kill()
     _assert_interrupted(root, store, rc, proc)
@@ -104,6 +104,16 @@ def test_a_stopped_fire_whose_process_died_unmarked_leaves_no_run_running(tmp_pa
     assert "fire was stopped mid-run" in (run.invalid_reason or ""), run.invalid_reason
 
 
+def _ended(proc: subprocess.Popen, timeout: float) -> int:
+    """The scheduler's exit code; if it has not ended within ``timeout`` seconds, a failure that
+    shows its log (what it was waiting for), not only the timeout."""
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"the scheduler did not end within {timeout:g} s:\n{proc.stderr.read()}") from None
+
+
 def _stop_once(proc: subprocess.Popen) -> tuple[int, float, datetime]:
     """Let the scheduled run get going, send the scheduler one SIGTERM, and wait for it to end:
     its exit code, the seconds from the signal to its exit, and when the signal was sent."""
@@ -111,7 +121,7 @@ def _stop_once(proc: subprocess.Popen) -> tuple[int, float, datetime]:
         time.sleep(1.5)
         signalled, started = datetime.now(UTC), time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        rc = proc.wait(60)
+        rc = _ended(proc, 60)
         return rc, time.monotonic() - started, signalled
     finally:
         proc.kill()

@@ -152,9 +152,9 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         if result.status == "interrupted":
             CONTROL.interrupted += 1
             # the fire's process marks its own run interrupted; one it could not (killed before
-            # its handler ran) is closed here, so a stopped fire never leaves a run 'running'
-            interrupt_fire_runs(HistoryStore(url), suite, str(entry), "its fire was stopped mid-run",
-                                wait=settings.heartbeat_seconds)
+            # its handler ran) is closed here, so a stopped fire never leaves a run 'running'.
+            # The process has been reaped by now, so its lease is lapsed: nothing to wait for.
+            interrupt_fire_runs(HistoryStore(url), suite, str(entry), "its fire was stopped mid-run")
             ledger.finish(url, entry, status="interrupted", detail=result.detail)
             log.warning("%s: run of %s interrupted and marked so", job_id, suite)
             break
