@@ -89,12 +89,16 @@ def ending():  # says whether the program ended the fast way (evalloop.cli.lifec
 atexit.register(ending)
 POOL = ThreadPoolExecutor(2)  # never shut down: its idle workers are told to end at exit
 
+OPENED_IN_A_CASE = []
+
 def leaky(input):
     LOG.write(f"case {input}\\n")
     DB.execute("INSERT INTO seen VALUES (?)", (input,))
     DB.commit()
     if input == 0:
         threading.Thread(target=late).start()  # not a daemon: the process waits for it
+        OPENED_IN_A_CASE.append(open(os.environ["SUT_LOG"] + ".case", "w"))  # made after the set-up
+    OPENED_IN_A_CASE[0].write(f"{input}\\n")
     POOL.submit(time.sleep, 0).result()
     return input
 '''
@@ -111,6 +115,7 @@ def test_the_fast_ending_leaves_files_databases_threads_and_the_exit_code_as_a_t
     assert sorted((tmp_path / "sut.log").read_text().splitlines()) == [f"case {i}" for i in range(5)]
     assert (tmp_path / "sut.log.atexit").read_text() == "ran, program=True"
     assert (tmp_path / "sut.log.thread").read_text() == "done"
+    assert sorted((tmp_path / "sut.log.case").read_text().split()) == [str(i) for i in range(5)]
     leftover = sorted(p.name for p in [*tmp_path.glob("*-wal"), *(root / "history").glob("*-wal"),
                                         *tmp_path.glob("*-shm"), *(root / "history").glob("*-shm")])
     assert leftover == []
@@ -136,6 +141,39 @@ def test_the_fast_ending_leaves_files_databases_threads_and_the_exit_code_as_a_t
                           text=True, timeout=120, env={**__import__("os").environ, **env})
     assert mine.returncode == 0 and mine.stdout.rstrip().endswith("carried on"), mine.stderr
     assert (tmp_path / "sut.log.atexit").read_text() == "ran, program=False"
+
+
+FROZEN = textwrap.dedent("""
+    import json, sys
+    from evalloop.cli import lifecycle, main
+
+    loaded = lifecycle.own_code_loaded
+
+    def checked():  # what is frozen here is never scanned at the end: it must hold no leftover
+        streams = {id(s) for s in (sys.stdin, sys.stdout, sys.stderr) if s is not None}
+        streams |= {id(s.buffer) for s in (sys.stdin, sys.stdout, sys.stderr) if s is not None}
+        found = [repr(o) for o in lifecycle.leftovers() if id(o) not in streams]
+        print("LEFTOVERS " + json.dumps(found), file=sys.stderr)
+        loaded()
+
+    lifecycle.own_code_loaded = checked
+    lifecycle.is_program = lambda entry: True
+    sys.argv = ["evalloop", *sys.argv[1:]]
+    main()
+""")
+
+
+def test_what_the_program_freezes_before_the_users_code_holds_no_file_or_database(tmp_path):
+    """evalloop's own modules and libraries are frozen out of the collector before any user code
+    runs, and the fast ending never looks at them again: none of them may be a file open for
+    writing or a SQLite connection (else it would end unflushed or unclosed)."""
+    root = make_project(tmp_path / "p", {"tiny": SUITE}, scorers=None)
+    for args in (["--suite", "tiny"], ["--all", "--json"]):
+        proc = subprocess.run([sys.executable, "-c", FROZEN, "run", *args, "-C", str(root)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        line = next(x for x in proc.stderr.splitlines() if x.startswith("LEFTOVERS "))
+        assert json.loads(line.removeprefix("LEFTOVERS ")) == []
 
 
 def test_main_called_in_process_still_raises_system_exit(tmp_path, monkeypatch, capsys):

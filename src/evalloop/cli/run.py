@@ -113,10 +113,12 @@ def run(
         raise FixtureError("--no-cache and --cache-only exclude each other", hint="give one of them")
     failing = fails_on_regression(fail_on_regression, no_fail)
     with lifecycle.setting_up():  # what loads here lives until the end: no collections meanwhile
+        import evalloop.loop.pipeline  # noqa: F401  (the run's modules)
         from evalloop.loop.outcome import exit_code_of, failure_lines
         from evalloop.report.terminal import closing_line, print_run
         from evalloop.run.signals import terminate_as_interrupt
 
+        lifecycle.own_code_loaded()  # before the user's code, the suites and the history are touched
         if resume:
             resume, suite, repeat = _resumed(resume, suite, all_suites, project)
             epochs, limit = epochs or repeat.get("epochs"), limit or repeat.get("limit")
@@ -176,7 +178,6 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
     """The settings, scorers and suites of a run, and the case filter. Every suite is checked
     before any runs; one that does not load (a bad file, a scorer of a broken ``scorers/`` file)
     goes to ``unloaded`` and the others run (a nightly ``--all`` survives one bad file)."""
-    import evalloop.loop.pipeline  # noqa: F401  (the run's modules: loaded here, with the cases)
     from evalloop.report.filters import CaseFilter
     from evalloop.run.runner import prepare
     from evalloop.scoring.registry import discover

@@ -13,10 +13,11 @@ import json
 import logging
 import operator
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
-from sqlalchemy import Table, func, insert, update
+from sqlalchemy import Row, Select, Table, func, insert, update
+from sqlalchemy import select as core_select  # of whole tables (sqlmodel's select takes models)
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -189,9 +190,9 @@ class HistoryStore(metaclass=_MappedErrors):
                    vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
         """Write the summaries, score vectors and the run's final fields in one transaction."""
         with self.engine.begin() as conn:
-            with Session(conn) as session:
-                run = session.get(Run, run_id)
-            assert run is not None, run_id
+            found = next(as_models(conn.execute(core_select(RUNS).where(RUNS.c.id == run_id)), Run), None)
+            assert found is not None, run_id
+            run: Run = found[0]
             for key, value in fields.items():
                 setattr(run, key, redact_text(value) if isinstance(value, str) else value)
             run.ended_at = run.ended_at or utcnow()
@@ -276,10 +277,9 @@ class HistoryStore(metaclass=_MappedErrors):
             return sorted(conn.execute(select(RUNS.c.suite).distinct()).scalars())
 
     def summaries(self, run_id: str) -> dict[str, ScorerSummary]:
-        with self._reading() as session:
-            rows = session.exec(select(ScorerSummary).where(ScorerSummary.run_id == run_id)
-                                .order_by(col(ScorerSummary.id)))
-            return {row.scorer: row for row in rows}
+        with self.engine.connect() as conn:
+            rows = conn.execute(core_select(SUMMARIES).where(SUMMARIES.c.run_id == run_id).order_by(SUMMARIES.c.id))
+            return {summary.scorer: summary for summary, in as_models(rows, ScorerSummary)}
 
     def baseline_runs(self, suite: str, scorer: str, before: Run, n: int,
                       base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
@@ -294,20 +294,17 @@ class HistoryStore(metaclass=_MappedErrors):
         from evalloop.history.eligibility import accepted, baseline_eligible
 
         query = (
-            select(Run, ScorerSummary)
-            .join(ScorerSummary, col(ScorerSummary.run_id) == Run.id)
-            .where(Run.suite == suite, ScorerSummary.scorer == scorer,
-                   Run.status == RunStatus.COMPLETED, Run.id != before.id,
-                   (col(Run.started_at) < before.started_at)
-                   | ((col(Run.started_at) == before.started_at) & (col(Run.id) < before.id)),
-                   col(Run.ended_at).is_(None) | (col(Run.ended_at) <= before.started_at))
-            .order_by(col(Run.started_at).desc(), col(Run.id).desc())
+            _with_summaries(suite, scorer, before)
+            .where((RUNS.c.started_at < before.started_at)
+                   | ((RUNS.c.started_at == before.started_at) & (RUNS.c.id < before.id)),
+                   RUNS.c.ended_at.is_(None) | (RUNS.c.ended_at <= before.started_at))
+            .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc())
         )
         if base_fingerprint is not None:
-            query = query.where(Run.base_fingerprint == base_fingerprint)
+            query = query.where(RUNS.c.base_fingerprint == base_fingerprint)
         found: list[tuple[Run, ScorerSummary]] = []
-        with self._reading() as session:
-            for run, summary in session.exec(query.execution_options(yield_per=64)):
+        with self.engine.connect() as conn:
+            for run, summary in as_models(conn.execute(query.execution_options(yield_per=64)), Run, ScorerSummary):
                 if baseline_eligible(run, summary):
                     found.append((run, summary))
                     if len(found) >= n or accepted(summary) is not None:
@@ -322,26 +319,22 @@ class HistoryStore(metaclass=_MappedErrors):
         details carry one), then forward from it until ``n`` eligible runs are found."""
         from evalloop.history.eligibility import accepted, baseline_eligible
 
-        query = (
-            select(Run, ScorerSummary)
-            .join(ScorerSummary, col(ScorerSummary.run_id) == Run.id)
-            .where(Run.suite == suite, ScorerSummary.scorer == scorer, Run.status == RunStatus.COMPLETED,
-                   Run.id != before.id, col(Run.started_at) <= before.started_at)
-        )
+        query = _with_summaries(suite, scorer, before).where(RUNS.c.started_at <= before.started_at)
         found: list[tuple[Run, ScorerSummary]] = []
-        with self._reading() as session:
+        with self.engine.connect() as conn:
             start: Run | None = None
-            marked = (query.where(col(ScorerSummary.details).contains('"accepted"'))
-                      .order_by(col(Run.started_at).desc(), col(Run.id).desc()))
-            for run, summary in session.exec(marked.execution_options(yield_per=16)):
+            marked = (query.where(SUMMARIES.c.details.contains('"accepted"'))
+                      .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()))
+            for run, summary in as_models(conn.execute(marked.execution_options(yield_per=16)), Run, ScorerSummary):
                 if accepted(summary) is not None:  # completed and accepted: eligible, the first
                     start = run
                     break
-            forward = query.order_by(col(Run.started_at), col(Run.id))
+            forward = query.order_by(RUNS.c.started_at, RUNS.c.id)
             if start is not None:
-                forward = forward.where((col(Run.started_at) > start.started_at)
-                                        | ((col(Run.started_at) == start.started_at) & (col(Run.id) >= start.id)))
-            for run, summary in session.exec(forward.execution_options(yield_per=max(n, 1))):
+                forward = forward.where((RUNS.c.started_at > start.started_at)
+                                        | ((RUNS.c.started_at == start.started_at) & (RUNS.c.id >= start.id)))
+            rows = conn.execute(forward.execution_options(yield_per=max(n, 1)))
+            for run, summary in as_models(rows, Run, ScorerSummary):
                 if baseline_eligible(run, summary):
                     found.append((run, summary))
                     if len(found) >= n:
@@ -432,6 +425,27 @@ class HistoryStore(metaclass=_MappedErrors):
 
 RUNS, SUMMARIES, RESULTS, SCORES, VECTORS = (Run.__table__, ScorerSummary.__table__, CaseResult.__table__,
                                              CaseScore.__table__, ScoreVector.__table__)
+
+
+def _with_summaries(suite: str, scorer: str, before: Run) -> Select[Any]:
+    """The completed runs of ``suite`` other than ``before``, each with its ``scorer`` summary."""
+    return (core_select(RUNS, SUMMARIES).join(SUMMARIES, SUMMARIES.c.run_id == RUNS.c.id)
+            .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer,
+                   RUNS.c.status == RunStatus.COMPLETED, RUNS.c.id != before.id))
+
+
+def as_models(rows: Iterable[Row[Any]], *models: type[TableModel]) -> Iterator[tuple[Any, ...]]:
+    """The rows of a Core select over ``models``' tables (all columns of each, in that order) as
+    model objects, one tuple per row: what a session would return, without the ORM's loading
+    (the reads every run makes; users' reads go through a session)."""
+    spans: list[tuple[type[TableModel], int, int, list[str]]] = []
+    at = 0
+    for model in models:
+        keys = list(model.__table__.columns.keys())
+        spans.append((model, at, at + len(keys), keys))
+        at += len(keys)
+    for row in rows:
+        yield tuple(model(**dict(zip(keys, row[start:end], strict=True))) for model, start, end, keys in spans)
 
 
 def _insert_all(conn: Any, records: Sequence[TableModel]) -> None:

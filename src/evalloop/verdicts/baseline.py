@@ -180,25 +180,39 @@ def relative_drop(baseline: float | None, current: float | None) -> float | None
 
 def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
                 current: Mapping[str, Mapping[str, float] | Vector] | None = None,
-                nightly: bool = False) -> Comparison:
+                nightly: bool = False, scopes: Mapping[str, str] | None = None) -> Comparison:
     """Compare every scorer of ``run`` with its rolling baseline, and store the verdicts.
 
     ``current`` (scorer → case → epoch-averaged score, or the runner's score :class:`Vector`)
     is the runner's result; without it the run's scores are read from history. A baseline run
     with a stored vector for the same case list is read as that vector, not row by row.
     ``nightly`` judges the run as one night of a series (:mod:`evalloop.verdicts.sequential`).
+    ``scopes`` (case id → scope) are read from the run's stored tags unless the caller knows
+    them (``{}``: no case of the run has a tag).
     """
     summaries = store.summaries(run.id)
-    change = _fingerprint_change(store, run, summaries, window)
+    priors: dict[tuple[str, str | None], list[tuple[Run, ScorerSummary]]] = {}
+
+    def prior_of(scorer: str, base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
+        """A scorer's baseline runs, read once per comparison (the latest is the last of them)."""
+        key = (scorer, base_fingerprint)
+        if key not in priors:
+            priors[key] = store.baseline_runs(run.suite, scorer, run, window, base_fingerprint)
+        return priors[key]
+
+    change = _fingerprint_change(run, summaries, prior_of)
     restart = change.restarted if change else False
+    restarted_at = run.base_fingerprint if restart else None
     graded = sum(1 for s in summaries.values() if not s.skipped)
-    scopes = store.case_scopes(run.id)  # a scoped suite's verdicts count conversations, not questions
+    if scopes is None:  # a scoped suite's verdicts count conversations, not questions
+        scopes = store.case_scopes(run.id)
     results = [compare_scorer(store, run, summary, window,
                               current=None if current is None else current.get(summary.scorer),
-                              base_fingerprint=run.base_fingerprint if restart else None,
-                              nightly=nightly, scorers=graded, scopes=scopes)
+                              base_fingerprint=restarted_at, nightly=nightly, scorers=graded, scopes=scopes,
+                              prior=None if summary.skipped else prior_of(summary.scorer, restarted_at))
                for summary in summaries.values()]
-    target = _failure_rate(store, run, summaries, window, run.base_fingerprint if restart else None)
+    first = next((s.scorer for s in summaries.values() if not s.skipped), None)
+    target = _failure_rate(run, None if first is None else prior_of(first, restarted_at))
     store.update_summaries(run.id, {
         r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop, "mean": r.current,
                    "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
@@ -215,25 +229,23 @@ def _significant_drop(s: ScorerComparison) -> bool:
     return s.evidence is not None and s.evidence.significant_drop
 
 
-def _failure_rate(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary], window: int,
-                  base_fingerprint: str | None) -> FailureRate | None:
-    """The run's target-failure rate beside its baseline runs' (runs of older versions count 0)."""
-    graded = [s for s in summaries.values() if not s.skipped]
-    if run.target_failures is None or not graded:
+def _failure_rate(run: Run, prior: list[tuple[Run, ScorerSummary]] | None) -> FailureRate | None:
+    """The run's target-failure rate beside its baseline runs' (``prior``: the first graded
+    scorer's; None when no scorer was graded; runs of older versions count 0)."""
+    if run.target_failures is None or prior is None:
         return None
-    prior = store.baseline_runs(run.suite, graded[0].scorer, run, window, base_fingerprint)
     results = lambda r: (r.n_cases or 0) * (r.epochs or 1)  # noqa: E731
     return FailureRate(run.target_failures, results(run),
                        sum(r.target_failures or 0 for r, _ in prior if r.target_failures is not None),
                        sum(results(r) for r, _ in prior if r.target_failures is not None))
 
 
-def _fingerprint_change(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary],
-                        window: int) -> FingerprintChange | None:
+def _fingerprint_change(run: Run, summaries: dict[str, ScorerSummary],
+                        prior_of: Callable[[str], list[tuple[Run, ScorerSummary]]]) -> FingerprintChange | None:
     """Whether the system differs from the latest run the baseline would use."""
     latest: Run | None = None
     for summary in summaries.values():
-        prior = store.baseline_runs(run.suite, summary.scorer, run, 1)
+        prior = prior_of(summary.scorer)
         if prior and (latest is None or prior[-1][0].started_at > latest.started_at):
             latest = prior[-1][0]
     if latest is None or not run.base_fingerprint or not latest.base_fingerprint \
@@ -272,9 +284,11 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
 def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
                    current: Mapping[str, float] | Vector | None = None,
                    base_fingerprint: str | None = None, nightly: bool = False,
-                   scorers: int = 1, scopes: Mapping[str, str] | None = None) -> ScorerComparison:
-    """One scorer of one run against the last ``window`` eligible runs before it; ``scopes``
-    (case id → ``scope:<id>``) makes its statistics count whole scopes."""
+                   scorers: int = 1, scopes: Mapping[str, str] | None = None,
+                   prior: list[tuple[Run, ScorerSummary]] | None = None) -> ScorerComparison:
+    """One scorer of one run against the last ``window`` eligible runs before it (``prior``, when
+    the caller has read them); ``scopes`` (case id → ``scope:<id>``) makes its statistics count
+    whole scopes."""
     details: dict[str, Any] = json.loads(summary.details or "{}")
     policy = _policy(summary)
     out = ScorerComparison(
@@ -287,7 +301,8 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     if summary.skipped:
         out.reason = details.get("skip") or "scorer did not run"
         return out
-    prior = store.baseline_runs(run.suite, summary.scorer, run, window, base_fingerprint)
+    if prior is None:
+        prior = store.baseline_runs(run.suite, summary.scorer, run, window, base_fingerprint)
     if not isinstance(current, Vector):
         current = Vector(*from_mapping(current if current is not None
                                        else store.case_scores(run.id, summary.scorer)))

@@ -155,8 +155,26 @@ def _interval(boot: NDArray[np.float64], theta: float, jack: NDArray[np.float64]
             zq = z0 + _NORMAL.inv_cdf(q)
             qs_list.append(_NORMAL.cdf(z0 + zq / (1.0 - accel * zq)))
         qs = (qs_list[0], qs_list[1])
-    low, high = np.percentile(boot, [100.0 * qs[0], 100.0 * qs[1]])
-    return float(low), float(high)
+    low, high = linear_quantiles(boot, qs)
+    return low, high
+
+
+def linear_quantiles(values: NDArray[np.float64], qs: Sequence[float]) -> tuple[float, ...]:
+    """``np.quantile(values, qs)`` with its default (linear) method, to the bit, from one sort.
+
+    NumPy's own path finds its interpolation indexes with ``np.unique``, which imports
+    ``numpy.ma`` (≈ 5 ms of every run's first interval) for two numbers."""
+    ordered = np.sort(values, axis=None)
+    last = ordered.size - 1
+    out = []
+    for q in qs:
+        at = last * q
+        below = min(max(math.floor(at), 0), last)
+        a, b = float(ordered[below]), float(ordered[min(below + 1, last)])
+        t = at - below
+        # NumPy's _lerp: from the nearer end, so t = 1 gives b exactly
+        out.append(b - (b - a) * (1.0 - t) if t >= 0.5 else a + (b - a) * t)
+    return tuple(out)
 
 
 def _sign_flip_sums(
