@@ -70,17 +70,25 @@ class _Items(ItemsView[str, float]):
 class Vector:
     """One run's scores of one scorer: ``values[i]`` is case ``ids[i]``'s (NaN: no grade)."""
 
-    __slots__ = ("ids", "values", "_digest")
+    __slots__ = ("ids", "values", "_digest", "_order")
 
     def __init__(self, ids: Sequence[str], values: np.ndarray) -> None:
         self.ids, self.values = ids, np.asarray(values, dtype=np.float64)
         self._digest: str | None = None
+        self._order: np.ndarray | None = None
 
     @property
     def digest(self) -> str:
         if self._digest is None:
             self._digest = ids_digest(self.ids)
         return self._digest
+
+    @property
+    def order(self) -> np.ndarray:
+        """The positions of the ids in id order (what :func:`align` sorts rows by), sorted once."""
+        if self._order is None:
+            self._order = _id_order(self.ids)
+        return self._order
 
     @staticmethod
     def decode(data: bytes) -> np.ndarray:
@@ -136,9 +144,10 @@ WindowRun = Window | Callable[[], Window]
 
 
 def align(ids: Sequence[str], current: np.ndarray, window: Sequence[WindowRun],
-          scopes: Mapping[str, str] | None = None) -> Aligned:
+          scopes: Mapping[str, str] | None = None, *, order: np.ndarray | None = None) -> Aligned:
     """Line up this run (``ids``/``current``) with window runs given as mappings (case → score),
-    as vectors aligned to ``ids``, or as callables that load either; rows in case-id order.
+    as vectors aligned to ``ids``, or as callables that load either; rows in case-id order
+    (``order``: the ids' sorting positions, when the caller has them: :attr:`Vector.order`).
     ``scopes`` (case id → scope) numbers each row's scope (:attr:`Aligned.scopes`).
 
     Runs are loaded one at a time (a callable is called when its column is filled) and written
@@ -146,7 +155,8 @@ def align(ids: Sequence[str], current: np.ndarray, window: Sequence[WindowRun],
     whole-window array, and only one stored vector is held beside it."""
     current = _finite(current)
     n_ids = len(ids)
-    order = _id_order(ids)  # row r holds case ids[order[r]]
+    if order is None:
+        order = _id_order(ids)  # row r holds case ids[order[r]]
     matrix = np.full((n_ids, len(window)), np.nan)
     index: dict[str, int] | None = None
     extra: list[str] = []
@@ -176,7 +186,7 @@ def align(ids: Sequence[str], current: np.ndarray, window: Sequence[WindowRun],
             else:
                 beyond[row - n_ids].append((j, float(value)))
         del run
-    sorted_ids = [ids[int(i)] for i in order]
+    sorted_ids = list(map(ids.__getitem__, order.tolist()))
     cur = current[order]
     if not extra:
         return Aligned(sorted_ids, cur, matrix, scope_codes(sorted_ids, scopes))

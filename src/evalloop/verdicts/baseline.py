@@ -320,7 +320,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # vector is read only when its column is filled (one at a time at 100,000 cases)
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
-    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes)
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes, order=current.order)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
@@ -393,7 +393,8 @@ def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verdic
     reference = store.reference_runs(run.suite, summary.scorer, run, len(prior) or 1)
     if not reference or {r.id for r, _ in reference} <= {r.id for r, _ in prior}:
         return evidence
-    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference], scopes)
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference], scopes,
+                    order=current.order)
     rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
     if rows.sum() < 2:
         return evidence
