@@ -165,7 +165,10 @@ def entry_for(store: HistoryStore, run: Run, results: Mapping[str, Any] | None =
 
 
 def _entry(run: Run, scorers: Mapping[str, LoggedScorer]) -> LoggedRun:
-    data = run.model_dump(mode="json", exclude=_RUN_SKIP)
+    dumped = run.model_dump(mode="json", exclude=_RUN_SKIP)
+    # in the model's field order: a run loaded by a session dumps its fields in the order the ORM
+    # filled them, and one line must read the same whoever loaded the run
+    data = {name: dumped[name] for name in Run.model_fields if name in dumped}
     data["started_at"] = _utc(run.started_at)
     data["ended_at"] = ended.isoformat() if (ended := _utc(run.ended_at)) else None
     entry = LoggedRun(**data, fingerprint=json.loads(run.fingerprint or "{}"))

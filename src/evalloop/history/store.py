@@ -243,12 +243,13 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def find_runs(self, ref: str, limit: int = 4) -> list[Run]:
         """The run with this exact id, else up to ``limit`` runs whose id starts with ``ref``."""
-        with self._reading() as session:
-            found = session.get(Run, ref)
-            if found is not None:
-                return [found]
-            return list(session.exec(select(Run).where(col(Run.id).startswith(ref, autoescape=True))
-                                     .order_by(col(Run.id)).limit(limit)))
+        with self.engine.connect() as conn:
+            exact = list(as_models(conn.execute(core_select(RUNS).where(RUNS.c.id == ref)), Run))
+            if exact:
+                return [exact[0][0]]
+            prefixed = conn.execute(core_select(RUNS).where(RUNS.c.id.startswith(ref, autoescape=True))
+                                    .order_by(RUNS.c.id).limit(limit))
+            return [run for run, in as_models(prefixed, Run)]
 
     def runs(self, suite: str | None = None, limit: int | None = 20,
              statuses: Sequence[str] | None = None) -> list[Run]:
