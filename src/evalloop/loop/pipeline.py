@@ -163,7 +163,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if resume:
         notices.append(batchmode.resume_notice(services, resume))
     comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
-                             current={name: Vector(r.ids, r.vector) for name, r in outcome.results.items()},
+                             current={name: Vector(r.ids, r.vector, digest=outcome.digest)
+                                      for name, r in outcome.results.items()},
                              nightly=nightly, scopes=None if outcome.tagged else {})
     report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
     report.held_out, report.extras["held_out"] = held_out_part(suite_obj, outcome)

@@ -73,6 +73,7 @@ class RunOutcome:
     first_case_error: str = ""
     notices: list[str] = field(default_factory=list)
     tagged: bool = False
+    digest: str | None = None  # the run's case list (scorevec.ids_digest), as its score vectors name it
 
     @property
     def target_failures(self) -> int:
@@ -436,4 +437,4 @@ class _RunState:
             ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals, **stopped,
         )
         return RunOutcome(run, summaries, results, self.case_errors, self.first_case_error,
-                          notices=self.notices, tagged=self.tagged)
+                          notices=self.notices, tagged=self.tagged, digest=digest)

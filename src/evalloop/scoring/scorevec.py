@@ -72,9 +72,10 @@ class Vector:
 
     __slots__ = ("ids", "values", "_digest", "_order")
 
-    def __init__(self, ids: Sequence[str], values: np.ndarray) -> None:
+    def __init__(self, ids: Sequence[str], values: np.ndarray, *, digest: str | None = None) -> None:
+        """``digest``: the ids' :func:`ids_digest`, when the caller has it (the runner computed it)."""
         self.ids, self.values = ids, np.asarray(values, dtype=np.float64)
-        self._digest: str | None = None
+        self._digest = digest
         self._order: np.ndarray | None = None
 
     @property
