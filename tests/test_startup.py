@@ -324,6 +324,54 @@ def test_the_program_runs_blas_on_one_thread_unless_the_user_chose(tmp_path):
 
 
 
+GC_TARGET = TARGET + '''
+import gc, os
+
+def collecting(input):
+    with open(os.environ["GC_LOG"], "a") as f:
+        f.write(f"case {gc.isenabled()}\\n")
+    with open(os.environ["GC_LOG"] + ".count", "w") as f:  # collections since the process started
+        f.write(str(sum(generation["collections"] for generation in gc.get_stats())))
+    return input
+'''
+
+GC_SCORERS = '''
+import gc, os
+
+with open(os.environ["GC_LOG"], "a") as f:
+    f.write(f"scorers {gc.isenabled()}\\n")
+'''
+
+
+def test_the_program_starts_without_collections_and_collects_while_the_users_code_runs(tmp_path):
+    """The command line holds the collector while its own modules load; a run's cases, any other
+    command, a script that calls main() and a process that imports evalloop all collect."""
+    suite = {"name": "gc", "target": "sut:collecting", "scorers": ["equals"],
+             "cases": [{"id": "c", "input": 1, "expected": 1}]}
+    root = make_project(tmp_path / "p", {"gc": suite}, target=GC_TARGET, scorers=GC_SCORERS)
+    log = tmp_path / "gc.log"
+    env = {**__import__("os").environ, "GC_LOG": str(log)}
+
+    def seen(*argv: str) -> list[str]:
+        log.write_text("")
+        done = subprocess.run(list(argv), cwd=root, capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode == 0, done.stderr
+        return log.read_text().split("\n")[:-1]
+
+    # a run: its start and set-up (the project's scorers load) without collections, its cases with
+    # them; what collections there are before the first case come from opening the run's history
+    assert seen(sys.executable, "-m", "evalloop", "run", "--suite", "gc") == ["scorers False", "case True"]
+    assert int((tmp_path / "gc.log.count").read_text()) < 60  # ≈ 25; ≈ 95 when only the set-up held it
+    assert seen(sys.executable, "-m", "evalloop", "scorers", "list") == ["scorers True"]
+    script = tmp_path / "mine.py"
+    script.write_text("from evalloop.cli import main\nmain()\n")
+    assert seen(sys.executable, str(script), "run", "--suite", "gc") == ["scorers True", "case True"]
+    assert int((tmp_path / "gc.log.count").read_text()) > 100  # ≈ 230: a library collects as it always did
+    library = subprocess.run([sys.executable, "-c", "import evalloop.cli, gc; print(gc.isenabled())"],
+                             capture_output=True, text=True, timeout=60)
+    assert library.stdout.strip() == "True"
+
+
 def test_the_program_imports_numpy_before_typers_pydantic_for_a_run(tmp_path):
     """On Python 3.11 typing_extensions (which Typer's pydantic brings in) slows every later
     ``Literal`` type, and numpy's typing modules are hundreds of them (≈ 30 ms of a run): ``run``

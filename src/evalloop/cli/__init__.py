@@ -1,9 +1,14 @@
 """The ``evalloop`` command line: a thin Typer app that parses, calls the API, and prints."""
+# ruff: noqa: E402  (the collector is held before Typer and the commands load: lifecycle.hold_collector)
 
 from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING
+
+from evalloop.cli import lifecycle
+
+lifecycle.hold_collector()  # the program: no collections while its modules load (before Typer's)
 
 import typer
 
@@ -56,10 +61,9 @@ def main() -> None:
     """
     import time
 
-    from evalloop.cli import lifecycle
-
     lifecycle.CALLED = time.monotonic()
     if not lifecycle.is_program(main):
+        lifecycle.release_collector()
         return _main()
     lifecycle.PROGRAM = True
     lifecycle.one_blas_thread()
@@ -106,10 +110,8 @@ def _app_for(args: list[str]) -> typer.Typer:
 
 
 def _main() -> None:
-    from evalloop.cli import lifecycle
-
     args = _normalise(sys.argv[1:])
-    lifecycle.numpy_first(_command_of(args))
+    lifecycle.starting(_command_of(args))
     try:
         code = _app_for(args)(args=args, standalone_mode=False)
     except _click_errors.UsageError as exc:  # Typer/Click usage errors, as one line too

@@ -19,8 +19,9 @@ Called in-process (tests, embedders calling :func:`evalloop.cli.main`), nothing 
 ``main`` raises ``SystemExit`` as before.
 
 The program runs numpy's BLAS on one thread unless the user chose (:func:`one_blas_thread`), and
-skips the cyclic garbage collector while a run starts (:func:`setting_up`): what loads then lives
-until the end, so collecting it is wasted work. evalloop's own modules and libraries are frozen
+skips the cyclic garbage collector while it starts (:func:`hold_collector`, until the command is
+known) and while a run sets up (:func:`setting_up`): what loads then lives until the end, so
+collecting it is wasted work. evalloop's own modules and libraries are frozen
 out of the collector for good once loaded, before any of the user's code, suite or database is
 touched (:func:`own_code_loaded`); they hold no leftover, so step 2 scans only what came after
 (a 10,000-case run: ≈ 20,000 objects instead of ≈ 120,000, 2 ms instead of ≈ 25 ms).
@@ -47,6 +48,8 @@ _LEFTOVERS = (sqlite3.Connection, io.BufferedWriter, io.BufferedRandom, io.TextI
 
 #: whether evalloop is the program (set by :func:`evalloop.cli.main`), not a library in a process
 PROGRAM = False
+#: whether :func:`hold_collector` turned the collector off while the program starts
+_HELD = False
 #: when :func:`evalloop.cli.main` was called (``time.monotonic()``), in or out of the program
 CALLED: float | None = None
 
@@ -73,6 +76,36 @@ def waited(since: float) -> float:
         if age is not None:
             return age
     return now - (CALLED if CALLED is not None else since)
+
+
+def launched_as_program() -> bool:
+    """Before ``main`` is bound: whether ``__main__`` is evalloop's console script (a file named
+    exactly ``evalloop``) or ``python -m evalloop``."""
+    top = sys.modules.get("__main__")
+    spec = getattr(top, "__spec__", None)
+    if spec is not None and spec.name == "evalloop.__main__":
+        return True
+    return os.path.basename(getattr(top, "__file__", None) or "") == "evalloop"
+
+
+def hold_collector() -> None:
+    """As the command line starts in its own process: no garbage collection while evalloop's
+    modules and libraries load (they live until the end; collecting them is wasted work,
+    ≈ 20–30 ms of a run). :func:`evalloop.cli.main` turns it back on for every command but ``run``,
+    whose set-up (:func:`setting_up`) turns it on once the suites are checked; a process that
+    imports evalloop as a library is left alone."""
+    global _HELD
+    if gc.isenabled() and launched_as_program():
+        gc.disable()
+        _HELD = True
+
+
+def release_collector() -> None:
+    """Turn the collector back on if :func:`hold_collector` turned it off."""
+    global _HELD
+    if _HELD:
+        _HELD = False
+        gc.enable()
 
 
 def is_program(entry: Any) -> bool:
@@ -102,14 +135,19 @@ def one_blas_thread() -> None:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
-def numpy_first(command: str | None) -> None:
-    """In the program, for ``run``, before Typer parses: numpy is imported first.
+def starting(command: str | None) -> None:
+    """In the program, once the command is known and before Typer parses it: a ``run`` imports
+    numpy first and keeps the collector off (:func:`hold_collector`) through its set-up; every
+    other command turns it back on now.
 
-    On Python 3.11, typing_extensions (which Typer's pydantic brings in) replaces ``typing``'s
-    parameter collection with a slower one, and numpy's typing modules — hundreds of ``Literal``
-    types — then take three times as long to import (≈ 30 ms of every run). Other commands, some
-    of which never need numpy, are left as they are."""
-    if not PROGRAM or command != "run" or sys.version_info >= (3, 12) or "numpy" in sys.modules:
+    numpy first: on Python 3.11, typing_extensions (which Typer's pydantic brings in) replaces
+    ``typing``'s parameter collection with a slower one, and numpy's typing modules — hundreds of
+    ``Literal`` types — then take three times as long to import (≈ 30 ms of every run). Other
+    commands, some of which never need numpy, are left as they are."""
+    if command != "run":
+        release_collector()
+        return
+    if not PROGRAM or sys.version_info >= (3, 12) or "numpy" in sys.modules:
         return
     enabled = gc.isenabled()
     gc.disable()  # as in setting_up: what loads now lives until the end
@@ -124,13 +162,14 @@ def numpy_first(command: str | None) -> None:
 def setting_up() -> Iterator[None]:
     """In the program: no garbage collection while the run's modules and cases load (a process
     that imports evalloop is left alone)."""
-    if not PROGRAM or not gc.isenabled():
+    if not PROGRAM or not (gc.isenabled() or _HELD):
         yield
         return
     gc.disable()
     try:
         yield
     finally:
+        release_collector()
         gc.enable()
 
 

@@ -124,6 +124,9 @@ def run(
             epochs, limit = epochs or repeat.get("epochs"), limit or repeat.get("limit")
         unloaded: list[EvalloopError] = []
         settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project, unloaded)
+        from evalloop.history.engine import get_engine
+
+        get_engine(settings.database_url)  # the history opens with the set-up: its driver, its schema check
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
                "select": None, "max_cost": max_cost, "batch": batch, "resume": resume, "nightly": nightly}
