@@ -147,3 +147,38 @@ def test_run_log_line_from_memory_equals_the_one_from_history(tmp_path, epochs):
     assert half["errored_cases"] == ["case-3"] and half["messages"]["case-7"] == "low"
     logged = json.loads(runlog.log_path(settings.history_dir, "speedy").read_text().splitlines()[-1])
     assert logged == from_rows
+
+
+def test_a_run_and_its_comparison_never_open_a_session(tmp_path, monkeypatch):
+    """A run reads and writes the history through Core statements and builds its model objects
+    from the rows: no Session, so no ORM query to compile in every process. The baseline runs of
+    each scorer are read once per comparison."""
+    from sqlalchemy.orm import Session
+
+    root = jsonl_project(tmp_path)
+    settings = load_settings(root)
+    for _ in range(3):  # a baseline to compare with, then a run with a window
+        run_suite("speedy", settings=settings)
+    sessions: list[object] = []
+    opened = Session.__init__
+
+    def counted(self, *args, **kwargs):
+        sessions.append(self)
+        opened(self, *args, **kwargs)
+
+    reads: list[str] = []
+    baseline_runs = HistoryStore.baseline_runs
+
+    def counted_reads(self, suite, scorer, *args, **kwargs):
+        reads.append(scorer)
+        return baseline_runs(self, suite, scorer, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "__init__", counted)
+    monkeypatch.setattr(HistoryStore, "baseline_runs", counted_reads)
+    report = run_suite("speedy", settings=settings)
+    assert report.comparison.scorers and all(s.window_runs for s in report.comparison.scorers)
+    assert sessions == []
+    assert sorted(reads) == sorted(s.scorer for s in report.comparison.scorers)
+    monkeypatch.undo()
+    found = HistoryStore(settings.database_url).runs("speedy", limit=None)  # a user's read still is one
+    assert [r.id for r in found][0] == report.outcome.run.id

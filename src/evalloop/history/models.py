@@ -49,7 +49,7 @@ def utcnow() -> datetime:
 
 class TableModel(SQLModel, registry=registry()):
     """The base of evalloop's table models: their own registry and ``MetaData``. Their pydantic
-    schemas are built when first used (a run dumps three of the twelve models; the others are
+    schemas are built when first used (a run dumps three of the eleven models; the others are
     read and written as rows)."""
 
     # SQLModel types this as its SQLModelConfig (ConfigDict plus its own keys), which it does not export
