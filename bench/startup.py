@@ -96,16 +96,26 @@ def main() -> None:
                 samples[name].append(timed(argv, cwd, job_env))
     print(f"whole process, warm: median of {args.rounds} rotated rounds after {max(1, args.history)} untimed "
           f"run(s) of each (load {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs)")
-    print(f"{'command':<22} {'wall s':>7} {'CPU s':>6} {'printed s':>9} {'wall × prev':>11} {'CPU × prev':>10}")
+    print(f"{'command':<22} {'wall s':>7} {'CPU s':>6} {'printed s':>9} {'wall × prev':>11} {'CPU × prev':>10} "
+          f"{'paired':>7}")
     wall = {name: statistics.median(t for t, _, _ in got) for name, got in samples.items()}
     cpu = {name: statistics.median(c for _, c, _ in got) for name, got in samples.items()}
+    spreads: list[str] = []
     for name, got in samples.items():
         printed = [p for _, _, p in got if p is not None]
         other = name.replace("current", "previous")
-        ratios = (f"{wall[name] / wall[other]:>10.2f}× {cpu[name] / cpu[other]:>9.2f}×"
-                  if name.startswith("current") and other in wall else "")
+        ratios = ""
+        if name.startswith("current") and other in wall:
+            # each round's own ratio (both sides ran in the same round, seconds apart): the
+            # machine's drift from round to round cancels out of it
+            paired = [t / samples[other][i][0] for i, (t, _, _) in enumerate(got)]
+            ratios = (f"{wall[name] / wall[other]:>10.2f}× {cpu[name] / cpu[other]:>9.2f}× "
+                      f"{statistics.median(paired):>6.2f}×")
+            spreads.append(f"{name.removeprefix('current ')} {min(paired):.2f}–{max(paired):.2f}×")
         print(f"{name:<22} {wall[name]:>7.2f} {cpu[name]:>6.2f} "
               f"{statistics.median(printed) if printed else float('nan'):>9.2f} {ratios}")
+    if spreads:
+        print("paired: the median of each round's wall ratio; its range over the rounds: " + ", ".join(spreads))
     print("(on a loaded machine the wall time is mostly waiting for a CPU: read the CPU column, and its ratio)")
     print(f"targets: similarity ≤ 0.70 s, {args.cases // 1000}k ≤ 1.10× previous, --help ≤ 0.30 s")
 
