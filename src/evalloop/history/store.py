@@ -190,9 +190,8 @@ class HistoryStore(metaclass=_MappedErrors):
                    vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
         """Write the summaries, score vectors and the run's final fields in one transaction."""
         with self.engine.begin() as conn:
-            found = next(as_models(conn.execute(core_select(RUNS).where(RUNS.c.id == run_id)), Run), None)
-            assert found is not None, run_id
-            run: Run = found[0]
+            run = _run_by_id(conn, run_id)
+            assert run is not None, run_id
             for key, value in fields.items():
                 setattr(run, key, redact_text(value) if isinstance(value, str) else value)
             run.ended_at = run.ended_at or utcnow()
@@ -244,9 +243,9 @@ class HistoryStore(metaclass=_MappedErrors):
     def find_runs(self, ref: str, limit: int = 4) -> list[Run]:
         """The run with this exact id, else up to ``limit`` runs whose id starts with ``ref``."""
         with self.engine.connect() as conn:
-            exact = list(as_models(conn.execute(core_select(RUNS).where(RUNS.c.id == ref)), Run))
-            if exact:
-                return [exact[0][0]]
+            exact = _run_by_id(conn, ref)
+            if exact is not None:
+                return [exact]
             prefixed = conn.execute(core_select(RUNS).where(RUNS.c.id.startswith(ref, autoescape=True))
                                     .order_by(RUNS.c.id).limit(limit))
             return [run for run, in as_models(prefixed, Run)]
@@ -433,6 +432,11 @@ def _with_summaries(suite: str, scorer: str, before: Run) -> Select[Any]:
     return (core_select(RUNS, SUMMARIES).join(SUMMARIES, SUMMARIES.c.run_id == RUNS.c.id)
             .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer,
                    RUNS.c.status == RunStatus.COMPLETED, RUNS.c.id != before.id))
+
+
+def _run_by_id(conn: Any, run_id: str) -> Run | None:
+    found = next(as_models(conn.execute(core_select(RUNS).where(RUNS.c.id == run_id)), Run), None)
+    return None if found is None else found[0]
 
 
 def as_models(rows: Iterable[Row[Any]], *models: type[TableModel]) -> Iterator[tuple[Any, ...]]:
