@@ -183,9 +183,9 @@ class Suite(BaseModel):
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None
-    #: (file stamp, case count) of the last full validation, so a suite checked once is not read twice
-    #: the last check: the cases' stamp, their count, and a small JSONL file's parsed lines (kept
-    #: for the run; None for a larger file or inline cases)
+    #: the last full validation, so a suite checked once is not read twice: the cases' stamp, their
+    #: count, and a small JSONL file's parsed lines (kept for the run; None for a larger file or
+    #: inline cases)
     _checked: tuple[Any, int, list[tuple[int, Any]] | None] | None = PrivateAttr(default=None)
 
     @field_validator("target", mode="before")
