@@ -185,3 +185,31 @@ def test_calibrate_estimates_noise_and_threshold():
     assert binary.binary and binary.minimal_detectable_drop >= 6 / (30 * binary.mean) - 1e-12
     with pytest.raises(ValueError, match="repeats"):
         power.calibrate([[0.5], [0.6]])
+
+
+@given(st.floats(0.0, 50.0, exclude_min=True), st.integers(1, 80))
+def test_smallest_accepted_brackets_the_point_where_a_monotone_test_turns_true(cut, steps):
+    """The one bisection behind the t quantile, the CUSUM limit and the minimal detectable drop:
+    the answer is accepted, and within ``50 / 2**steps`` above the point where acceptance starts."""
+    calls = []
+
+    def accepts(x: float) -> bool:
+        calls.append(x)
+        return x >= cut
+
+    found = stats.smallest_accepted(accepts, 0.0, 50.0, steps=steps)
+    assert found >= cut
+    assert found - cut <= 50.0 / 2**steps + 1e-12
+    assert len(calls) == steps
+
+
+def test_smallest_accepted_stops_early_within_its_tolerance():
+    calls = []
+
+    def accepts(x: float) -> bool:
+        calls.append(x)
+        return x >= 0.3
+
+    found = stats.smallest_accepted(accepts, 0.0, 1.0, steps=200, rel_tol=1e-9)
+    assert found == pytest.approx(0.3, abs=1e-9)
+    assert len(calls) < 40

@@ -19,7 +19,7 @@ import numpy as np
 
 from evalloop.policy import VerdictPolicy
 from evalloop.verdicts.power import smallest_detectable, z_quantile
-from evalloop.verdicts.stats import ConfidenceInterval, bootstrap_ci
+from evalloop.verdicts.stats import ConfidenceInterval, bootstrap_ci, smallest_accepted
 
 Z_CAP = 50.0  # a drop with no noise at all (every case deterministic) counts as this many standard errors
 
@@ -109,15 +109,7 @@ def t_quantile(p: float, df: int) -> float:
     low, high = 0.0, 1.0
     while _t_cdf(high, df) < p:
         low, high = high, 2.0 * high
-    for _ in range(200):
-        mid = (low + high) / 2
-        if _t_cdf(mid, df) < p:
-            low = mid
-        else:
-            high = mid
-        if high - low <= 1e-12 * max(1.0, high):
-            break
-    return (low + high) / 2
+    return smallest_accepted(lambda t: _t_cdf(t, df) >= p, low, high, steps=200, rel_tol=1e-12)
 
 
 def reach(confidence: float, groups: np.ndarray | None) -> float:

@@ -13,6 +13,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from pydantic import BaseModel, ConfigDict
 
+from evalloop.verdicts.stats import smallest_accepted
+
 _NORMAL = NormalDist()
 
 
@@ -42,13 +44,7 @@ def z_quantile(p: float) -> float:
 def smallest_detectable(detectable: Callable[[float], bool], *, steps: int) -> float | None:
     """The smallest relative drop in (0, 1] that ``detectable`` accepts (it must be monotone),
     found by ``steps`` halvings, from above; None when not even a total drop is."""
-    if not detectable(1.0):
-        return None
-    low, high = 0.0, 1.0
-    for _ in range(steps):
-        mid = (low + high) / 2
-        low, high = (low, mid) if detectable(mid) else (mid, high)
-    return high
+    return smallest_accepted(detectable, 0.0, 1.0, steps=steps) if detectable(1.0) else None
 
 
 def suggest_threshold(

@@ -26,6 +26,8 @@ from functools import lru_cache
 
 from pydantic import BaseModel
 
+from evalloop.verdicts.stats import smallest_accepted
+
 NIGHTS = 30  # the budget's horizon: P(≥ 1 false red night in this many nights)
 #: measured through real runs (bench/alarms.py: 8 % [4–15] of 100 unchanged 50-judged-case
 #: months at margin 1), an unchanged suite's chart alarms about twice as often as Siegmund's
@@ -71,14 +73,7 @@ def arl(k: float, h: float) -> float:
 @lru_cache(maxsize=256)
 def limit(k: float, nights_per_alarm: float) -> float:
     """The decision interval ``h`` whose in-control run length is ``nights_per_alarm``."""
-    lo, hi = 0.0, 50.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if arl(k, mid) < nights_per_alarm:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    return smallest_accepted(lambda h: arl(k, h) >= nights_per_alarm, 0.0, 50.0, steps=60)
 
 
 def nights_per_false_alarm(budget: float, scorers: int) -> float:

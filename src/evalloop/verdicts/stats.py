@@ -10,7 +10,7 @@ the test of a run against its window is :mod:`evalloop.verdicts.runlabel`.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from statistics import NormalDist
 from typing import Literal
 
@@ -157,6 +157,20 @@ def _interval(boot: NDArray[np.float64], theta: float, jack: NDArray[np.float64]
         qs = (qs_list[0], qs_list[1])
     low, high = linear_quantiles(boot, qs)
     return low, high
+
+
+def smallest_accepted(accepts: Callable[[float], bool], low: float, high: float, *, steps: int,
+                      rel_tol: float = 0.0) -> float:
+    """The smallest ``x`` in ``(low, high]`` that ``accepts`` takes, by bisection: ``accepts`` must
+    be monotone (false below some point, true from it on) and true at ``high``. ``steps`` halvings
+    of the interval, fewer once it is within ``rel_tol`` of ``max(1, x)``; the answer is the upper
+    end, a value ``accepts`` takes (or ``high`` itself)."""
+    for _ in range(steps):
+        mid = (low + high) / 2
+        low, high = (low, mid) if accepts(mid) else (mid, high)
+        if high - low <= rel_tol * max(1.0, high):
+            break
+    return high
 
 
 def linear_quantiles(values: NDArray[np.float64], qs: Sequence[float]) -> tuple[float, ...]:
