@@ -442,7 +442,7 @@ def _run_by_id(conn: Any, run_id: str) -> Run | None:
 def as_models(rows: Iterable[Row[Any]], *models: type[TableModel]) -> Iterator[tuple[Any, ...]]:
     """The rows of a Core select over ``models``' tables (all columns of each, in that order) as
     model objects, one tuple per row: what a session would return, without the ORM's loading
-    (the reads every run makes; users' reads go through a session)."""
+    (the reads every run makes, and finding a run by its id; the other reads go through a session)."""
     spans: list[tuple[type[TableModel], int, int, list[str]]] = []
     at = 0
     for model in models:
