@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evalloop.errors import FixtureError
 from evalloop.suites.lookup import discover_suites, find_suite
@@ -145,6 +147,10 @@ TRICKY_LINES = [
     '[{"id": "a", "input": 1}]',
     '"a"',
     '{"id": "a", "input": 1',
+    '{"id": "a", "input": "\\ud800"}',  # a lone surrogate: Python's JSON takes it, pydantic-core not
+    '{"id": "a", "input": "x\ty"}',  # a raw control character in a string
+    '{"id": "a", "input": 1e400}',
+    '{"id": "a", "input": 1, "input": 2}',  # the last of a repeated key
 ]
 
 
@@ -179,6 +185,52 @@ def test_a_jsonl_case_is_checked_the_same_on_the_fast_path(tmp_path, line):
             assert got in (2, ["first", case_id])
 
 
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+                     max_leaves=6)
+_FIELDS = st.sampled_from(["id", "input", "expected", "tags", "metadata", "expect", "colour"])
+_VALUES = _JSON | st.sampled_from(["pass", "fail", "  ", "a, b", {"equals": "fail"}])
+
+
+@st.composite
+def _lines(draw: st.DrawFn) -> str:
+    """A JSONL line that is often a valid case and often not: any JSON object of case-like keys,
+    written with Python's JSON (NaN, lone surrogates), perhaps cut short or with something after."""
+    value = draw(st.dictionaries(_FIELDS, _VALUES, max_size=6) | _JSON)
+    line = json.dumps(value, ensure_ascii=draw(st.booleans()))
+    cut = draw(st.sampled_from(["", "cut", "after", "space"]))
+    if cut == "cut" and len(line) > 1:
+        line = line[:draw(st.integers(1, len(line) - 1))]
+    return line + {"after": " x", "space": "  "}.get(cut, "")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=_lines())
+def test_pydantic_core_reads_any_line_as_the_reference_does(tmp_path, line):
+    """The reader's one-call path (pydantic-core) and its slow path together accept what
+    ``json.loads`` and the model accept, with the same case, and refuse the rest with the same
+    message."""
+    from evalloop.suites.models import _case, jsonl_cases
+
+    path = tmp_path / "cases.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    try:
+        expected = _case(json.loads(line), "here").model_dump()
+    except (json.JSONDecodeError, FixtureError):
+        expected = None
+    if not line.strip():
+        return
+    try:
+        got = [case.model_dump() for _, case in jsonl_cases(path)]
+    except FixtureError as exc:
+        assert expected is None, f"refused {line!r}: {exc.what}"
+        assert exc.what == _reference(line)[1]
+    else:
+        assert expected is not None, f"accepted {line!r}"
+        assert json.dumps(got) == json.dumps([expected])  # NaN == NaN as text
+
+
 def test_a_small_jsonl_file_is_parsed_once_and_read_again_when_it_changes(tmp_path, monkeypatch):
     """The check keeps a small file's parsed lines for the run (one parse, not two); a file changed
     since the check is read again, so the run never runs cases the check did not see."""
@@ -188,10 +240,14 @@ def test_a_small_jsonl_file_is_parsed_once_and_read_again_when_it_changes(tmp_pa
     write(tmp_path, "cases.jsonl", "\n".join(lines) + "\n")
     suite = load_suite(write(tmp_path, "s.yaml", "name: s\ntarget: sut:echo\nscorers: [equals]\ncases: cases.jsonl\n"))
     assert suite.validate_cases() == 3
-    real = models._iter_jsonl
-    monkeypatch.setattr(models, "_iter_jsonl", lambda path: (_ for _ in ()).throw(AssertionError("read again")))
+    real = models.open_jsonl
+
+    def read_again(path):
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(models, "open_jsonl", read_again)
     assert [c.id for c in suite.iter_cases()] == ["c0", "c1", "c2"]  # from the check's parse
-    monkeypatch.setattr(models, "_iter_jsonl", real)
+    monkeypatch.setattr(models, "open_jsonl", real)
     write(tmp_path, "cases.jsonl", "\n".join(lines[:2] + [json.dumps({"id": "new", "input": 9})]) + "\n")
     assert [c.id for c in suite.iter_cases()] == ["c0", "c1", "new"]  # changed since: read again
     monkeypatch.setattr(models, "KEEP_PARSED_BYTES", 10)  # a larger file streams, as before

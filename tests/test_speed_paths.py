@@ -71,13 +71,13 @@ def test_cli_run_reads_the_cases_file_once_or_twice_never_three_times(tmp_path, 
     twice (once to validate before anything is written, once to run); never a third time."""
     root = jsonl_project(tmp_path)
     opened = []
-    real = evalloop.suites.models._iter_jsonl
+    real = evalloop.suites.models.open_jsonl
 
     def counting(path):
         opened.append(path)
         return real(path)
 
-    monkeypatch.setattr(evalloop.suites.models, "_iter_jsonl", counting)
+    monkeypatch.setattr(evalloop.suites.models, "open_jsonl", counting)
     if keep_bytes is not None:
         monkeypatch.setattr(evalloop.suites.models, "KEEP_PARSED_BYTES", keep_bytes)
     result = CliRunner().invoke(app, ["run", "--suite", "speedy", "--project", str(root)])

@@ -21,8 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from evalloop.errors import FixtureError
-from evalloop.suites.jsonlines import iter_jsonl as _iter_jsonl
-from evalloop.suites.jsonlines import not_utf8
+from evalloop.suites.jsonlines import not_utf8, open_jsonl, parse_line
 from evalloop.validation import first_error
 
 SUITE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -184,9 +183,9 @@ class Suite(BaseModel):
     dataset: str | None = None
     path: Path | None = None
     #: the last full validation, so a suite checked once is not read twice: the cases' stamp, their
-    #: count, and a small JSONL file's parsed lines (kept for the run; None for a larger file or
-    #: inline cases)
-    _checked: tuple[Any, int, list[tuple[int, Any]] | None] | None = PrivateAttr(default=None)
+    #: count, and a small JSONL file's cases (kept for the run; None for a larger file or inline
+    #: cases)
+    _checked: tuple[Any, int, list[Case] | None] | None = PrivateAttr(default=None)
 
     @field_validator("target", mode="before")
     @classmethod
@@ -252,10 +251,11 @@ class Suite(BaseModel):
         if isinstance(self.cases, list):  # inline
             yield from self.cases
         elif self.cases_file is not None:  # a JSONL file beside the suite (the validator: cases or dataset)
-            kept = self._checked  # a small file's lines, parsed when it was checked and unchanged since
-            lines = kept[2] if kept is not None and kept[2] is not None and kept[0] == self._stamp() \
-                else _iter_jsonl(self.cases_file)
-            yield from map(operator.itemgetter(1), _cases_of(lines, self.cases_file))
+            kept = self._checked  # a small file's cases, read when it was checked and unchanged since
+            if kept is not None and kept[2] is not None and kept[0] == self._stamp():
+                yield from kept[2]
+            else:
+                yield from map(operator.itemgetter(1), jsonl_cases(self.cases_file))
 
     def held_out_ids(self, ids: Iterable[str] | None = None) -> set[str]:
         """The ids of the held-out cases (of ``ids`` when given and the split is by hash: no case
@@ -282,39 +282,31 @@ class Suite(BaseModel):
         stamp = self._stamp()
         if self._checked is not None and self._checked[0] == stamp and stamp != ("missing",):
             return self._checked[1]
-        keep: list[tuple[int, Any]] | None = None
+        keep: list[Case] | None = None
         if self.cases_file is not None and stamp != ("missing",) and stamp[0][0] <= KEEP_PARSED_BYTES:
-            keep = []  # a small file is parsed once: the run reads its cases from the check
+            keep = []  # a small file is read once: the run takes its cases from the check
         count = self._validate_cases(keep)
         self._checked = (stamp, count, keep)
         return count
 
     def _sources(self) -> Iterator[tuple[int | None, Case]]:
         if self.cases_file:
-            return _iter_jsonl_cases(self.cases_file)
+            return jsonl_cases(self.cases_file)
         return ((None, c) for c in self.iter_cases())
 
-    def _validate_cases(self, keep: list[tuple[int, Any]] | None = None) -> int:
-        """Every case parsed and checked; duplicate ids found from 8-byte hashes of the ids (a
-        second pass names the duplicate only when two hashes are equal), not from a set of them.
-
-        A JSONL case of the plain shape — a non-empty string id, an input, perhaps an expected
-        value, nothing else — is valid whatever its values, so it is checked without building a
-        Case; anything else is validated in full, with the same errors."""
+    def _validate_cases(self, keep: list[Case] | None = None) -> int:
+        """Every case parsed and checked (into ``keep`` when given); duplicate ids found from 8-byte
+        hashes of the ids (a second pass names the duplicate only when two hashes are equal), not
+        from a set of them."""
         import numpy as np
 
         where_file = str(self.cases_file or self.path or self.name)
         hashes = array("q")
         if self.cases_file:
-            path = self.cases_file
-            for line, data in _iter_jsonl(path):
+            for _, case in jsonl_cases(self.cases_file):
                 if keep is not None:
-                    keep.append((line, data))
-                case_id = data.get("id") if type(data) is dict else None
-                if type(case_id) is str and data.keys() <= _PLAIN_CASE and "input" in data and case_id.strip():
-                    hashes.append(hash(case_id))
-                else:
-                    hashes.append(hash(_case(data, f"{path}:{line}").id))
+                    keep.append(case)
+                hashes.append(hash(case.id))
         else:
             for case in self.iter_cases():
                 hashes.append(hash(case.id))
@@ -333,10 +325,6 @@ class Suite(BaseModel):
                                        hint="give every case a unique id")
                 seen.add(case.id)
         return len(hashes)
-
-
-#: the keys of a case that needs no model to be known valid (see ``Suite._validate_cases``)
-_PLAIN_CASE = frozenset({"id", "input", "expected"})
 
 
 CaseSource = Callable[[Path], Iterator[Case]]
@@ -372,22 +360,23 @@ def case_source(name: str) -> CaseSource:
 KEEP_PARSED_BYTES = 4 * 1024 * 1024
 
 
-def _iter_jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
-    return _cases_of(_iter_jsonl(path), path)
+def jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
+    """(line number, case) of every non-blank line of a JSONL cases file, in file order; a
+    FixtureError naming the line for the first bad one.
 
-
-def _cases_of(lines: Iterable[tuple[int, Any]], path: Path) -> Iterator[tuple[int, Case]]:
-    """The cases of parsed JSONL lines (line number, value) of ``path``."""
-    validate = Case.__pydantic_validator__.validate_python  # model_validate's own call, minus its wrapper
-    for lineno, data in lines:
-        case = None
-        if type(data) is dict:
+    pydantic-core parses and validates each line in one call (``validate_json``). A line it
+    refuses takes the slow path — ``json.loads``, then the model — which either accepts it as
+    Python's JSON does (``NaN``, a lone surrogate) or says what is wrong, with the column."""
+    validate = Case.__pydantic_validator__.validate_json
+    with open_jsonl(path) as handle:
+        for lineno, raw in enumerate(handle, start=1):
             try:
-                case = validate(data)
+                case = validate(raw)
             except ValidationError:
-                case = None
-        # a case that did not validate takes the slow path, for its one-line error
-        yield lineno, case if case is not None else _case(data, f"{path}:{lineno}")
+                if not raw.strip():
+                    continue
+                case = _case(parse_line(raw, path, lineno), f"{path}:{lineno}")
+            yield lineno, case
 
 
 def _case(data: Any, where: str) -> Case:
