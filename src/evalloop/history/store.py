@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import logging
 import operator
@@ -161,24 +162,22 @@ class HistoryStore(metaclass=_MappedErrors):
         cases, scores = _redacted(cases, "error", CASE_RESULT_COLUMNS), _redacted(scores, "message", CASE_SCORE_COLUMNS)
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
-                # The DB-API executemany is several times faster than Core's parameter handling
-                # for these flat rows; other databases take the portable path.
-                driver: Any = conn.connection.driver_connection  # sqlite3's: executemany takes any iterable
+                # The DB-API is several times faster than Core's parameter handling for these
+                # flat rows; other databases take the portable path.
+                driver: Any = conn.connection.driver_connection
                 cursor = driver.cursor()
                 for table, rows, columns in ((RESULTS, cases, CASE_RESULT_COLUMNS),
                                              (SCORES, scores, CASE_SCORE_COLUMNS)):
                     if not rows:
                         continue
-                    values: Iterable[Any]
+                    values: Sequence[Any]
                     if type(rows[0]) is tuple:
                         names, values = list(columns), rows
                     else:
                         names = [c for c in rows[0] if c != "id"]
                         row_of = operator.itemgetter(*names)  # one C call per row
-                        values = map(row_of, rows) if len(names) > 1 else ((row_of(r),) for r in rows)
-                    sql = (f"INSERT INTO {table.name} ({', '.join(names)}) "
-                           f"VALUES ({', '.join('?' * len(names))})")
-                    cursor.executemany(sql, values)
+                        values = list(map(row_of, rows)) if len(names) > 1 else [(row_of(r),) for r in rows]
+                    _insert_many(cursor, table.name, names, values)
                 cursor.close()
                 return
             if cases:
@@ -467,6 +466,29 @@ CASE_SCORE_COLUMNS = ("run_id", "case_id", "epoch", "scorer", "value", "errored"
 
 def _as_dicts(rows: Sequence[Mapping[str, Any] | tuple[Any, ...]], columns: tuple[str, ...]) -> list[dict[str, Any]]:
     return [dict(zip(columns, r, strict=True)) if type(r) is tuple else dict(r) for r in rows]
+
+
+#: host parameters one SQLite statement may take (SQLITE_MAX_VARIABLE_NUMBER before 3.32)
+SQLITE_MAX_PARAMS = 999
+
+
+def _insert_many(cursor: Any, table: str, names: list[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Insert rows (tuples in ``names`` order) with a sqlite3 cursor, as many rows to a statement as
+    SQLite's parameter limit allows, in order: a row's step costs SQLite less inside a statement of
+    many rows than as a statement of its own (20,000 case rows: ≈ 53 ms against ≈ 66 ms with
+    ``executemany``, ``bench/insert_rows.py``)."""
+    head = f"INSERT INTO {table} ({', '.join(names)}) VALUES "
+    one = f"({', '.join('?' * len(names))})"
+    per = max(1, SQLITE_MAX_PARAMS // len(names))
+    full = head + ", ".join([one] * per)
+    flat = itertools.chain.from_iterable
+    start = 0
+    while len(rows) - start >= per:
+        cursor.execute(full, list(flat(rows[start:start + per])))
+        start += per
+    if start < len(rows):
+        rest = rows[start:]
+        cursor.execute(head + ", ".join([one] * len(rest)), list(flat(rest)))
 
 
 def _redacted(rows: Sequence[Any], key: str, columns: tuple[str, ...]) -> Sequence[Any]:
