@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evalloop import load_settings, run_suite
 from evalloop.history.models import CaseScore, Run, ScorerSummary
@@ -124,3 +126,29 @@ def test_run_log_can_be_switched_off(tmp_path, monkeypatch):
     write_answers(tmp_path / "answers.json", {"c0": 1.0, "c1": 1.0})
     run_suite("controlled", settings=load_settings(root, run_log=False))
     assert not log_path(root / "history", "controlled").exists()
+
+
+@settings(max_examples=200, deadline=None)
+@given(pairs=st.lists(st.tuples(st.text(max_size=12) | st.sampled_from(["https://u:p@h.io/x", 'a"b', "é\u2028"]),
+                                st.floats(0, 1) | st.just(float("nan"))), max_size=1100),
+       repeat=st.booleans())
+def test_a_vector_is_written_into_the_line_as_pair_by_pair(pairs, repeat):
+    """A score vector's ``{"case": score, …}`` text is what writing each graded pair with ``dumps``
+    (NaN left out, each chunk redacted) gives, whether a chunk is written in one call or, with a
+    repeated id, pair by pair."""
+    import numpy as np
+
+    from evalloop.history.runlog import _cases_json
+    from evalloop.history.store import dumps
+    from evalloop.redact import redact_text
+
+    if repeat and pairs:
+        pairs = [*pairs, pairs[0]]
+    ids = [i for i, _ in pairs]
+    values = np.array([v for _, v in pairs], dtype=float)
+    chunks = []
+    for start in range(0, len(pairs), 512):
+        text = ",".join(f"{dumps(i)}:{float(v)!r}" for i, v in pairs[start:start + 512] if v == v)
+        if text:
+            chunks.append(redact_text(text))
+    assert b"".join(_cases_json(ids, values)) == ("{" + ",".join(chunks) + "}").encode("utf-8")
