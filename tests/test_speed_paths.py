@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import evalloop.suites.lookup
@@ -17,7 +19,7 @@ from evalloop import load_settings, run_suite
 from evalloop.cli import app
 from evalloop.history import HistoryStore, runlog
 from evalloop.run.runner import ScorerResult
-from evalloop.scoring.scorevec import align
+from evalloop.scoring.scorevec import align, ids_digest
 from evalloop.verdicts.verdict import VerdictPolicy, decide, decide_aligned
 from support.project import make_project
 
@@ -182,3 +184,17 @@ def test_a_run_and_its_comparison_never_open_a_session(tmp_path, monkeypatch):
     monkeypatch.undo()
     found = HistoryStore(settings.database_url).runs("speedy", limit=None)  # a user's read still is one
     assert [r.id for r in found][0] == report.outcome.run.id
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.text(max_size=6) | st.sampled_from(["\ud800", "é", ""]), max_size=50))
+@example(ids=[f"c{i}" for i in range(8193)])  # across two chunk boundaries
+def test_a_case_list_digest_is_each_id_and_a_nul_in_order(ids):
+    """Hashed a chunk of ids at a time, the digest is still SHA-256 over each id's UTF-8 (lone
+    surrogates passed through) followed by a NUL, in order: stored digests keep matching."""
+    import hashlib
+
+    one_by_one = hashlib.sha256()
+    for case_id in ids:
+        one_by_one.update(case_id.encode("utf-8", "surrogatepass") + b"\0")
+    assert ids_digest(ids) == one_by_one.hexdigest()[:32]
