@@ -366,8 +366,10 @@ class _RunState:
             self.case_errors += 1
             self.first_case_error = self.first_case_error or f"case '{case_id}': {error}"
         else:
-            if any(score.failure is Failure.TARGET for score in scores):  # a scorer could not parse the output
-                failure = Failure.TARGET
+            for score in scores:  # a scorer that could not parse the output (a loop: no generator per case)
+                if score.failure is Failure.TARGET:
+                    failure = Failure.TARGET
+                    break
         if failure is not None:
             self.totals[f"{failure.value}_failures"] += 1
         tags = case.tags
