@@ -355,8 +355,8 @@ def case_source(name: str) -> CaseSource:
     return _CASE_SOURCES[name]
 
 
-#: a JSONL cases file up to this size keeps its parsed lines from the check for the run (≈ 60,000
-#: short cases); a larger one is read again, as a stream, so memory stays flat as suites grow
+#: a JSONL cases file up to this size keeps its cases from the check for the run (≈ 60,000 short
+#: cases); a larger one is read again, as a stream, so memory stays flat as suites grow
 KEEP_PARSED_BYTES = 4 * 1024 * 1024
 
 
