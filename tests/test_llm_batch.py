@@ -191,6 +191,7 @@ def test_the_next_scheduled_fire_resumes_a_killed_batch_run(tmp_path, monkeypatc
         assert len(batches_of(store, run_id)) == 12  # kept under the new run: it can be resumed in turn
         (later,) = run_scheduled_job(str(tmp_path), ["judged"], job_id="nightly")
         after = store.get_run(later)  # nothing left to resume; the replies come from the response cache
+        assert after is not None, (later, [(r.id, r.status, r.notes) for r in store.runs("judged")])
         assert "resumed_from" not in json.loads(after.notes) and after.cache_hits == 12
         assert server.batches.submissions == 1
 
