@@ -159,3 +159,19 @@ def test_an_unknown_setting_gets_a_did_you_mean(tmp_path, toml, expected):
     (root / "evalloop.toml").write_text(toml)
     result = invoke(root, "run", "-s", "echo")
     assert result.exit_code == 2 and expected in result.output, result.output
+
+
+def test_the_global_project_option_holds_for_its_command_only(tmp_path, monkeypatch):
+    """`evalloop -C DIR COMMAND` points the command at DIR; a process that calls the command
+    line again (a test, an embedding program) is not left pointing there."""
+    import os
+
+    root = make_project(tmp_path / "p", {"echo": ECHO})
+    monkeypatch.delenv("EVALLOOP_PROJECT", raising=False)
+    result = CliRunner().invoke(app, ["-C", str(root), "suites", "list"])
+    assert result.exit_code == 0, result.output
+    assert "echo" in result.output
+    assert "EVALLOOP_PROJECT" not in os.environ
+    monkeypatch.setenv("EVALLOOP_PROJECT", str(tmp_path / "elsewhere"))
+    assert CliRunner().invoke(app, ["-C", str(root), "suites", "list"]).exit_code == 0
+    assert os.environ["EVALLOOP_PROJECT"] == str(tmp_path / "elsewhere")  # as it was before the call

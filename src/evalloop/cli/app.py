@@ -112,6 +112,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _global(
+    ctx: typer.Context,
     project: Annotated[Path | None, typer.Option(
         "--project", "-C", metavar="DIR", help="Project directory for every command (default: current directory).",
         show_default=False)] = None,
@@ -121,7 +122,18 @@ def _global(
     """Evaluate an LLM-powered system, compare each run with a rolling baseline, and feed
     regressions back as memories."""
     if project is not None:  # `evalloop -C DIR run …`: the subcommands read it like their own -C
+        previous = os.environ.get("EVALLOOP_PROJECT")
         os.environ["EVALLOOP_PROJECT"] = str(project)
+        ctx.call_on_close(lambda: _restore_env("EVALLOOP_PROJECT", previous))  # for this command only
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    """Put an environment variable back as it was (unset when it was): a process that calls the
+    command line more than once (a test, an embedding program) keeps no project of an earlier call."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def out() -> Console:
