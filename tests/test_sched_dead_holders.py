@@ -85,6 +85,26 @@ def test_scheduler_start_reaps_dead_runs_first(project):
     assert run.status == RunStatus.FAILED and run.invalid_reason == f"process {pid} on {HOST} died"
 
 
+def test_a_scheduler_that_fails_leaves_no_state_behind_in_its_process(tmp_path):
+    """A scheduler that stops on an error (here: a history that is not a database) leaves this
+    process as it found it: the next fire in it runs in its own project, not the failed
+    scheduler's, and is not told that a scheduler is stopping."""
+    from evalloop.errors import EvalloopError
+
+    broken = make_project(tmp_path / "broken", {"slow": slow_suite(2, 0.01)}, target=SLOW)
+    (broken / "history").mkdir(exist_ok=True)
+    (broken / "history" / "evalloop.db").write_bytes(b"this is not a database" * 100)
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(EvalloopError):
+        serve(load_settings(broken), stop=stop, poll_seconds=0.1)
+    assert CONTROL.project_dir is None and CONTROL.url is None
+    assert not CONTROL.stopping.is_set() and not CONTROL.hard.is_set()
+    root = make_project(tmp_path / "ok", {"slow": slow_suite(2, 0.01)}, target=SLOW)
+    (run_id,) = run_scheduled_job(str(root), ["slow"])
+    assert HistoryStore(load_settings(root).database_url).get_run(run_id) is not None
+
+
 def hold_lock_then_die(url: str, stale: float) -> int:
     script = textwrap.dedent(f"""
         import time

@@ -347,7 +347,15 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
     """
     CONTROL.reset()
     CONTROL.project_dir, CONTROL.url = settings.project_dir, settings.database_url
-    stop = stop or threading.Event()
+    try:
+        return _serve(settings, stop or threading.Event(), poll_seconds, on_ready, stop_timeout)
+    finally:
+        CONTROL.reset()  # this process may schedule (or run fires) again, after a failure too
+
+
+def _serve(settings: Settings, stop: threading.Event, poll_seconds: float | None,
+           on_ready: Callable[[], None] | None, stop_timeout: float | None) -> int:
+    """:func:`serve`'s loop, with :data:`CONTROL` set for this scheduler."""
     poll = poll_seconds or settings.scheduler_poll_seconds
     patience = stop_timeout if stop_timeout is not None else settings.scheduler_stop_seconds
     received: list[int] = []
@@ -401,6 +409,5 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
     code = 0
     if CONTROL.interrupted:
         code = 128 + signal.SIGTERM if signal.SIGTERM in received else 128 + signal.SIGINT
-    CONTROL.reset()  # this process may schedule (or run fires) again
     log.info("scheduler stopped")
     return code
