@@ -24,3 +24,4 @@ def test_a_run_that_ended_after_the_current_one_started_is_not_its_baseline(hist
     assert store.baseline_runs("s", "x", store.get_run("r2"), 5) == []
     third = store.begin_run(Run(id="r3", suite="s", started_at=t0 + timedelta(seconds=7)))
     assert [r.id for r, _ in store.baseline_runs("s", "x", third, 5)] == ["r1", "r2"]
+    finish(store, third, 0.7, t0 + timedelta(seconds=8))  # its lease's heartbeat ends with the run
