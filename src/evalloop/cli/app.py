@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 import typer
 
 from evalloop.cli.help import RootGroup
+from evalloop.environ import restore_env
 from evalloop.errors import EvalloopError, is_db_error, store_error
 
 if TYPE_CHECKING:  # the commands import what they use: `evalloop --help` imports no more than Typer
@@ -122,18 +123,11 @@ def _global(
     """Evaluate an LLM-powered system, compare each run with a rolling baseline, and feed
     regressions back as memories."""
     if project is not None:  # `evalloop -C DIR run …`: the subcommands read it like their own -C
-        previous = os.environ.get("EVALLOOP_PROJECT")
+        # for this command only: a process that calls the command line again (a test, an
+        # embedding program) keeps no project of an earlier call
+        saved = {"EVALLOOP_PROJECT": os.environ.get("EVALLOOP_PROJECT")}
         os.environ["EVALLOOP_PROJECT"] = str(project)
-        ctx.call_on_close(lambda: _restore_env("EVALLOOP_PROJECT", previous))  # for this command only
-
-
-def _restore_env(name: str, value: str | None) -> None:
-    """Put an environment variable back as it was (unset when it was): a process that calls the
-    command line more than once (a test, an embedding program) keeps no project of an earlier call."""
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
+        ctx.call_on_close(lambda: restore_env(saved))
 
 
 def out() -> Console:

@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from evalloop.environ import restore_env
 from evalloop.errors import ConfigError
 from evalloop.memory import wordcache
 from evalloop.memory.vectors import normalise_rows
@@ -96,11 +97,7 @@ def _load_static(folder: Path) -> Any:
     try:
         return StaticModel.from_pretrained(folder, force_download=False)
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        restore_env(saved)
 
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
