@@ -11,7 +11,9 @@ stays on the last good runs until the incident resolves, or until the change is 
 (``evalloop accept``), which makes that run eligible whatever its verdict and the oldest run
 any later baseline may reach back to. A scorer ``below floor`` stays eligible: it is the
 normal, only not good enough. The answer is stored on the summary when the run is judged;
-rows from older versions are judged here.
+rows from older versions are judged here. A baseline of a scorer holds only runs measured as the
+current run is (same scorer code, parameters, judge model): a run graded otherwise enters
+through its *bridge* — its stored outputs re-graded by the current measurement — or not at all.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import json
 import math
 from typing import Any
 
+from evalloop.history.identity import VOLATILE_KEYS, stable
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 
-# parts of a fingerprint that change without the system under test changing
-VOLATILE_KEYS = frozenset({"cases", "injected"})
+__all__ = ["VOLATILE_KEYS", "accepted", "base_fingerprint", "baseline_eligible", "eligible_now",
+           "fingerprint_changes", "measured_as", "verdict_reason"]
 
 
 #: verdicts that keep a run out of later baselines: a change nobody accepted, or untrustworthy grades
@@ -63,9 +66,24 @@ def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, signi
             and math.isfinite(summary.mean) and verdict not in NOT_A_BASELINE and not significant_drop)
 
 
-def baseline_eligible(run: Run, summary: ScorerSummary | None) -> bool:
-    """The one answer to "may this scorer of this run be part of a baseline?"."""
+def measured_as(summary: ScorerSummary, measurement: str | None) -> bool:
+    """Whether a scorer's stored scores were measured as ``measurement`` says (the same scorer
+    code, parameters and judge model: :mod:`evalloop.history.identity`). Unknown on either side
+    (a row of an older evalloop without a fingerprint) counts as the same."""
+    return measurement is None or summary.measurement is None or summary.measurement == measurement
+
+
+def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: str | None = None) -> bool:
+    """The one answer to "may this scorer of this run be part of a baseline?".
+
+    With ``measurement``: of a run whose scorer is measured so — only runs measured the same way
+    are (a run measured otherwise enters through its *bridge*, its outputs re-graded). A bridge
+    is never a baseline but of the measurement it was graded by."""
     if summary is None or run.status != RunStatus.COMPLETED:
+        return False
+    if run.bridge_of is not None and (measurement is None or summary.measurement != measurement):
+        return False
+    if not measured_as(summary, measurement):
         return False
     if accepted(summary) is not None:
         return True
@@ -76,13 +94,7 @@ def baseline_eligible(run: Run, summary: ScorerSummary | None) -> bool:
 
 def base_fingerprint(fingerprint: dict[str, Any]) -> dict[str, Any]:
     """The fingerprint without its volatile parts (case files, injected failure memories)."""
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
-        return value
-
-    return strip(fingerprint)
+    return dict(stable(fingerprint))
 
 
 def fingerprint_changes(before: str | None, after: str | None) -> list[str]:
