@@ -184,3 +184,19 @@ def test_outputs_that_were_never_stored_cannot_be_bridged_and_the_baseline_resta
     assert reasons == {"its outputs were never stored (imported from the run log, which keeps scores only)"}
     assert any(n.startswith("not bridged: run ") for n in doc["notices"])
     assert judged_by(server, SONNET) == N
+
+
+def test_the_bridges_stop_at_the_cost_budget_and_say_so(project, server):
+    baseline_under_haiku(project, server)
+    call = (400 * 3.0 + 40 * 15.0) / 1e6  # one Sonnet 4.5 judge call: 400 tokens in, 40 out
+    done = run(project, server, SONNET, "--json", "--concurrency", "1", "--max-cost", f"{30 * call:.6f}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["valid"] and doc["cost_usd"] == pytest.approx(N * call)  # the run itself: within the budget
+    bridge = doc["bridge"]
+    assert [r["run"] for r in bridge["runs"]] == [doc["fingerprint_change"]["previous_run"]]  # the newest one
+    assert bridge["cost_usd"] <= 30 * call + 1e-9 and bridge["llm_calls"] < 2 * N
+    reasons = [r["reason"] for r in bridge["unbridged"]]
+    assert reasons[0] == "the cost budget (--max-cost) was spent while it was re-graded"
+    assert reasons[1].startswith("not tried: a bridge before it stopped")
+    assert scorer(doc)["window_runs"] == 1 and scorer(doc)["verdict"] == "steady"
