@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from evalloop import load_settings, run_suite
-from evalloop.history import HistoryStore
-from evalloop.history import identity
+from evalloop.history import HistoryStore, identity
 from support.project import make_project
 
 TARGET = '''
@@ -28,7 +27,8 @@ def scaled(input, output, expected, scale=1.0):
 def suite(prompt: str = "v1", scale: float = 1.0, verdict: dict | None = None, **entry) -> dict:
     return {"name": "p", "holdout": 0, "target": {"ref": "sut:answer", "params": {"prompt": prompt}},
             "scorers": [{"name": "scaled", "params": {"scale": scale}, **entry}, "json-valid"],
-            "cases": [{"id": f"c{i}", "input": {"id": i}} for i in range(8)], **({"verdict": verdict} if verdict else {})}
+            "cases": [{"id": f"c{i}", "input": {"id": i}} for i in range(8)],
+            **({"verdict": verdict} if verdict else {})}
 
 
 @pytest.fixture
