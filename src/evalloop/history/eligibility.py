@@ -1,4 +1,5 @@
-"""Which stored runs may serve as a baseline, and what makes two runs' systems differ.
+"""Which stored runs may serve as a baseline (what makes two runs' products or measurements differ:
+:mod:`evalloop.history.identity`).
 
 The single definition of baseline eligibility: verdicts (``HistoryStore.baseline_runs``),
 reports and trends all ask :func:`baseline_eligible`. A scorer of a run is eligible when the
@@ -26,7 +27,7 @@ from evalloop.history.identity import VOLATILE_KEYS, stable
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 
 __all__ = ["VOLATILE_KEYS", "accepted", "base_fingerprint", "baseline_eligible", "eligible_now",
-           "fingerprint_changes", "measured_as", "verdict_reason"]
+           "measured_as", "verdict_reason"]
 
 
 #: verdicts that keep a run out of later baselines: a change nobody accepted, or untrustworthy grades
@@ -95,22 +96,3 @@ def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: s
 def base_fingerprint(fingerprint: dict[str, Any]) -> dict[str, Any]:
     """The fingerprint without its volatile parts (case files, injected failure memories)."""
     return dict(stable(fingerprint))
-
-
-def fingerprint_changes(before: str | None, after: str | None) -> list[str]:
-    """The top-level parts (target, its params, its prompt/model, scorers) that differ."""
-    try:
-        a = base_fingerprint(json.loads(before or "{}"))
-        b = base_fingerprint(json.loads(after or "{}"))
-    except ValueError:
-        return []
-    changed = []
-    for key in sorted(set(a) | set(b)):
-        if a.get(key) == b.get(key):
-            continue
-        if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
-            inner = sorted(k for k in set(a[key]) | set(b[key]) if a[key].get(k) != b[key].get(k))
-            changed += [f"{key}.{k}" for k in inner]
-        else:
-            changed.append(key)
-    return changed

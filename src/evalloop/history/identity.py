@@ -109,6 +109,13 @@ def measurement_changes(before: dict[str, Any], after: dict[str, Any], scorer: s
     return _diff(measurement_part(a), measurement_part(b))
 
 
+def policy_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The verdict policy the fingerprint records that differs, per scorer (``llm-rubric.threshold``)."""
+    a, b = scorer_entries(before), scorer_entries(after)
+    return [f"{name}.{key}" for name in sorted(set(a) & set(b)) for key in sorted(POLICY_KEYS)
+            if a[name].get(key) != b[name].get(key)]
+
+
 # -- older rows: both hashes from the stored fingerprint -----------------------------------------
 
 def backfill(conn: Connection, run_ids: Iterable[str] | None = None) -> int:

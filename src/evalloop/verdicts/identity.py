@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from evalloop.history import identity
 from evalloop.history.bridges import BridgeRecord, bridged
-from evalloop.history.eligibility import fingerprint_changes, measured_as
+from evalloop.history.eligibility import measured_as
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore
 
@@ -42,7 +42,7 @@ class FingerprintChange:
     """The product or a scorer's measurement changed since the latest run of the baseline window."""
 
     previous_run: str
-    changed: list[str]  # every part of the fingerprint that differs (thresholds included)
+    changed: list[str]  # every part that differs: the product's, scorers.<name>.<part>, scorers.<name>.threshold
     restarted: bool  # the baseline restarts here: for the product, or for a scorer not bridged
     product: list[str] = field(default_factory=list)  # the parts of the product that differ
     measurement: dict[str, list[str]] = field(default_factory=dict)  # scorer → parts of its measurement
@@ -123,22 +123,29 @@ def read(store: HistoryStore, run: Run, summaries: Mapping[str, ScorerSummary], 
     for own in product.values():
         if own and (latest is None or own[-1][0].started_at > latest.started_at):
             latest = own[-1][0]
-    if latest is None or not run.base_fingerprint or not latest.base_fingerprint \
-            or latest.base_fingerprint == run.base_fingerprint:
+    if latest is None:
         return windows
-    before, after = identity.parse(latest.fingerprint), identity.parse(run.fingerprint)
     moved = bool(latest.product_fingerprint and run.product_fingerprint
                  and latest.product_fingerprint != run.product_fingerprint)
+    measured = [s for s in product if windows.changed_measurement(s)]
+    if not moved and not measured and (not run.base_fingerprint or latest.base_fingerprint == run.base_fingerprint):
+        return windows
+    after = identity.parse(run.fingerprint)
+    before = identity.parse(latest.fingerprint)
+    policy = identity.policy_changes(before, after)
+    if not (moved or measured or policy):  # e.g. a judge skipped before (no key): nothing to say
+        return windows
     product_parts = (identity.product_changes(before, after) or ["target"]) if moved else []
     measurement = {s: identity.measurement_changes(identity.parse(product[s][-1][0].fingerprint), after, s)
-                   or ["code"] for s in product if windows.changed_measurement(s)}
+                   or ["code"] for s in measured}
     restarted = moved and restart
     if restarted:
         windows.restart_at = run.product_fingerprint
         windows.product = {s: store.baseline_runs(run.suite, s, run, size, run.product_fingerprint)
                            for s in product}
-    windows.change = FingerprintChange(latest.id, fingerprint_changes(latest.fingerprint, run.fingerprint)
-                                       or ["fingerprint"], restarted, product_parts, measurement,
+    changed = [*product_parts, *(f"scorers.{s}.{part}" for s, parts in measurement.items() for part in parts),
+               *(f"scorers.{p}" for p in policy)]
+    windows.change = FingerprintChange(latest.id, changed, restarted, product_parts, measurement,
                                        product_restarted=restarted)
     return windows
 
