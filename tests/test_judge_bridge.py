@@ -200,3 +200,15 @@ def test_the_bridges_stop_at_the_cost_budget_and_say_so(project, server):
     assert reasons[0] == "the cost budget (--max-cost) was spent while it was re-graded"
     assert reasons[1].startswith("not tried: a bridge before it stopped")
     assert scorer(doc)["window_runs"] == 1 and scorer(doc)["verdict"] == "steady"
+
+
+def test_a_judge_skipped_for_want_of_a_key_is_no_change(project, server):
+    assert run(project, server, HAIKU).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "EVALLOOP_"))}
+    keyless = cli(project, "run", "--suite", "judged", "--json", env={**env, "PYTHONPATH": str(project)})
+    assert keyless.returncode == 0, keyless.stderr
+    assert scorer(json.loads(keyless.stdout))["verdict"] == "skipped"
+    done = run(project, server, HAIKU, "--json")
+    doc = json.loads(done.stdout)
+    assert doc["fingerprint_change"] is None and doc["bridge"] is None
+    assert scorer(doc)["window_runs"] == 1 and scorer(doc)["verdict"] == "steady"
