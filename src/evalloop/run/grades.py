@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from evalloop.score import Score
+from evalloop.score import Score, passes
 
 if TYPE_CHECKING:
     from evalloop.run.bound import BoundScorer
@@ -83,7 +83,7 @@ class ScorerResult:
 
     @property
     def controls_passed(self) -> list[str]:
-        return sorted(c for c, v in self.controls.items() if v >= self.pass_mark)
+        return sorted(c for c, v in self.controls.items() if passes(v, self.pass_mark))
 
     def details(self) -> dict[str, Any]:
         """What the stored summary keeps beside its columns."""

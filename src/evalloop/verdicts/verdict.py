@@ -44,6 +44,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from evalloop.policy import TOLERANCE, VerdictPolicy
+from evalloop.score import passes, passes_many
 from evalloop.scoring import scorevec
 from evalloop.verdicts import stats
 from evalloop.verdicts.drop import (
@@ -160,7 +161,7 @@ def count_flips(runs: Sequence[Mapping[str, float]], pass_mark: float) -> dict[s
     flips: dict[str, int] = {}
     for run in runs:
         for case, score in run.items():
-            passed = score >= pass_mark
+            passed = passes(score, pass_mark)
             flips.setdefault(case, 0)
             if case in last and last[case] != passed:
                 flips[case] += 1
@@ -255,7 +256,7 @@ def _flips(runs: np.ndarray, current: np.ndarray, pass_mark: float) -> np.ndarra
         last = np.full(block.shape[0], np.nan)
         for col in (*(block[:, j] for j in range(block.shape[1])), now):
             present = ~np.isnan(col)
-            state = np.where(present, (col >= pass_mark).astype(np.float64), np.nan)
+            state = np.where(present, passes_many(col, pass_mark).astype(np.float64), np.nan)
             out += present & ~np.isnan(last) & (state != last)
             last = np.where(present, state, last)
     return flips
@@ -283,7 +284,7 @@ def decide_aligned(
     cm = ~np.isnan(current)
     bad = set(known_bad)
     badm = np.fromiter((c in bad for c in ids), dtype=bool, count=len(ids)) if bad else np.zeros(len(ids), bool)
-    broken = listed(cm & badm & (np.nan_to_num(current, nan=-np.inf) >= pm))
+    broken = listed(cm & badm & passes_many(current, pm))
     flips = _flips(runs, current, pm)
     flaky = listed((flips > policy.flaky_flips) & ~badm)
     quarantined = flaky if policy.quarantine_flaky else []
@@ -310,8 +311,8 @@ def decide_aligned(
     if used_runs.shape[1]:
         last = used_runs[:, -1]
         both = usedm & ~np.isnan(last)
-        before = np.nan_to_num(last, nan=-np.inf) >= pm
-        now = np.nan_to_num(current, nan=-np.inf) >= pm
+        before = passes_many(last, pm)
+        now = passes_many(current, pm)
         newly_failing = listed(both & before & ~now)
         newly_passing = listed(both & now & ~before)
     used_n = len(used_values)

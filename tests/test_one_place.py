@@ -1,0 +1,76 @@
+"""One place per concept (issue #36, items 8 and 9): whether a score passes its pass mark, the order
+of verdicts, the Markdown headline, the trend chart's window, the eligibility of rows an older
+version judged, and the power line — each answered once, and every reader asks that one place."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import evalloop
+
+SRC = Path(evalloop.__file__).parent
+#: the one module that compares a score with a pass mark (evalloop.score.passes / passes_many)
+PASS_MARK_HOME = SRC / "score.py"
+ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def _is_mark(node: ast.AST, aliases: set[str]) -> bool:
+    """Whether an expression *is* a pass mark: a name or attribute spelt ``*pass_mark*`` (or a
+    local name assigned from one), a call of a ``*pass_mark*`` function, ``x.get("pass_mark", …)``,
+    ``x["pass_mark"]``, or ``float(…)`` of one of these."""
+    if isinstance(node, ast.Name):
+        return "pass_mark" in node.id or node.id in aliases
+    if isinstance(node, ast.Attribute):
+        return "pass_mark" in node.attr
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "pass_mark"
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if "pass_mark" in name:
+            return True
+        if name == "get" and node.args and isinstance(node.args[0], ast.Constant):
+            return node.args[0].value == "pass_mark"
+        return name == "float" and len(node.args) == 1 and _is_mark(node.args[0], aliases)
+    return False
+
+
+def pass_mark_comparisons(path: Path, root: Path = SRC) -> list[str]:
+    """``file:line`` of every ordering comparison (<, <=, >, >=) with a pass mark in one module."""
+    tree = ast.parse(path.read_text(), str(path))
+    aliases: set[str] = set()
+    changed = True
+    while changed:  # names assigned a pass mark (pm = policy.pass_mark; mark = _pass_mark(s))
+        changed = False
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign | ast.AnnAssign | ast.NamedExpr) and node.value is not None \
+                    and _is_mark(node.value, aliases):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name) and target.id not in aliases:
+                        aliases.add(target.id)
+                        changed = True
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(isinstance(op, ORDERING) for op in node.ops) \
+                and any(_is_mark(sub, aliases) for side in (node.left, *node.comparators) for sub in ast.walk(side)):
+            found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_the_pass_mark_is_compared_in_one_place():
+    """``passes`` (and ``passes_many`` beside it) is the only comparison of a score with a pass
+    mark; every other module calls it, so a control case and a missing grade (NaN) are handled
+    alike everywhere."""
+    offenders = [hit for path in sorted(SRC.rglob("*.py")) if path != PASS_MARK_HOME
+                 for hit in pass_mark_comparisons(path)]
+    assert offenders == [], "compare with evalloop.score.passes / passes_many instead"
+    assert pass_mark_comparisons(PASS_MARK_HOME)  # the one place does compare (the check finds it)
+
+
+def test_the_comparison_check_finds_what_it_looks_for(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f(v, policy, s):\n    pm = policy.pass_mark\n    a = v >= pm\n"
+                     "    b = s.value < s.pass_mark\n    c = v > 0.5\n    return a, b, c\n")
+    assert [hit.rsplit(":", 1)[1] for hit in pass_mark_comparisons(probe, tmp_path)] == ["3", "4"]
