@@ -74,3 +74,28 @@ def test_the_comparison_check_finds_what_it_looks_for(tmp_path):
     probe.write_text("def f(v, policy, s):\n    pm = policy.pass_mark\n    a = v >= pm\n"
                      "    b = s.value < s.pass_mark\n    c = v > 0.5\n    return a, b, c\n")
     assert [hit.rsplit(":", 1)[1] for hit in pass_mark_comparisons(probe, tmp_path)] == ["3", "4"]
+
+
+# -- one order of verdicts -------------------------------------------------------------------------
+def test_failure_lines_name_the_worst_first_in_the_one_order(tmp_path, answers):
+    """``run``'s closing lines (why the runs fail) follow :data:`ORDER`: an invalid run before a
+    regression (main listed regressions first and invalid runs last, its own order)."""
+    from evalloop import load_settings, run_suite
+    from evalloop.loop.outcome import failure_lines
+    from evalloop.verdicts.outcome import ORDER
+    from support.project import make_project, write_answers
+
+    cases = [{"id": f"c{i}", "input": {"id": f"c{i}", "boom": True}} for i in range(20)]
+    root = make_project(tmp_path, {
+        "drops": {"name": "drops", "target": "sut:controlled", "scorers": ["value"], "cases": cases},
+        "broken": {"name": "broken", "target": "sut:flaky", "scorers": ["value"], "cases": cases}})
+    settings = load_settings(root)
+    write_answers(answers, {c["id"]: 1.0 for c in cases})
+    run_suite("drops", settings=settings)
+    write_answers(answers, {c["id"]: 0.0 for c in cases})
+    reports = [run_suite("drops", settings=settings), run_suite("broken", settings=settings)]
+    assert [r.comparison.worst.value for r in reports] == ["regressed", "invalid run"]
+    lines = failure_lines(reports)
+    assert [line.split(" in ")[0] for line in lines] == ["invalid run", "regression"]
+    assert lines[0].startswith("invalid run in broken (every target call failed")
+    assert ORDER.index(reports[1].comparison.worst) < ORDER.index(reports[0].comparison.worst)

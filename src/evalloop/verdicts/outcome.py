@@ -31,8 +31,8 @@ from typing import Any, Protocol
 from evalloop.score import fails_many, passes, passes_many
 from evalloop.verdicts.verdict import VerdictStatus
 
-__all__ = ["ORDER", "CaseOutcome", "RunOutcome", "case_outcome", "fails_many", "outcome_of_labels", "passes",
-           "passes_many", "run_outcome", "worst"]
+__all__ = ["ORDER", "CaseOutcome", "RunOutcome", "case_outcome", "fails_many", "failure_name", "outcome_of_labels",
+           "passes", "passes_many", "run_outcome", "worst"]
 
 
 class Judged(Protocol):
@@ -50,6 +50,11 @@ ORDER: tuple[VerdictStatus, ...] = (
     VerdictStatus.WATCH, VerdictStatus.IMPROVED, VerdictStatus.STEADY, VerdictStatus.NO_BASELINE,
     VerdictStatus.SKIPPED,
 )
+
+
+def failure_name(status: VerdictStatus) -> str:
+    """What a failing status is called in a sentence ("regression in …", "below floor in …")."""
+    return "regression" if status is VerdictStatus.REGRESSED else status.value
 
 
 @dataclass(frozen=True)
