@@ -99,3 +99,27 @@ def test_failure_lines_name_the_worst_first_in_the_one_order(tmp_path, answers):
     assert [line.split(" in ")[0] for line in lines] == ["invalid run", "regression"]
     assert lines[0].startswith("invalid run in broken (every target call failed")
     assert ORDER.index(reports[1].comparison.worst) < ORDER.index(reports[0].comparison.worst)
+
+
+# -- the Markdown headline -------------------------------------------------------------------------
+def test_the_markdown_headline_is_the_run_outcome(tmp_path, answers):
+    """A suite whose latest verdict is ``below floor`` is headlined "below floor" (main said
+    "invalid run": its own reading of the verdicts), as the HTML banner and ``run`` say."""
+    from evalloop import HistoryStore, load_settings, run_suite
+    from evalloop.report.html import render_html
+    from evalloop.report.markdown import render_markdown
+    from evalloop.report.trends import build_trends
+    from support.project import make_project, write_answers
+
+    cases = [{"id": f"c{i}", "input": {"id": f"c{i}"}} for i in range(10)]
+    root = make_project(tmp_path, {"low": {"name": "low", "target": "sut:controlled", "cases": cases,
+                                           "scorers": [{"name": "value", "min_score": 0.9}]}})
+    settings = load_settings(root)
+    write_answers(answers, {c["id"]: 0.5 for c in cases})
+    report = run_suite("low", settings=settings)
+    assert report.comparison.worst.value == "below floor" and report.comparison.fails
+    trends = build_trends(HistoryStore(settings.database_url), ["low"])
+    head = render_markdown(trends).splitlines()[0]
+    assert head == "### evalloop: ❌ below floor in `low`", head
+    assert trends.suites[0].outcome.label == "below floor" and trends.failing_suites == trends.suites
+    assert "below floor" in render_html(trends).split('class="banner bad">')[1].split("</div>")[0]

@@ -22,6 +22,7 @@ from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
 from evalloop.history.strata import StrataReport, strata_means
 from evalloop.report.failing import CaseReader, FailingCase, FlippedCase
+from evalloop.verdicts.outcome import RunOutcome, outcome_of_labels
 from evalloop.verdicts.verdict import VerdictStatus
 
 DEFAULT_LAST = 20
@@ -153,6 +154,16 @@ class SuiteTrend(BaseModel):
     strata: StrataReport | None = None  # the latest run's per-tag and per-scope means, if tagged
 
     @property
+    def outcome(self) -> RunOutcome:
+        """What the latest run sums up to, by the one rule (:mod:`evalloop.verdicts.outcome`): the
+        worst of its scorers' verdicts, ``invalid run`` for a run judged invalid."""
+        if not self.runs:
+            return RunOutcome(None)
+        latest = self.runs[-1]
+        labels = [t.latest.verdict for t in self.scorers if t.latest is not None and t.latest.run_id == latest.run_id]
+        return outcome_of_labels(labels, valid=latest.valid or latest.status != RunStatus.COMPLETED)
+
+    @property
     def latest_regressions(self) -> list[ScorerTrend]:
         return [s for s in self.scorers if s.latest is not None and s.latest.regression]
 
@@ -191,7 +202,7 @@ class TrendReport(BaseModel):
     @property
     def failing_suites(self) -> list[SuiteTrend]:
         """Suites whose latest run fails CI — the same test as ``evalloop run``'s exit code."""
-        return [s for s in self.suites if s.latest_failures]
+        return [s for s in self.suites if s.outcome.fails]
 
 
 def build_trends(store: HistoryStore, suites: Sequence[str] | None = None, *, last: int = DEFAULT_LAST,
