@@ -123,3 +123,58 @@ def test_the_markdown_headline_is_the_run_outcome(tmp_path, answers):
     assert head == "### evalloop: ❌ below floor in `low`", head
     assert trends.suites[0].outcome.label == "below floor" and trends.failing_suites == trends.suites
     assert "below floor" in render_html(trends).split('class="banner bad">')[1].split("</div>")[0]
+
+
+# -- the trend chart's window ----------------------------------------------------------------------
+def _ten(name: str, **extra):
+    return {"name": name, "target": "sut:controlled", "scorers": ["value"],
+            "cases": [{"id": f"c{i}", "input": {"id": f"c{i}"}} for i in range(10)], **extra}
+
+
+def test_the_trend_band_is_the_window_the_verdict_used_after_an_acceptance(tmp_path, answers):
+    """After ``accept``, the verdict's baseline starts at the accepted run; the chart's band and
+    window must be that window too (main rebuilt its own window from every eligible run, so the
+    band still reached back to the runs before the acceptance)."""
+    from evalloop import HistoryStore, load_settings, run_suite
+    from evalloop.history.acceptance import accept
+    from evalloop.report.trends import build_trends
+    from support.project import make_project, write_answers
+
+    root = make_project(tmp_path, {"acc": _ten("acc")})
+    settings = load_settings(root)
+    store = HistoryStore(settings.database_url)
+    write_answers(answers, {f"c{i}": 0.9 for i in range(10)})
+    for _ in range(3):
+        run_suite("acc", settings=settings)
+    write_answers(answers, {f"c{i}": 0.4 for i in range(10)})
+    assert run_suite("acc", settings=settings).comparison.worst.value == "regressed"
+    accept(store, "acc", "the new normal")
+    last = run_suite("acc", settings=settings).comparison.scorers[0]
+    assert (last.window_runs, last.baseline) == (1, 0.4)  # the verdict: from the accepted run on
+    point = build_trends(store, ["acc"]).suites[0].scorers[0].points[-1]
+    assert point.window_runs == last.window_runs == 1
+    assert (point.band_low, point.band_high) == (0.4, 0.4)
+    assert point.baseline == last.baseline
+
+
+def test_the_trend_band_is_the_window_the_verdict_used_after_a_restart(tmp_path, answers):
+    """With ``restart_on_change`` a changed system starts a new window; the chart's band is that
+    window, not the runs of the system before (main's band spanned both)."""
+    from evalloop import HistoryStore, load_settings, run_suite
+    from evalloop.report.trends import build_trends
+    from support.project import make_project, write_answers
+
+    root = make_project(tmp_path, {"rs": _ten("rs", verdict={"restart_on_change": True})})
+    settings = load_settings(root)
+    write_answers(answers, {f"c{i}": 0.9 for i in range(10)})
+    for _ in range(2):
+        run_suite("rs", settings=settings)
+    changed = _ten("rs", verdict={"restart_on_change": True})  # the scorer's threshold changes the system
+    make_project(tmp_path, {"rs": {**changed, "scorers": [{"name": "value", "threshold": 0.3}]}})
+    write_answers(answers, {f"c{i}": 0.5 for i in range(10)})
+    report = run_suite("rs", settings=settings)
+    change = report.comparison.fingerprint_change
+    assert change is not None and change.restarted
+    s = report.comparison.scorers[0]
+    point = build_trends(HistoryStore(settings.database_url), ["rs"]).suites[0].scorers[0].points[-1]
+    assert point.window_runs == s.window_runs == 0 and point.band_low is None
