@@ -178,3 +178,44 @@ def test_the_trend_band_is_the_window_the_verdict_used_after_a_restart(tmp_path,
     s = report.comparison.scorers[0]
     point = build_trends(HistoryStore(settings.database_url), ["rs"]).suites[0].scorers[0].points[-1]
     assert point.window_runs == s.window_runs == 0 and point.band_low is None
+
+
+# -- the power line --------------------------------------------------------------------------------
+def _printed(report) -> str:
+    import io
+
+    from rich.console import Console
+
+    from evalloop.report.terminal import print_run
+
+    buffer = io.StringIO()
+    print_run(report, Console(file=buffer, width=100, force_terminal=False))
+    return buffer.getvalue()
+
+
+def test_the_power_line_prints_only_when_the_run_could_miss_a_regression(tmp_path, answers):
+    """A 30-case suite that can see a drop a little past its threshold prints no power line (main
+    printed "smallest drop this run would catch" for every scorer on every run); a 3-case
+    pass/fail suite, which cannot show any drop, says so and what to do."""
+    from evalloop import load_settings, run_suite
+    from support.project import make_project, write_answers
+
+    big = {"name": "big", "target": "sut:controlled", "scorers": ["value"],
+           "cases": [{"id": f"c{i}", "input": {"id": f"c{i}"}} for i in range(30)]}
+    small = {**big, "name": "small", "cases": big["cases"][:3]}
+    root = make_project(tmp_path, {"big": big, "small": small})
+    settings = load_settings(root)
+    reports = {}
+    for name, level in (("big", 0.8), ("small", 1.0)):
+        for k in range(3):
+            write_answers(answers, {f"c{i}": level - 0.02 * ((i + k) % 3) * (name == "big") for i in range(30)})
+            reports[name] = run_suite(name, settings=settings)
+    big_s, small_s = (reports[n].comparison.scorers[0] for n in ("big", "small"))
+    assert big_s.verdict == small_s.verdict == "steady"
+    assert big_s.mdd is not None and big_s.mdd <= 2 * big_s.threshold
+    text = _printed(reports["big"])
+    assert "would catch" not in text and "catches a drop" not in text and "cannot show" not in text, text
+    small_text = " ".join(_printed(reports["small"]).split())
+    assert small_s.mdd is None or small_s.mdd > 2 * small_s.threshold
+    assert "value: this run cannot show a regression" in small_text \
+        or "value: this run can miss a real regression" in small_text, small_text
