@@ -219,3 +219,96 @@ def test_the_power_line_prints_only_when_the_run_could_miss_a_regression(tmp_pat
     assert small_s.mdd is None or small_s.mdd > 2 * small_s.threshold
     assert "value: this run cannot show a regression" in small_text \
         or "value: this run can miss a real regression" in small_text, small_text
+
+
+# -- rows an older version judged ------------------------------------------------------------------
+def _f3594c2_history(tmp_path):
+    """A project whose history f3594c2 made (its two ``steady`` runs of ``tiny``, saved in
+    tests/data), plus a third run as f3594c2 stored a regression: verdict ``regressed``,
+    ``eligible`` true (its rule only kept ``scorer broken`` out)."""
+    import json
+    import sqlite3
+
+    from support.project import make_project
+
+    before = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").read_text())
+    tiny = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
+            "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
+    root = make_project(tmp_path / "p", {"tiny": tiny}, scorers=None)
+    db = root / "history" / "evalloop.db"
+    db.parent.mkdir()
+    with sqlite3.connect(db) as conn:
+        conn.executescript("\n".join(before["database_dump"]))
+        conn.execute(f"PRAGMA user_version = {before['database_user_version']}")
+        conn.row_factory = sqlite3.Row
+        (last,) = conn.execute("SELECT * FROM runs ORDER BY started_at DESC LIMIT 1").fetchall()
+        new_id = "20261125T180501000-aaaaaa"
+        run = {**dict(last), "id": new_id, "started_at": "2026-11-25 18:05:01.000000",
+               "ended_at": "2026-11-25 18:05:01.100000"}
+        conn.execute(f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join('?' * len(run))})", list(run.values()))
+        for i in range(5):
+            conn.execute("INSERT INTO case_results (run_id, case_id, epoch, tags, output, error, failure, latency_ms, "
+                         "cost_usd, input_tokens, output_tokens) VALUES (?, ?, 0, NULL, '0', NULL, NULL, 1.0, 0, 0, 0)",
+                         (new_id, f"c{i}"))
+            conn.execute("INSERT INTO case_scores (run_id, case_id, epoch, scorer, value, errored, skipped, message, "
+                         "meta) VALUES (?, ?, 0, 'equals', 0.0, 0, 0, 'not equal', NULL)", (new_id, f"c{i}"))
+        (summary,) = conn.execute("SELECT * FROM scorer_summaries WHERE run_id = ?", (last["id"],)).fetchall()
+        row = {**dict(summary), "run_id": new_id, "mean": 0.0, "verdict": "regressed", "baseline": 1.0,
+               "drop": 1.0, "p_value": 0.06, "eligible": 1}
+        row.pop("id")
+        details = json.loads(row["details"])
+        details["evidence"].update(window_runs=2, reason="Significant drop: 1.000 → 0.000 (-100%) vs 2-run baseline")
+        row["details"] = json.dumps(details)
+        columns = ", ".join(f"[{c}]" for c in row)  # "drop" is an SQL word
+        conn.execute(f"INSERT INTO scorer_summaries ({columns}) VALUES ({', '.join('?' * len(row))})",
+                     list(row.values()))
+    return root, new_id
+
+
+def test_a_regression_an_older_version_judged_stays_out_of_the_new_baselines(tmp_path):
+    """After an upgrade from f3594c2 its ``regressed`` runs are judged again by the current rule
+    (main trusted their stored ``eligible``, so the regression entered the baseline: 1, 1, 0)."""
+    from evalloop import HistoryStore, load_settings, run_suite
+    from evalloop.history import engine as history_engine
+    from evalloop.history.eligibility import baseline_eligible
+    from evalloop.report.trends import build_trends
+
+    history_engine._ENGINES.clear()
+    root, regressed = _f3594c2_history(tmp_path)
+    settings = load_settings(root)
+    report = run_suite("tiny", settings=settings)
+    s = report.comparison.scorers[0]
+    assert (s.baseline, s.window_runs, s.verdict) == (1.0, 2, "steady")
+    store = HistoryStore(settings.database_url)
+    run = store.get_run(regressed)
+    assert not baseline_eligible(run, store.summaries(regressed)["equals"])
+    from evalloop.history.eligibility import RULE, RULE_KEY, judged_by_rule
+
+    summary = store.summaries(report.outcome.run.id)["equals"]
+    assert judged_by_rule(summary) == RULE and f'"{RULE_KEY}"' in summary.details
+    # the old rows' trend points get the window the baseline rule reads for them (none recorded)
+    points = build_trends(store, ["tiny"]).suites[0].scorers[0].points
+    assert [p.window_runs for p in points] == [0, 1, 2, 2]
+    assert [p.eligible for p in points] == [True, True, False, True]
+    history_engine._ENGINES.clear()
+
+
+def test_a_row_judged_by_the_current_rule_is_taken_as_stored(tmp_path, answers):
+    """A row stamped with the current rule keeps its stored answer (the verdict rules may keep a
+    drop eligible, for instance against an unsound baseline): it is not judged again here."""
+    from sqlalchemy import update
+
+    from evalloop import HistoryStore, load_settings, run_suite
+    from evalloop.history.eligibility import baseline_eligible
+    from evalloop.history.store import SUMMARIES
+    from support.project import make_project, write_answers
+
+    root = make_project(tmp_path, {"t": _ten("t")})
+    settings = load_settings(root)
+    write_answers(answers, {f"c{i}": 0.9 for i in range(10)})
+    run_id = run_suite("t", settings=settings).outcome.run.id
+    store = HistoryStore(settings.database_url)
+    with store.engine.begin() as conn:  # a watch whose drop was significant, stored eligible by its rule
+        conn.execute(update(SUMMARIES).where(SUMMARIES.c.run_id == run_id)
+                     .values(verdict="watch", p_value=0.001, drop=0.05, eligible=True))
+    assert baseline_eligible(store.get_run(run_id), store.summaries(run_id)["value"])

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from evalloop.history.eligibility import RULE as ELIGIBILITY_RULE
+from evalloop.history.eligibility import RULE_KEY as ELIGIBILITY_RULE_KEY
 from evalloop.history.eligibility import accepted, eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
@@ -269,6 +271,7 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
                    chart: sequential.Chart | None = None, window: list[str] | None = None) -> str:
     data = json.loads(details or "{}")
     data[WINDOW_KEY] = window or []  # what every report's band reads (evalloop.history.window)
+    data[ELIGIBILITY_RULE_KEY] = ELIGIBILITY_RULE  # the rule "eligible" is judged by (history.eligibility)
     if chart is not None:
         data["chart"] = chart.model_dump()
     if evidence is not None:
