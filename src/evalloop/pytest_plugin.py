@@ -202,7 +202,7 @@ class CaseItem(pytest.Item):
             detail = "; ".join(dict.fromkeys(out.messages)) or "no message"
             if target_error:
                 detail = f"the target raised: {target_error}; {detail}"
-            want = f"< {self.pass_mark} (known-bad control case)" if self.control else f"≥ {self.pass_mark}"
+            want = f"< {self.pass_mark} (a known-bad case, expected to fail)" if self.control else f"≥ {self.pass_mark}"
             raise SuiteFailed(f"{self.scorer} scored {graded.value:.3f}, want {want}: {detail}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],

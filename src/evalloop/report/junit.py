@@ -74,7 +74,8 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
             el = ET.SubElement(suite_el, "testcase", classname=classname, name=case_id,
                                time=f"{latency.get(case_id, 0.0) / 1000.0:.3f}")
             counts["tests"] += 1
-            _grade(el, cell, bound.pass_mark, control, counts)
+            _grade(el, cell, bound.pass_mark, control, counts,
+                   tests_scorer=bool(case is not None and case.tests_scorer(bound.name)))
     for s in report.comparison.scorers:
         el = ET.SubElement(suite_el, "testcase", classname=f"{run.suite}.baseline", name=s.scorer)
         counts["tests"] += 1
@@ -102,7 +103,7 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
 
 
 def _grade(el: ET.Element, cell: _Cell, pass_mark: float, control: bool,
-           counts: dict[str, int]) -> None:
+           counts: dict[str, int], *, tests_scorer: bool = False) -> None:
     graded = case_outcome(cell.values, pass_mark, errored=cell.errored, control=control)
     if graded.state == "errored":
         ET.SubElement(el, "error", message=cell.message or "grading errored", type="errored")
@@ -115,10 +116,15 @@ def _grade(el: ET.Element, cell: _Cell, pass_mark: float, control: bool,
     value = graded.value
     if not graded.failed:
         return
-    if control:
+    if control and tests_scorer:
         ET.SubElement(el, "failure", type="control passed",
-                      message=f"known-bad case passed (score {value:.3f} ≥ {pass_mark:g}): "
-                              "the scorer may be broken")
+                      message=f"known-bad output passed (score {value:.3f} ≥ {pass_mark:g}): "
+                              "the scorer is broken")
+        counts["failures"] += 1
+    elif control:
+        ET.SubElement(el, "failure", type="expected failure passed",
+                      message=f"expected to fail, but scored {value:.3f} ≥ {pass_mark:g}: the product's "
+                              "answer to this known-bad case changed (give it a fixed output to test the scorer)")
         counts["failures"] += 1
     else:
         message = cell.failing_message or cell.message or "below pass mark"

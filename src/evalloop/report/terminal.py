@@ -56,6 +56,11 @@ def print_run(report: RunReport, console: Console) -> None:
              "are resampled together, not as independent cases")
     for s in report.comparison.scorers:
         _print_details(s, console)
+        result = report.outcome.results.get(s.scorer)
+        if result is not None and result.expected_failures_passed:
+            note(console, f"{s.scorer}: expected to fail, but passed: {some(result.expected_failures_passed, 5)} — "
+                          "the product's answer to these known-bad cases changed (not the scorer's doing: "
+                          "a case with a fixed output tests the scorer)")
     held = report.extras.get("held_out") or {}
     if held.get("n") and held["n"] < held.get("of", 0) and any(m is not None for m in held["means"].values()):
         shown = [f"{s} {num(m)} (whole {num(held['whole'].get(s))})" for s, m in held["means"].items()]

@@ -329,6 +329,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes, order=current.order)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
+                              scorer_controls=details.get("scorer_controls", []),
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
     if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
         evidence = _drift(store, run, summary, policy, current, evidence, prior, stored, scopes)

@@ -27,8 +27,8 @@ A drop that is not significant is a ``watch``, never a regression, under every r
   significant.
 * ``"paired"``: a significant drop of at least ``min_effect`` (default a third of the threshold).
 
-Known-bad control cases are kept out of the statistics; passing one makes the verdict
-``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out. A mean under
+Known-bad control cases are kept out of the statistics; passing one with a fixed output makes the
+verdict ``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out. A mean under
 the scorer's absolute floor (``min_score``; by default the kind's target, 95 / 80 / 70 %) is
 ``below floor`` whatever the baseline says. Every verdict also carries ``z``, the drop in
 standard errors, which the nightly rule (:mod:`evalloop.verdicts.sequential`) accumulates across nights.
@@ -221,12 +221,14 @@ def decide(
     valid: bool = True,
     invalid_reason: str | None = None,
     scopes: Mapping[str, str] | None = None,
+    scorer_controls: Collection[str] | None = None,
 ) -> Verdict:
     """Judge ``current`` (case id → score) against ``window`` (earlier runs, oldest first);
     ``scopes`` (case id → its ``scope:<id>``) makes the statistics count whole scopes."""
     ids, values = scorevec.from_mapping(current)
     return decide_aligned(scorevec.align(ids, values, window, scopes), policy, binary=binary,
-                          known_bad=known_bad, valid=valid, invalid_reason=invalid_reason)
+                          known_bad=known_bad, valid=valid, invalid_reason=invalid_reason,
+                          scorer_controls=scorer_controls)
 
 
 def _zero_one(values: np.ndarray) -> bool:
@@ -270,9 +272,12 @@ def decide_aligned(
     known_bad: Collection[str] = (),
     valid: bool = True,
     invalid_reason: str | None = None,
+    scorer_controls: Collection[str] | None = None,
 ) -> Verdict:
     """:func:`decide` on scores lined up by case (see :mod:`evalloop.scoring.scorevec`): no per-case
-    dictionaries, so a 100,000-case run is judged in a few arrays."""
+    dictionaries, so a 100,000-case run is judged in a few arrays. ``known_bad`` cases are kept out
+    of the statistics; passing one of ``scorer_controls`` (the known-bad cases with a fixed
+    output; None: every known-bad case) makes the scorer broken."""
     ids, current = aligned.ids, aligned.current
     pm = policy.pass_mark
     present_runs = _any_graded(aligned.window, axis=0)  # a run with no finite score is no run
@@ -284,7 +289,9 @@ def decide_aligned(
     cm = ~np.isnan(current)
     bad = set(known_bad)
     badm = np.fromiter((c in bad for c in ids), dtype=bool, count=len(ids)) if bad else np.zeros(len(ids), bool)
-    broken = listed(cm & badm & passes_many(current, pm))
+    tests = bad if scorer_controls is None else bad & set(scorer_controls)  # the controls that test the scorer
+    testm = np.fromiter((c in tests for c in ids), dtype=bool, count=len(ids)) if tests else np.zeros(len(ids), bool)
+    broken = listed(cm & testm & passes_many(current, pm))
     flips = _flips(runs, current, pm)
     flaky = listed((flips > policy.flaky_flips) & ~badm)
     quarantined = flaky if policy.quarantine_flaky else []
