@@ -98,8 +98,8 @@ def render_markdown(report: TrendReport, title: str = "evalloop") -> str:
     ), ""]
     for suite in report.suites:
         lines += _suite(suite, report.window)
-    lines.append(f"<sub>last {report.last} runs per suite · baseline = mean of the "
-                 f"{report.window} valid runs before · generated "
+    lines.append(f"<sub>last {report.last} runs per suite · baseline = mean of the eligible runs "
+                 f"before each run (up to {report.window}), as its verdict read them · generated "
                  f"{report.generated_at:%Y-%m-%d %H:%M} UTC by evalloop</sub>")
     return "\n".join(lines) + "\n"
 
