@@ -11,27 +11,40 @@ clears the flag). So a lasting regression never drifts into its own baseline: th
 stays on the last good runs until the incident resolves, or until the change is *accepted*
 (``evalloop accept``), which makes that run eligible whatever its verdict and the oldest run
 any later baseline may reach back to. A scorer ``below floor`` stays eligible: it is the
-normal, only not good enough. The answer is stored on the summary when the run is judged;
-rows from older versions are judged here. A baseline of a scorer holds only runs measured as the
-current run is (same scorer code, parameters, judge model): a run graded otherwise enters
-through its *bridge* — its stored outputs re-graded by the current measurement — or not at all.
+normal, only not good enough. A baseline of a scorer holds only runs measured as the current run
+is (same scorer code, parameters, judge model): a run graded otherwise enters through its
+*bridge* — its stored outputs re-graded by the current measurement — or not at all.
+
+The answer is stored on the summary when the run is judged (``eligible``), together with the
+number of the rule that gave it (``details["eligibility_rule"]``, :data:`RULE`). A row judged by
+an older version — no number, or a lower one (a history from f3594c2 stored ``eligible`` true for
+its ``regressed`` runs) — is judged again here by the current rule on what the row holds (its
+verdict, and whether its p-value showed a drop); it can only lose eligibility so (a run the
+learning step kept out stays out). Bump :data:`RULE` whenever :func:`eligible_now` changes.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from evalloop.history.identity import VOLATILE_KEYS, stable
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 
-__all__ = ["VOLATILE_KEYS", "accepted", "base_fingerprint", "baseline_eligible", "eligible_now",
-           "measured_as", "verdict_reason"]
+__all__ = ["NOT_A_BASELINE", "RULE", "RULE_KEY", "VOLATILE_KEYS", "accepted", "base_fingerprint",
+           "baseline_eligible", "eligible_now", "judged_by_rule", "measured_as", "stored_significant_drop",
+           "verdict_reason"]
 
 
 #: verdicts that keep a run out of later baselines: a change nobody accepted, or untrustworthy grades
 NOT_A_BASELINE = frozenset({"regressed", "scorer broken", "invalid run"})
+
+#: the number of the eligibility rule (:func:`eligible_now`) this version judges by; stored on every
+#: judged summary under :data:`RULE_KEY`. Rows without it, or with a lower one, are judged again.
+RULE = 2
+RULE_KEY = "eligibility_rule"
 
 
 def accepted(summary: ScorerSummary) -> dict[str, Any] | None:
@@ -74,6 +87,28 @@ def measured_as(summary: ScorerSummary, measurement: str | None) -> bool:
     return measurement is None or summary.measurement is None or summary.measurement == measurement
 
 
+_RULE_OF = re.compile(rf'"{RULE_KEY}"\s*:\s*(\d+)')
+
+
+def judged_by_rule(summary: ScorerSummary) -> int:
+    """The eligibility rule a summary was judged by (0: an older version's row, before rules were
+    numbered). Read without parsing the details: every candidate of every baseline asks."""
+    found = _RULE_OF.search(summary.details or "")
+    return int(found.group(1)) if found else 0
+
+
+def stored_significant_drop(summary: ScorerSummary) -> bool:
+    """Whether a stored verdict showed a significant drop (its p-value under the policy's alpha, the
+    mean lower): what an older version's row says of the drop the current rule asks about."""
+    if summary.p_value is None or summary.drop is None or summary.drop <= 0:
+        return False
+    try:
+        alpha = float((json.loads(summary.details or "{}").get("policy") or {}).get("alpha", 0.05))
+    except (ValueError, TypeError, AttributeError):
+        alpha = 0.05
+    return summary.p_value < alpha
+
+
 def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: str | None = None) -> bool:
     """The one answer to "may this scorer of this run be part of a baseline?".
 
@@ -88,9 +123,12 @@ def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: s
         return False
     if accepted(summary) is not None:
         return True
-    if summary.eligible is not None:
-        return bool(summary.eligible) and bool(run.valid)
-    return eligible_now(run, summary, summary.verdict)
+    if summary.eligible is not None and not summary.eligible:
+        return False
+    if summary.eligible is not None and judged_by_rule(summary) >= RULE:
+        return bool(run.valid)
+    # judged by an older version (or never): the current rule, on what the row holds
+    return eligible_now(run, summary, summary.verdict, significant_drop=stored_significant_drop(summary))
 
 
 def base_fingerprint(fingerprint: dict[str, Any]) -> dict[str, Any]:

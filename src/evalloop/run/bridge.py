@@ -19,7 +19,7 @@ from typing import Any
 
 from evalloop.errors import EvalloopError
 from evalloop.history import bridges
-from evalloop.history.eligibility import accepted, base_fingerprint, eligible_now
+from evalloop.history.eligibility import RULE, RULE_KEY, accepted, base_fingerprint, eligible_now
 from evalloop.history.identity import parse, stable_hash
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector
 from evalloop.history.store import HistoryStore, dumps
@@ -93,8 +93,11 @@ async def _bridge_one(store: HistoryStore, suite: str, cases: Mapping[str, Case]
         async with gate:
             ctx = CaseContext(suite, bridge, case, result.epoch, services)
             for b in chosen:
-                score = await _grade(b, case, result, output, ctx)
-                grades[b.name].add(position[case.id], score, case.expect != "pass" and case.expects_fail(b.name))
+                if case.fixed_output and not case.tests_scorer(b.name):
+                    continue  # a control with a fixed output is graded only by the scorers it tests (as the runner)
+                score = await _grade(b, case, result, case.output if case.fixed_output else output, ctx)
+                grades[b.name].add(position[case.id], score, case.expect != "pass" and case.expects_fail(b.name),
+                                   tests_scorer=case.fixed_output)
                 scores.append({"run_id": bridge, "case_id": case.id, "epoch": result.epoch, "scorer": b.name,
                                "value": score.value, "errored": score.errored, "skipped": score.skipped,
                                "message": score.message, "meta": dumps(score.metadata) if score.metadata else None})
@@ -166,6 +169,7 @@ def _summary(store: HistoryStore, original: Run, run: Run, result: ScorerResult,
     summary = result.summary(run.id, measurement)
     details = json.loads(summary.details)
     details["bridge_of"] = original.id
+    details[RULE_KEY] = RULE  # judged now, by the current eligibility rule
     found = accepted(store.summaries(original.id).get(result.scorer) or summary)
     if found is not None:
         details["accepted"] = found
