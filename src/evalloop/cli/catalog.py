@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from evalloop.cli.app import JsonOpt, ProjectOpt, friendly, out, scorers_app, settings_for, suites_app
+from evalloop.cli.app import JsonOpt, ProjectOpt, err, friendly, out, scorers_app, settings_for, suites_app
 
 
 @suites_app.command("list")
@@ -76,6 +76,9 @@ def suites_validate(
         prepared = prepare(suite, registry, project_dir=settings.project_dir)
         out().print(f"ok  {suite.name}: {prepared.n_cases} cases, "
                     f"{len(prepared.scorers)} scorers, target {suite.target.ref}")
+        near = suite.near_duplicate_notice()
+        if near:
+            err().print(f"warning: {near}", markup=False, soft_wrap=True, highlight=False)
 
 
 @scorers_app.command("list")

@@ -168,6 +168,9 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                              nightly=nightly, scopes=None if outcome.tagged else {})
     report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
     report.held_out, report.extras["held_out"] = held_out_part(suite_obj, outcome)
+    near = suite_obj.near_duplicate_notice()
+    if near:
+        report.notices.append(near)
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
         report.extras["target_stats"] = run_notes["target_stats"]
@@ -213,7 +216,9 @@ def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str
         values = values[~np.isnan(values)]
         means[name] = float(values.mean()) if values.size else None
     return held, {"split": suite.holdout.describe(), "n": len(held), "of": len(ids), "means": means,
-                  "whole": {name: r.mean for name, r in outcome.results.items()}}
+                  "whole": {name: r.mean for name, r in outcome.results.items()},
+                  "ids": [c for c in ids if c in held]}
+
 
 
 def _has_memories(settings: Settings) -> bool:
