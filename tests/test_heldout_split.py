@@ -38,11 +38,11 @@ def answer(input, lesson_records=()):
 
 
 def twin_cases(n: int = 20) -> list[dict]:
-    """``n`` pairs: the same question twice, the second differing only in case, spaces and punctuation."""
+    """``n`` pairs: the same question twice, the second differing only in case and spaces."""
     out = []
     for i in range(n):
         out.append({"id": f"q{i:02d}", "input": f"Where does service {i} live?", "expected": f"rack-{i}"})
-        out.append({"id": f"twin-{i:02d}", "input": f"  WHERE does   Service {i} live ", "expected": f"rack-{i}"})
+        out.append({"id": f"twin-{i:02d}", "input": f"  WHERE does   Service {i} live?", "expected": f"rack-{i}"})
     return out
 
 
