@@ -134,7 +134,7 @@ def test_no_held_out_answer_or_input_reaches_a_memory_a_reader_or_a_request(tmp_
     suite = find_suite("decisions", tmp_path)
     injected, _ = injection.injected_for(settings, suite)
     clear_cache()
-    served = lessons("decisions", project_dir=tmp_path)
+    served = lessons("decisions", project_dir=tmp_path, wait=60)
     enhanced = cli(tmp_path, "prompt", "enhance", str(tmp_path / "sut.py"), "--suite", "decisions").stdout
     assert injected.text and served == injected.text and "PAST FAILURE" in enhanced
 

@@ -168,9 +168,10 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                              nightly=nightly, scopes=None if outcome.tagged else {})
     report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
     report.held_out, report.extras["held_out"] = held_out_part(suite_obj, outcome)
-    near = suite_obj.near_duplicate_notice()
-    if near:
-        report.notices.append(near)
+    if (settings.learn and comparison.has_regression) or services.extras.get("failure_memory_ids"):
+        near = suite_obj.near_duplicate_notice()  # only where a lesson is written or read: it costs an embedder
+        if near:
+            report.notices.append(near)
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
         report.extras["target_stats"] = run_notes["target_stats"]

@@ -122,12 +122,14 @@ def split_cases(cases: Iterable[SplitCase], parts: Sequence[tuple[str, float]], 
     cuts = _cuts(parts)
     names = tuple(name for name, _ in parts)
     order = {name: i for i, name in enumerate(names)}
+    pin_of = pinned if callable(pinned) else (pinned or {}).get if pinned else None
     ids: list[str] = []
     groups: list[str | None] = []
     texts: list[str] = []
-    pins: list[str | None] = []
+    pins: dict[int, str] = {}
     parent: list[int] = []
-    first: dict[str, int] = {}
+    by_text: dict[str, int] = {}
+    by_group: dict[str, int] = {}
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -135,39 +137,57 @@ def split_cases(cases: Iterable[SplitCase], parts: Sequence[tuple[str, float]], 
             i = parent[i]
         return i
 
+    def union(i: int, j: int) -> None:
+        a, b = root(i), root(j)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+
     for i, case in enumerate(cases):
         ids.append(case.id)
+        parent.append(i)
+        text = normalised_input(case.input)
+        texts.append(text)
+        j = by_text.setdefault(text, i)
+        if j != i:
+            union(i, j)
         group = getattr(case, "group", None)
         groups.append(group)
-        texts.append(normalised_input(case.input))
-        pin = pinned(case) if callable(pinned) else (pinned or {}).get(case.id)
-        if pin is not None and pin not in order:
-            raise ValueError(f"case {case.id!r} is pinned to {pin!r}, which is not a part of the split")
-        pins.append(pin)
-        parent.append(i)
-        for link in ([f"group\0{group}"] if group is not None else []) + [f"input\0{texts[i]}"]:
-            j = first.setdefault(link, i)
+        if group is not None:
+            j = by_group.setdefault(group, i)
             if j != i:
-                a, b = root(i), root(j)
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
+                union(i, j)
+        if pin_of is not None:
+            pin = pin_of(case) if callable(pinned) else pin_of(case.id)
+            if pin is not None:
+                if pin not in order:
+                    raise ValueError(f"case {case.id!r} is pinned to {pin!r}, which is not a part of the split")
+                pins[i] = pin
     members: dict[int, list[int]] = {}
     for i in range(len(ids)):
-        members.setdefault(root(i), []).append(i)
+        members.setdefault(root(i) if parent[i] != i else i, []).append(i)
     out = Split(parts=names)
+    part_of, group_of = out.part_of, out.group_of
+    sha, salted = hashlib.sha256, salt.encode()
     for rows in members.values():
-        named = [g for g in (groups[i] for i in rows) if g is not None]
-        key = min(named) if named else min(ids[i] for i in rows)
-        pinned_to = [p for p in (pins[i] for i in rows) if p is not None]
+        if len(rows) == 1:
+            key = groups[rows[0]] or ids[rows[0]]
+        else:
+            named = [g for g in (groups[i] for i in rows) if g is not None]
+            key = min(named) if named else min(ids[i] for i in rows)
+        pinned_to = [pins[i] for i in rows if i in pins] if pins else None
         if pinned_to:
             part = min(pinned_to, key=order.__getitem__)
         else:
-            digest = bucket(key, salt)
-            part = next(n for n, cut in zip(names, cuts, strict=True) if cut is None or digest < cut)
+            digest = sha(salted + key.encode()).digest()[:8]
+            part = names[-1]
+            for name, cut in zip(names, cuts, strict=True):
+                if cut is None or digest < cut:
+                    part = name
+                    break
         for i in rows:
-            out.part_of[ids[i]] = part
-            out.group_of[ids[i]] = key
-            out.text_of[ids[i]] = texts[i]
+            part_of[ids[i]] = part
+            group_of[ids[i]] = key
+    out.text_of = dict(zip(ids, texts, strict=True))
     return out
 
 
