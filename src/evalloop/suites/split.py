@@ -122,7 +122,12 @@ def split_cases(cases: Iterable[SplitCase], parts: Sequence[tuple[str, float]], 
     cuts = _cuts(parts)
     names = tuple(name for name, _ in parts)
     order = {name: i for i, name in enumerate(names)}
-    pin_of = pinned if callable(pinned) else (pinned or {}).get if pinned else None
+    pin_of: Callable[[Any], str | None] | None = None
+    if callable(pinned):
+        pin_of = pinned
+    elif pinned:
+        table = pinned
+        pin_of = lambda c: table.get(c.id)  # noqa: E731
     ids: list[str] = []
     groups: list[str | None] = []
     texts: list[str] = []
@@ -157,7 +162,7 @@ def split_cases(cases: Iterable[SplitCase], parts: Sequence[tuple[str, float]], 
             if j != i:
                 union(i, j)
         if pin_of is not None:
-            pin = pin_of(case) if callable(pinned) else pin_of(case.id)
+            pin = pin_of(case)
             if pin is not None:
                 if pin not in order:
                     raise ValueError(f"case {case.id!r} is pinned to {pin!r}, which is not a part of the split")
