@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -65,6 +66,16 @@ def _pair(expected: Any, got: Any) -> str:
         return f"expected {show(exp)}, got {show(out)}"
     a, b = short(exp, 40), short(out, 40)
     return f"expected {a}, got {b}" if a and b else ""
+
+
+_DIGITS = re.compile(r"[0-9]+(?:[.,][0-9]+)*")
+
+
+def pattern(expected: Any, got: Any, reason: str = "") -> str:
+    """What a failure shows, for grouping failures: ``expected X, got Y`` on the expected answer's
+    own fields when both are known, else the scorer's reason with its numbers blanked (``#``)."""
+    pair = _pair(expected, got) if expected is not None and got is not None else ""
+    return pair or _DIGITS.sub("#", short(reason, FIELD_CHARS)) or "no message"
 
 
 def short(value: Any, limit: int) -> str:
