@@ -62,7 +62,8 @@ def suites_validate(
     A suite file is YAML or JSON with: name, description, target (module:function or
     {ref, params}), scorers (names, or {name, params, threshold}), optional thresholds,
     concurrency, epochs, timeout, window, and cases (inline, or a JSONL file path). Each case
-    has id, input, expected, and optional tags, metadata, expect (pass|fail).
+    has id, input, expected, and optional tags, metadata, expect (pass|fail), group (cases kept on one
+    side of the held-out split).
     """
     from evalloop.run.runner import prepare
     from evalloop.scoring.registry import discover

@@ -45,6 +45,10 @@ def failures(
         err().print(f"suite '{suite}' has no completed run yet", markup=False)
         return
     span = f"{(found.first_run or '')[:16]} … {(found.last_run or '')[:16]}".replace("T", " ") + " UTC"
+    if not found.cases:
+        note(console, f"{suite}: no case {'fails now' if failing else 'failed'} in its last {found.runs} run(s) "
+                      f"({span})", indent=0)
+        return
     note(console, f"{suite}: {found.cases} case(s) {'failing now' if failing else 'failed'} in its last "
                   f"{found.runs} run(s) ({span}), in {len(found.patterns)} pattern(s)", indent=0)
     for heading, rows in lines(found, limit):
