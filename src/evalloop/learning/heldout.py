@@ -13,6 +13,7 @@ lesson text is built (:func:`evalloop.learning.feedback.failing_cases`).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -68,20 +69,30 @@ def _folded(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+_TOKEN = re.compile(r"\w+")
+
+
 class Redactor:
     """Removes what only held-out cases say from a learn case's output or scorer reason before a
     lesson stores it: every string (or number) of a held-out case's input and expected answer of
     :data:`MIN_SECRET_CHARS` to :data:`MAX_SECRET_CHARS` characters that no learn case's input or
     expected answer also holds, matched case-insensitively, across any whitespace, as a whole word
-    where it starts or ends with one; each becomes :data:`REDACTED`."""
+    where it starts or ends with one; each becomes :data:`REDACTED`.
+
+    Each string is indexed by its rarest word, and a text is matched only against the strings
+    whose every word it contains (a suite with many held-out cases costs little per text)."""
 
     def __init__(self, held: Iterable[Any], learn: Iterable[Any]) -> None:
         public = {_folded(t) for case in learn for t in (*_texts(case.input), *_texts(case.expected))}
         secrets = {_folded(t) for case in held for t in (*_texts(case.input), *_texts(case.expected))}
-        kept = sorted((s for s in secrets - public if MIN_SECRET_CHARS <= len(s) <= MAX_SECRET_CHARS),
-                      key=lambda s: (-len(s), s))
+        kept = [(s, frozenset(_TOKEN.findall(s))) for s in secrets - public
+                if MIN_SECRET_CHARS <= len(s) <= MAX_SECRET_CHARS]
+        often = Counter(w for _, words in kept for w in words)
+        self._by_word: dict[str, list[tuple[str, frozenset[str]]]] = {}
+        for secret, words in kept:
+            key = min(words, key=lambda w: (often[w], w)) if words else ""
+            self._by_word.setdefault(key, []).append((secret, words))
         self.secrets = len(kept)
-        self._pattern = re.compile("|".join(map(_word, kept)), re.IGNORECASE) if kept else None
 
     @classmethod
     def of(cls, cases: Iterable[Any], held: Collection[str]) -> Redactor:
@@ -93,9 +104,14 @@ class Redactor:
         return cls(held_cases, learn_cases)
 
     def __call__(self, text: str | None) -> str | None:
-        if text is None or self._pattern is None:
+        if not text or not self._by_word:
             return text
-        return self._pattern.sub(REDACTED, text)
+        words = {"", *_TOKEN.findall(text.casefold())}
+        found = {s for w in words for s, needs in self._by_word.get(w, ()) if needs <= words}
+        if not found:
+            return text
+        ordered = sorted(found, key=lambda s: (-len(s), s))  # the longest first: a string inside another
+        return re.compile("|".join(map(_word, ordered)), re.IGNORECASE).sub(REDACTED, text)
 
 
 def _word(secret: str) -> str:
