@@ -198,3 +198,18 @@ def test_the_text_says_learn_case_totals_that_agree(tmp_path):
     for case in held:
         assert case["id"] not in text
 
+
+
+def test_the_redactor_removes_what_only_held_out_cases_say():
+    from types import SimpleNamespace
+
+    from evalloop.learning.heldout import Redactor
+
+    held = [SimpleNamespace(id="h1", input={"q": "Where is the blue   lamp?"},
+                            expected={"answer": "shelf-7", "n": 4242}),
+            SimpleNamespace(id="h2", input="ok?", expected="UPDATE")]
+    learn = [SimpleNamespace(id="l1", input={"q": "Where is the red chair?"}, expected={"answer": "UPDATE"})]
+    redact = Redactor.of([*held, *learn], {"h1", "h2"})
+    assert redact("got SHELF-7 for where is the BLUE lamp? (4242)") == "got [held-out] for [held-out] ([held-out])"
+    assert redact("shelf-70 and 42420 and UPDATE and ok?") == "shelf-70 and 42420 and UPDATE and ok?"  # words
+    assert redact(None) is None and Redactor([], learn)("shelf-7") == "shelf-7"
