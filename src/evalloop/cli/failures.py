@@ -20,9 +20,10 @@ def failures(
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
-    """Show each case that failed in the suite's last runs: how often, since when, which incidents
-    remember it, learn or held out; grouped by what went wrong (expected X, got Y, or the scorer's
-    message).
+    """Each case's failures across the suite's last runs, grouped by pattern.
+
+    For every case that failed: how often, since when, which incidents remember it, learn or held
+    out; grouped by what went wrong (expected X, got Y, or the scorer's message).
 
     Example: [bold]evalloop failures similarity --runs 30[/bold]
     """

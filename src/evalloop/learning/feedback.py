@@ -153,7 +153,8 @@ class Incident(BaseModel):
 
     ``graded`` learn cases, ``passed`` of them; ``newly_failing`` and ``chronic`` are among the
     failing ones (failing now and passing / failing in the baseline's last run); ``failing`` lists
-    up to :data:`MAX_CASES` of the ``failing_total`` cases this incident shows (never a chronic one).
+    up to :data:`MAX_CASES` of the ``failing_total`` cases this incident shows (never a chronic one);
+    the text counts the failing cases that are neither (no grade in the baseline's last run).
     ``current`` is the learn cases' mean score now, ``baseline`` the same cases' mean in the
     baseline's last run."""
 
@@ -180,6 +181,7 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
 def information(inc: Incident) -> str:
     """The memory text of one incident (identical for an unchanged failure)."""
     failing = inc.graded - inc.passed
+    other = failing - inc.chronic - inc.failing_total  # failing, neither chronic nor this incident's
     score = f"- Learn cases' mean score: {_num(inc.current)}"
     if inc.baseline is not None:
         score += f"; the same cases in the baseline's last run: {_num(inc.baseline)}; drop {_num(inc.drop, '.1%')}"
@@ -188,7 +190,8 @@ def information(inc: Incident) -> str:
              f"{inc.scorer}: {inc.passed}/{inc.graded} correct"
              + (f" ({inc.passed / inc.graded:.0%})" if inc.graded else "") + f", {failing} failing",
              f"Against the baseline's last run: {inc.newly_failing} newly failing, {inc.newly_passing} newly passing"
-             + (f"; {inc.chronic} failing there too (chronic, not part of this regression)" if inc.chronic else "")]
+             + (f"; {inc.chronic} failing there too (chronic, not part of this regression)" if inc.chronic else "")
+             + (f"; {other} failing without a grade there (not part of this incident)" if other > 0 else "")]
     if inc.patterns:
         lines.append("Common pattern in failures: " + "; ".join(inc.patterns))
     if inc.failing:
