@@ -37,7 +37,8 @@ class VerdictSettings(BaseModel):
     alarm_budget: float = Field(default=0.05, gt=0, lt=1)  # nightly: P(≥ 1 false red night in 30), per suite
     flaky_flips: int = Field(default=2, ge=0)
     quarantine_flaky: bool = False
-    restart_on_change: bool = False
+    restart_on_change: bool = False  # a product change restarts the baseline window
+    bridge: bool = True  # a measurement change re-grades the baseline's stored outputs; false: restart
 
     @model_validator(mode="before")
     @classmethod
