@@ -67,11 +67,15 @@ def wire(services: Services, store: HistoryStore, resume: str | None) -> Callabl
 
 def without_deadline(prepared: PreparedRun) -> list[str]:
     """A batch run's cases wait for their batches (minutes to hours): the suite's per-case
-    ``timeout`` is not applied, and the run says so (a notice, or none)."""
+    ``timeout`` is not applied, and the run says so (a notice, or none). With every case in
+    flight, a sync target stays in place unless the suite asks for threads (not one per case)."""
     timeout = prepared.suite.timeout
+    update: dict[str, Any] = {"timeout": None}
+    if prepared.suite.target_threads is None:
+        update["target_threads"] = False
+    prepared.suite = prepared.suite.model_copy(update=update)
     if timeout is None:
         return []
-    prepared.suite = prepared.suite.model_copy(update={"timeout": None})
     return [f"batch mode: the suite's timeout ({timeout:g} s) is not applied; a case waits for its batch"]
 
 

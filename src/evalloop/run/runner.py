@@ -37,6 +37,7 @@ from evalloop.run.calling import is_awaitable, traceback_of
 from evalloop.run.context import CaseContext, Services
 from evalloop.run.failures import Failure, TargetTimeout, classify
 from evalloop.run.grades import ScorerResult, _Grades
+from evalloop.run.placement import SLOW, Placement, call_on_thread
 from evalloop.run.signals import IN_PLACE, interrupt_in_place
 from evalloop.run.targets import Target, resolve_target, stable_hash
 from evalloop.score import Score, ScorerKind
@@ -115,9 +116,12 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         _check_policy(policy, where)
         bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label))
     params = {**suite.target.params, **(target_params or {})}
-    # a timeout can only interrupt a sync target that runs in a thread
     target = resolve_target(suite.target.ref, params, project_dir=project_dir,
-                            threads=suite.target_threads or suite.timeout is not None, services=services)
+                            threads=suite.target_threads, services=services)
+    if suite.target_threads is False and suite.timeout is not None and not target.is_async:
+        raise FixtureError("'target_threads: false' and 'timeout:' cannot both hold for a sync target: "
+                           "a call in place cannot be cut at its deadline", where=where,
+                           hint="drop one of them (see docs/targets.md)")
     cases_hash = _cases_hash(suite)
     fingerprint = {
         "target": target.ref,
@@ -282,7 +286,8 @@ class _RunState:
         # looked up once, not per case
         self.scoring = [(b, b.name, grades[b.name]) for b in prepared.scorers]
         self.timeout = prepared.suite.timeout
-        self.inline = prepared.target.inline(self.timeout)
+        self.placement = Placement(prepared.suite.target_threads, is_async=prepared.target.is_async,
+                                   timeout=self.timeout)
         self.wants_ctx = prepared.target.wants_ctx or any(b.spec.wants_ctx for b in prepared.scorers)
 
     async def worker(self, work: Iterator[tuple[int, Case, int]]) -> None:
@@ -327,18 +332,23 @@ class _RunState:
         trace: str | None = None
         failure: Failure | None = None
         output: Any = None
+        placement = self.placement
         started = time.perf_counter()
         try:
-            if self.inline:
+            if placement.inline:
+                cpu = time.thread_time() if placement.probing else None  # does the call wait?
                 IN_PLACE.enter()  # Ctrl-C / SIGTERM interrupt the call here (run.signals)
                 try:
                     output = target.start(case.input, ctx)
                 finally:
                     IN_PLACE.active = False
+                    if cpu is not None or time.perf_counter() - started >= SLOW:
+                        placement.held(time.perf_counter() - started,
+                                       None if cpu is None else time.thread_time() - cpu)
                 if is_awaitable(output):
                     output = await output
             else:
-                output = await target(case.input, ctx, timeout=self.timeout)
+                output = await call_on_thread(placement, target, case.input, ctx, self.timeout)
         except EvalloopError as exc:
             if not _is_case_level(exc):
                 exc.where = f"{exc.where}, case '{case_id}'" if exc.where else f"case '{case_id}'"
@@ -430,6 +440,8 @@ class _RunState:
         stats_hook = getattr(self.prepared.target.fn, "run_stats", None)
         if callable(stats_hook):  # e.g. a retriever's index build time, index size, query latency
             notes["target_stats"] = dict(stats_hook())
+        if (placed := self.placement.describe()) is not None:
+            notes["target_calls"] = placed
         digest = ids_digest(ids)
         vectors = [ScoreVector(run_id=self.run.id, scorer=name, digest=digest, n=len(ids),
                                data=r.vector.astype("<f8").tobytes()) for name, r in results.items()]

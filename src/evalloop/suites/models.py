@@ -173,7 +173,7 @@ class Suite(BaseModel):
     concurrency: int | None = Field(default=None, ge=1, le=1024)
     epochs: int = Field(default=1, ge=1)
     timeout: float | None = Field(default=None, gt=0)
-    target_threads: bool = False
+    target_threads: bool | None = None  # None: adaptive (run.placement); True: threads; False: in place
     window: int | None = Field(default=None, ge=1, le=100)
     verdict: dict[str, Any] = Field(default_factory=dict)
     max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
