@@ -114,7 +114,8 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
                   "pass_mark": pass_mark, "min_score": floor}
         _check_policy(policy, where)
-        bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label))
+        bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label,
+                                 timeout=ref.timeout or suite.timeout))
     params = {**suite.target.params, **(target_params or {})}
     target = resolve_target(suite.target.ref, params, project_dir=project_dir,
                             threads=suite.target_threads, services=services)

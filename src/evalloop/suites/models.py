@@ -87,6 +87,7 @@ class ScorerRef(BaseModel):
     threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
     pass_mark: float | None = Field(default=None, ge=0.0, le=1.0)
     min_score: float | None = Field(default=None, ge=0.0, le=1.0)  # absolute floor (0 turns it off)
+    timeout: float | None = Field(default=None, gt=0)  # seconds per grading; else the suite's timeout
     alias: str | None = Field(default=None, alias="as", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:-]*$")
     _auto_label: str | None = PrivateAttr(default=None)
 
