@@ -156,6 +156,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         concurrency=concurrency, default_concurrency=settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
         progress=progress, select=select, max_cost=max_cost, on_begin=on_begin,
+        max_output_bytes=settings.max_output_bytes,
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
                **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
                **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {})},

@@ -24,6 +24,7 @@ from typing import Any
 from evalloop.errors import EvalloopError, FixtureError
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
+from evalloop.history.outputs import cap_output
 from evalloop.history.provenance import new_run_id
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.llm.budget import Budget, budget_scope
@@ -206,6 +207,7 @@ async def execute(
     select: Callable[[Case], bool] | None = None,
     max_cost: float | None = None,
     on_begin: Callable[[Run], None] | None = None,
+    max_output_bytes: int | None = None,
 ) -> RunOutcome:
     """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
 
@@ -213,7 +215,8 @@ async def execute(
     compared like ``--limit`` but never a baseline. ``max_cost`` (else the suite's) is the run's
     cost budget in USD (:mod:`evalloop.llm.budget`): once spent, no new case starts, the cases
     in flight finish, and the run is marked invalid saying what it spent. ``on_begin`` is told
-    the run once it is stored (batch mode records its batches under it)."""
+    the run once it is stored (batch mode records its batches under it). ``max_output_bytes``
+    caps each case's stored output (:mod:`evalloop.history.outputs`; None or 0: no cap)."""
     suite = prepared.suite
     services = services or Services()
     epochs = epochs or suite.epochs
@@ -236,6 +239,7 @@ async def execute(
         on_begin(run)
     grades = {b.name: _Grades(n_cases) for b in prepared.scorers}
     state = _RunState(run, prepared, store, services, grades, batch_size, progress, n_cases)
+    state.max_output = max_output_bytes or None
     work: Iterator[tuple[int, Case, int]] = (
         (row, case, epoch) for epoch in range(epochs)
         for row, case in enumerate(itertools.islice(
@@ -284,6 +288,7 @@ class _RunState:
         self.totals: dict[str, Any] = {**RUN_TOTALS, "target_failures": 0, "infra_failures": 0}
         self.notices: list[str] = []
         self.budget: Budget | None = None
+        self.max_output: int | None = None  # bytes of an output stored (history.outputs)
         # looked up once, not per case
         self.scoring = [(b, b.name, grades[b.name]) for b in prepared.scorers]
         self.timeout = prepared.suite.timeout
@@ -388,10 +393,15 @@ class _RunState:
         if usage.calls or usage.cache_hits or usage.retries:  # evalloop's LLM clients were called
             cost, input_tokens, output_tokens = usage.cost_usd, usage.input_tokens, usage.output_tokens
             self.count_usage(usage)
+        stored, full, sha = None, None, None
+        if error is None:
+            stored = dumps(output)
+            if self.max_output is not None and len(stored) > self.max_output // 4:  # may be past the cap
+                stored, full, sha = cap_output(stored, self.max_output)
         # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
-        self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None,
-                               None if error else dumps(output), error, failure.value if failure else None,
-                               latency_ms, cost, input_tokens, output_tokens, trace))
+        self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None, stored, error,
+                               failure.value if failure else None, latency_ms, cost, input_tokens, output_tokens,
+                               trace, full, sha))
         if tags:
             self.tagged = True
         plain = case.expect == "pass"  # no scorer treats it as a known-bad control
