@@ -49,11 +49,11 @@ class RunReport:
         return self.prepared.suite
 
 
-def load(suite: str | Path | Suite, settings: Settings) -> Suite:
-    """A suite by name, by path, or as given."""
+def load(suite: str | Path | Suite, settings: Settings, limit: int | None = None) -> Suite:
+    """A suite by name, by path, or as given (``limit``: read no further than its first N cases)."""
     if isinstance(suite, Suite):
         return suite
-    return find_suite(str(suite), settings.project_dir)
+    return find_suite(str(suite), settings.project_dir, limit=limit)
 
 
 async def arun_suite(
@@ -89,7 +89,7 @@ async def arun_suite(
     """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
-    suite_obj = load(suite, settings)
+    suite_obj = load(suite, settings, limit if select is None else None)
     notices: list[str] = []
     owned = services is None
     if services is None:

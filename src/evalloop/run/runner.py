@@ -184,7 +184,9 @@ def _cases_hash(suite: Suite) -> str:
         paths += sorted(suite.dataset_dir.glob("*.jsonl"))
     for path in paths:
         if path is not None and path.is_file():
-            digest.update(path.read_bytes())
+            with path.open("rb") as handle:  # in chunks: a large fixture is not held twice
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
     if suite.path is None and isinstance(suite.cases, list):
         digest.update(dumps([c.model_dump(mode="json") for c in suite.cases]).encode())
     return digest.hexdigest()[:16]
@@ -232,7 +234,7 @@ async def execute(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
         base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)),
-        n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
+        n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases or suite.head_only is not None,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
     if on_begin is not None:

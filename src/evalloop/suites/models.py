@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from evalloop.errors import FixtureError
 from evalloop.suites.jsonlines import not_utf8, open_jsonl, parse_line
+from evalloop.suites.yamlhead import YAML_LOADER, cases_head
 from evalloop.validation import first_error
 
 SUITE_SUFFIXES = (".yaml", ".yml", ".json")
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 PACKAGE_FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
@@ -187,6 +187,8 @@ class Suite(BaseModel):
     #: count, and a small JSONL file's cases (kept for the run; None for a larger file or inline
     #: cases)
     _checked: tuple[Any, int, list[Case] | None] | None = PrivateAttr(default=None)
+    #: read only as far as its first N cases (``load_suite(path, limit=N)``): a run of it is partial
+    _head_only: int | None = PrivateAttr(default=None)
 
     @field_validator("target", mode="before")
     @classmethod
@@ -221,6 +223,11 @@ class Suite(BaseModel):
             if not 0.0 < value < 1.0:
                 raise ValueError(f"threshold for '{name}' must be between 0 and 1, got {value}")
         return self
+
+    @property
+    def head_only(self) -> int | None:
+        """N when the suite file was read only up to its first N cases (:mod:`evalloop.suites.yamlhead`)."""
+        return self._head_only
 
     @property
     def scorer_labels(self) -> list[str]:
@@ -426,8 +433,10 @@ def _yaml_case_lines(text: str) -> list[int]:
     return lines if not stack or stack[0] == "map" else []
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Load and validate a suite file, including all its cases. Raises FixtureError."""
+def load_suite(path: str | Path, limit: int | None = None) -> Suite:
+    """Load and validate a suite file, including all its cases (with ``limit``, a YAML file's
+    first ``limit`` cases when the rest need not be read: :func:`~evalloop.suites.yamlhead.cases_head`).
+    Raises FixtureError."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -435,6 +444,9 @@ def load_suite(path: str | Path) -> Suite:
         raise FixtureError(f"cannot read suite file: {exc.strerror}", where=str(path)) from None
     except UnicodeDecodeError as exc:
         raise not_utf8(exc, path, line=exc.object[:exc.start].count(b"\n") + 1) from None
+    head = cases_head(text, limit) if limit and path.suffix != ".json" else None
+    if head is not None:
+        text = head
     lines: list[int] = []
     try:
         if path.suffix == ".json":
@@ -475,4 +487,6 @@ def load_suite(path: str | Path) -> Suite:
                                    where=f"{path}:{line}" if line else str(path),
                                    hint="give every case a unique id")
             seen[case.id] = i
+    if head is not None:
+        suite._head_only = limit
     return suite
