@@ -108,6 +108,16 @@ async def arun_suite(
     return report
 
 
+def _judge_stop(suite: Suite, store: HistoryStore, settings: Settings) -> Any:
+    """The early-stop rule of a suite with ``early_stop`` (:mod:`evalloop.verdicts.early_stop`), else None."""
+    if suite.early_stop is None:
+        return None
+    from evalloop.verdicts.early_stop import SequentialStop
+
+    return SequentialStop(store, suite.window or settings.window, kind=suite.early_stop.spending,
+                          power_loss=suite.early_stop.power_loss)
+
+
 def needs_llm(prepared: PreparedRun) -> bool:
     """Whether a suite uses an LLM: an LLM judge or operation scorer, or a target that says so
     (``uses_llm = True``, or an ``engine`` in its fingerprint, as the reference operations)."""
@@ -157,6 +167,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
         progress=progress, select=select, max_cost=max_cost, on_begin=on_begin,
         max_output_bytes=settings.max_output_bytes,
+        judge_stop=_judge_stop(suite_obj, store, settings),
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
                **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
                **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {})},

@@ -38,6 +38,7 @@ from evalloop.run.calling import is_awaitable, traceback_of
 from evalloop.run.context import CaseContext, Services
 from evalloop.run.failures import Failure, TargetTimeout, classify
 from evalloop.run.grades import ScorerResult, _Grades
+from evalloop.run.judging import DeferredJudges, StopRule
 from evalloop.run.placement import SLOW, Placement, call_on_thread
 from evalloop.run.signals import IN_PLACE, interrupt_in_place
 from evalloop.run.targets import Target, resolve_target, stable_hash
@@ -210,6 +211,7 @@ async def execute(
     max_cost: float | None = None,
     on_begin: Callable[[Run], None] | None = None,
     max_output_bytes: int | None = None,
+    judge_stop: StopRule | None = None,
 ) -> RunOutcome:
     """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
 
@@ -218,7 +220,8 @@ async def execute(
     cost budget in USD (:mod:`evalloop.llm.budget`): once spent, no new case starts, the cases
     in flight finish, and the run is marked invalid saying what it spent. ``on_begin`` is told
     the run once it is stored (batch mode records its batches under it). ``max_output_bytes``
-    caps each case's stored output (:mod:`evalloop.history.outputs`; None or 0: no cap)."""
+    caps each case's stored output (:mod:`evalloop.history.outputs`; None or 0: no cap). With the
+    suite's ``early_stop``, ``judge_stop`` says when its judges may stop (:mod:`evalloop.run.judging`)."""
     suite = prepared.suite
     services = services or Services()
     epochs = epochs or suite.epochs
@@ -247,11 +250,16 @@ async def execute(
         for row, case in enumerate(itertools.islice(
             suite.iter_cases() if select is None else filter(select, suite.iter_cases()), n_cases))
     )
+    judges = [b for b in prepared.scorers if b.kind is ScorerKind.LLM_JUDGE]
+    if suite.early_stop is not None and judge_stop is not None and judges:
+        state.defer_judges(DeferredJudges(judges, judge_stop, suite.early_stop.looks, seed=run.id))
     budget = max_cost if max_cost is not None else suite.max_cost
     try:
         with budget_scope(budget) as state.budget:  # the workers' calls inherit it
             n_workers = max(1, min(concurrency, n_cases * epochs))
             workers = [asyncio.create_task(state.worker(work)) for _ in range(n_workers)]
+            if state.judging is not None:  # the deferred judges, once every case has its output
+                workers.append(asyncio.create_task(state.judging.judge(state, workers[:], concurrency)))
         with interrupt_in_place():  # Ctrl-C stops a sync call in place at once, not when it returns
             try:
                 await asyncio.gather(*workers)
@@ -293,6 +301,8 @@ class _RunState:
         self.max_output: int | None = None  # bytes of an output stored (history.outputs)
         # looked up once, not per case
         self.scoring = [(b, b.name, grades[b.name]) for b in prepared.scorers]
+        self.scoring_now = self.scoring  # the scorers that grade a case as soon as it has its output
+        self.judging: DeferredJudges | None = None
         self.timeout = prepared.suite.timeout
         self.placement = Placement(prepared.suite.target_threads, is_async=prepared.target.is_async,
                                    timeout=self.timeout)
@@ -370,7 +380,8 @@ class _RunState:
             trace = traceback_of(exc)
         latency_ms = (time.perf_counter() - started) * 1000.0
         scores: list[Score] = []
-        for bound, _, _ in self.scoring:
+        scoring = self.scoring if failure is not None else self.scoring_now
+        for bound, _, _ in scoring:
             if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
                 score = Score.infrastructure(error or "")
             elif failure is Failure.TARGET:  # the product failed its case: a real 0
@@ -379,6 +390,8 @@ class _RunState:
                 graded = bound.grade(case, output, ctx)
                 score = graded if isinstance(graded, Score) else await graded
             scores.append(score)
+        if failure is None and self.judging is not None:  # its judges grade it later (run.judging)
+            self.judging.defer(row, case, epoch, output)
         self.calls += 1
         if error is not None:
             self.case_errors += 1
@@ -408,7 +421,7 @@ class _RunState:
             self.tagged = True
         plain = case.expect == "pass"  # no scorer treats it as a known-bad control
         score_rows = self.score_rows
-        for (_, name, grades), score in zip(self.scoring, scores, strict=True):
+        for (_, name, grades), score in zip(scoring, scores, strict=True):
             grades.add(row, score, not plain and case.expects_fail(name))
             score_rows.append((run_id, case_id, epoch, name, score.value, score.errored, score.skipped,
                                score.message, dumps(score.metadata) if score.metadata else None))
@@ -416,6 +429,19 @@ class _RunState:
             self.flush()
         if self.progress is not None:
             self.progress(1)
+
+    def defer_judges(self, judging: DeferredJudges) -> None:
+        """Let ``judging``'s scorers grade after every case has its output (``early_stop``)."""
+        self.judging = judging
+        self.scoring_now = [t for t in self.scoring if t[1] not in judging.names]
+
+    def record_score(self, row: int, case: Case, epoch: int, name: str, score: Score, control: bool) -> None:
+        """A grade taken after its case's row was written (a deferred judge's)."""
+        self.grades[name].add(row, score, control)
+        self.score_rows.append((self.run_id, case.id, epoch, name, score.value, score.errored, score.skipped,
+                                score.message, dumps(score.metadata) if score.metadata else None))
+        if len(self.score_rows) >= self.batch_size:
+            self.flush()
 
     def count_usage(self, usage: UsageTotals) -> None:
         """Add what a case's LLM calls used to the run's totals, and start the scope again."""
@@ -455,6 +481,9 @@ class _RunState:
             notes["target_stats"] = dict(stats_hook())
         if (placed := self.placement.describe()) is not None:
             notes["target_calls"] = placed
+        if self.judging is not None:
+            notes["early_stop"], said = self.judging.describe()
+            self.notices.extend(said)
         digest = ids_digest(ids)
         vectors = [ScoreVector(run_id=self.run.id, scorer=name, digest=digest, n=len(ids),
                                data=r.vector.astype("<f8").tobytes()) for name, r in results.items()]

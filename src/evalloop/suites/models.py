@@ -161,6 +161,19 @@ class Holdout(BaseModel):
             (f", salt {self.salt!r}" if self.salt else "")
 
 
+class EarlyStop(BaseModel):
+    """``early_stop``: the suite's judges grade the cases in ``looks`` random batches and stop once
+    the verdict is settled (:mod:`evalloop.verdicts.early_stop`). ``early_stop: true`` takes the
+    defaults; ``spending`` shapes the boundaries; ``power_loss`` is the share of the power to see
+    a threshold-size drop that a stop for "no change" may spend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    looks: int = Field(default=4, ge=2, le=20)
+    spending: Literal["obrien-fleming", "pocock"] = "obrien-fleming"
+    power_loss: float = Field(default=0.02, gt=0, le=0.2)
+
+
 class Suite(BaseModel):
     """A named set of cases, the target that answers them, and the scorers that grade them."""
 
@@ -179,6 +192,7 @@ class Suite(BaseModel):
     verdict: dict[str, Any] = Field(default_factory=dict)
     max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
     batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
+    early_stop: EarlyStop | None = None  # judges stop once the verdict is settled (true: the defaults)
     holdout: Holdout = Field(default_factory=Holdout)
     cases: list[Case] | str | None = None
     dataset: str | None = None
@@ -189,6 +203,11 @@ class Suite(BaseModel):
     _checked: tuple[Any, int, list[Case] | None] | None = PrivateAttr(default=None)
     #: read only as far as its first N cases (``load_suite(path, limit=N)``): a run of it is partial
     _head_only: int | None = PrivateAttr(default=None)
+
+    @field_validator("early_stop", mode="before")
+    @classmethod
+    def _early_stop_bool(cls, v: Any) -> Any:
+        return ({} if v else None) if isinstance(v, bool) else v
 
     @field_validator("target", mode="before")
     @classmethod
