@@ -110,18 +110,17 @@ async def test_an_unchanged_judge_suite_stops_at_the_first_look_and_a_changed_on
     assert worse.outcome.summaries["llm-rubric"].n == 50  # a drop this clear is settled at once too
 
 
-async def test_known_bad_controls_are_always_judged_first(project, monkeypatch):
+async def test_controls_are_always_graded_and_a_broken_judge_is_caught(project, monkeypatch):
     settings = load_settings(project)
-    suite = judged_suite(120)
-    cases = list(suite.cases or [])
-    controls = {c.id for c in cases[-3:]}
-    for case in cases[-3:]:  # controls at the end of the file: judged in the first look anyway
-        case.expect = "fail"
+    cases = [{"id": f"c{i:03d}", "input": f"question {i}", "expected": f"answer {i}"} for i in range(117)]
+    cases += [{"id": f"bad{i}", "input": f"question {i}", "expected": f"answer {i}", "expect": "fail",
+               "output": f"WRONG {i}"} for i in range(3)]  # negative controls with fixed outputs
+    suite = Suite.model_validate({"name": "judged", "target": "sut:echo", "cases": cases, "early_stop": True,
+                                  "scorers": [{"name": "llm-rubric", "params": {"rubric": "Is it right?"}}]})
 
     def judge_with_controls(passes: bool):
         def answer(seen: Seen) -> Reply:
-            text = seen.last_user_text
-            if any(f"question {c[1:].lstrip('0') or '0'}\n" in text + "\n" for c in controls):
+            if "WRONG" in seen.last_user_text:
                 return Reply.of_tool({"score": 90 if passes else 10, "issues": [], "strengths": []})
             return judge(0)(seen)
         return answer
@@ -133,4 +132,4 @@ async def test_known_bad_controls_are_always_judged_first(project, monkeypatch):
         report = await arun_suite(suite, settings=settings, cache="off")
     assert report.comparison.scorers[0].status == "scorer broken"  # caught, though most cases went unjudged
     judged = HistoryStore(settings.database_url).case_scores(report.outcome.run.id, "llm-rubric")
-    assert controls <= set(judged) and len(judged) < 120
+    assert {"bad0", "bad1", "bad2"} <= set(judged) and len(judged) < 120
