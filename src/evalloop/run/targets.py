@@ -48,9 +48,9 @@ class Target:
                        in_thread: bool | None = None) -> Any:
         """The target's output for ``input``; :class:`TargetTimeout` past ``timeout`` seconds
         from the call's start. A sync target runs on a daemon thread when ``in_thread`` says so;
-        left to itself (a calibration's calls), unless ``threads`` is False."""
+        left to itself (a calibration's calls), when the suite asks for threads (``threads``)."""
         if in_thread is None:
-            in_thread = self.threads is not False
+            in_thread = self.threads is True
         return await call_target(self.fn, (input,), self._kwargs(ctx), in_thread=in_thread and not self.is_async,
                                  timeout=timeout)
 
