@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from evalloop.errors import FixtureError
+from evalloop.suites import yamlhead
 from evalloop.suites.lookup import discover_suites, find_suite
 from evalloop.suites.models import load_suite
 from evalloop.suites.yamlhead import cases_head, declared_name
@@ -57,8 +58,11 @@ def test_a_suite_is_found_by_its_declared_name_whatever_follows_it(tmp_path):
     assert "\n" not in line and f"{path}:" in line and "invalid YAML" in line
 
 
+PADDING = "# a large suite: only a file of a megabyte or more is read in part\n" * 16_000
+
+
 def test_limit_reads_a_yaml_suite_only_as_far_as_it_needs(tmp_path):
-    _write(tmp_path, "declared.yaml", HEADER + _cases(40, broken_at=30))
+    _write(tmp_path, "declared.yaml", HEADER + _cases(40, broken_at=30) + PADDING)
     ran = subprocess.run([EVALLOOP, "run", "--suite", "declared", "--limit", "3", "--json"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
@@ -74,8 +78,14 @@ def test_limit_reads_a_yaml_suite_only_as_far_as_it_needs(tmp_path):
     assert "fixtures/declared.yaml:" in whole.stderr and "invalid YAML" in whole.stderr
 
 
+def test_a_small_suite_is_always_read_whole(tmp_path):
+    path = _write(tmp_path, "s.yaml", HEADER + _cases(40))
+    assert cases_head(path.read_text(), 3) is None and load_suite(path, limit=3).head_only is None
+
+
 @pytest.mark.parametrize("layout", ["keys-after", "flow", "dash-alone", "few", "root-indented"])
-def test_the_head_is_the_suite_with_its_first_cases_or_the_whole_file_is_read(tmp_path, layout):
+def test_the_head_is_the_suite_with_its_first_cases_or_the_whole_file_is_read(tmp_path, layout, monkeypatch):
+    monkeypatch.setattr(yamlhead, "HEAD_ONLY_CHARS", 0)  # small files stand in for large ones
     texts = {
         "keys-after": "name: s\ncases:\n" + _cases(5) + "target: sut:echo\nscorers: [equals]\n",
         "flow": "name: s\ntarget: sut:echo\nscorers: [equals]\ncases: [{id: a, input: 1}, {id: b, input: 2}, "
@@ -92,6 +102,7 @@ def test_the_head_is_the_suite_with_its_first_cases_or_the_whole_file_is_read(tm
     assert [c.id for c in limited.iter_cases()][:2] == [c.id for c in whole.iter_cases()][:2]
     assert (limited.target, limited.scorers) == (whole.target, whole.scorers)
     cut = cases_head(path.read_text(), 2)
+    assert cases_head(path.read_text() + PADDING, 2) == (None if cut is None else cut)  # comments after: the same
     if layout in ("dash-alone", "root-indented"):
         assert cut is not None and limited.head_only == 2 and len(list(limited.iter_cases())) == 2
     else:  # the whole file is needed (a key after the cases, a flow list) or there is nothing to leave out

@@ -251,9 +251,9 @@ def _selector(which: CaseFilter, held_out_of: Suite | None = None):
     held-out part only."""
     if not which.active and held_out_of is None:
         return None
-    split = held_out_of.holdout if held_out_of is not None else None
+    held = held_out_of.held_out_ids() if held_out_of is not None else None
     return lambda c: (which.keeps_id(c.id) and which.keeps_tags(c.tags)
-                      and (split is None or split.held_out(c.id, c.tags)))
+                      and (held is None or c.id in held))
 
 
 def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -> dict:

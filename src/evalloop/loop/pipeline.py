@@ -181,6 +181,10 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                              nightly=nightly, scopes=None if outcome.tagged else {})
     report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
     report.held_out, report.extras["held_out"] = held_out_part(suite_obj, outcome)
+    if (settings.learn and comparison.has_regression) or services.extras.get("failure_memory_ids"):
+        near = suite_obj.near_duplicate_notice()  # only where a lesson is written or read: it costs an embedder
+        if near:
+            report.notices.append(near)
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
         report.extras["target_stats"] = run_notes["target_stats"]
@@ -198,6 +202,14 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if settings.learn and comparison.has_regression and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")
+    elif settings.learn and suite_obj.head_only is not None:  # its split is not the suite's (suites.yamlhead)
+        if comparison.has_regression:
+            report.notices.append("no failure memory written: a --limit run read only the suite's first "
+                                  f"{suite_obj.head_only} cases, so which of them are held out is not known")
+    elif settings.learn and not teaches(report):
+        if comparison.has_regression:
+            report.notices.append("no failure memory written: the run has no learn case (held-out cases "
+                                  "only), and a lesson is built from learn cases alone")
     elif settings.learn and (comparison.has_regression or (_has_memories(settings) and not unreadable)):
         learned = _learn(settings, report, store)
         if learned:
@@ -226,7 +238,16 @@ def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str
         values = values[~np.isnan(values)]
         means[name] = float(values.mean()) if values.size else None
     return held, {"split": suite.holdout.describe(), "n": len(held), "of": len(ids), "means": means,
-                  "whole": {name: r.mean for name, r in outcome.results.items()}}
+                  "whole": {name: r.mean for name, r in outcome.results.items()},
+                  "ids": [c for c in ids if c in held]}
+
+
+
+def teaches(report: RunReport) -> bool:
+    """Whether a run may move any incident: it graded at least one learn case. A run of held-out
+    cases alone (``run --held-out``) writes, updates and resolves nothing."""
+    ids = {c for r in report.outcome.results.values() for c in r.ids}
+    return bool(ids - report.held_out)
 
 
 def _has_memories(settings: Settings) -> bool:
@@ -243,7 +264,14 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if not passes(v, r.pass_mark)}
     if not failing:
         return details
-    details["cases"] = {c.id: c for c in report.suite.iter_cases() if c.id in failing}
+    if report.held_out and failing - report.held_out:  # a learn case fails: its output may quote a held-out one
+        from evalloop.learning.heldout import Redactor
+
+        every = list(report.suite.iter_cases())
+        details["redact"] = Redactor.of(every, report.suite.held_out_ids())
+        details["cases"] = {c.id: c for c in every if c.id in failing}
+    else:
+        details["cases"] = {c.id: c for c in report.suite.iter_cases() if c.id in failing}
     details["outputs"] = {r.case_id: r.output if r.output is not None else r.error
                           for r in store.case_results(run_id) if r.case_id in failing and r.epoch == 0}
     details["reasons"] = {name: store.case_messages(run_id, name, sorted(failing)[:200])

@@ -8,9 +8,11 @@ A run with ``--limit N`` needs the suite's settings and its first N cases: :func
 the text of the file up to the line where case N + 1 starts, which is itself the suite with N
 cases — when that is so: the cases are a block list (``- id: …`` items, not ``[…]``) and no
 root key follows them (a line at the root's indentation after the cut means one might, and the
-whole file is read). libyaml's events over 100 MB take ≈ 4 s, and loading the file ≈ 100 s, so
-for a large suite JSONL (``cases: cases.jsonl``, streamed) is the format; this makes ``--limit``
-cheap on a YAML one.
+whole file is read) and the file is large (:data:`HEAD_ONLY_CHARS`; a small one is read whole, as
+always). libyaml's events over 100 MB take ≈ 4 s, and loading the file ≈ 100 s, so for a large
+suite JSONL (``cases: cases.jsonl``, streamed) is the format; this makes ``--limit`` cheap on a
+YAML one. Such a run writes no failure memory: the held-out split groups related cases across the
+whole suite, so which of the first N are held out is not known without the rest.
 """
 
 from __future__ import annotations
@@ -55,10 +57,17 @@ def declared_name(path: Path) -> str | None:
     return None
 
 
+#: characters of a suite file below which it is always read whole (≈ a second of parsing above it)
+HEAD_ONLY_CHARS = 1_000_000
+
+
 def cases_head(text: str, limit: int) -> str | None:
     """The beginning of a YAML suite's ``text`` that holds it with only its first ``limit`` cases,
-    or None when the whole text is needed (fewer cases, a flow list, a root key after the cases,
-    an error before the cut: the full read then says what is wrong)."""
+    or None when the whole text is needed (a file under :data:`HEAD_ONLY_CHARS`, fewer cases, a
+    flow list, a root key after the cases, an error before the cut: the full read then says what
+    is wrong)."""
+    if len(text) < HEAD_ONLY_CHARS:
+        return None
     depth, expecting_key, key = 0, True, None
     root_column, items, cut = 0, 0, None
     try:
