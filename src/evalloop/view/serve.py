@@ -1,0 +1,48 @@
+"""Serving the viewer: uvicorn on 127.0.0.1 unless ``--host`` says otherwise, the history checked
+before the first request (no history: one line, nothing created)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from evalloop.config import Settings
+from evalloop.errors import ConfigError, EvalloopError
+from evalloop.history.readonly import sqlite_path
+from evalloop.redact import redact_url
+
+if TYPE_CHECKING:
+    import uvicorn
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def check_history(settings: Settings) -> None:
+    """Raise the one line of a reading command when there is no history to show (nothing created)."""
+    path = sqlite_path(settings.database_url)
+    if path is not None and not path.is_file():
+        raise EvalloopError("no runs yet", where=redact_url(settings.database_url),
+                            hint="run `evalloop run --suite NAME` first, then `evalloop view`")
+
+
+def make_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> uvicorn.Server:
+    """A uvicorn server of the viewer (not started): ``server.run()`` serves until interrupted."""
+    try:
+        import uvicorn
+    except ImportError:  # pragma: no cover - a dependency of evalloop
+        raise ConfigError("the viewer needs uvicorn and starlette", hint="pip install evalloop") from None
+    from evalloop.view.app import create_app
+
+    check_history(settings)
+    app = create_app(settings, host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                            server_header=False, proxy_headers=False, lifespan="off")
+    return uvicorn.Server(config)
+
+
+def bound_port(server: uvicorn.Server) -> int | None:
+    """The port a started server listens on (port 0 asks the system for a free one)."""
+    for listener in getattr(server, "servers", []) or []:
+        for sock in listener.sockets:
+            return int(sock.getsockname()[1])
+    return None

@@ -1,0 +1,123 @@
+"""What the viewer reads, opened read-only: the history (SQLite ``mode=ro``, PostgreSQL in
+read-only sessions), the memory store (:class:`~evalloop.memory.store.MemoryReader`, or the memory
+service's reads), and the suites' files (for a case's input, expected and held-out part).
+
+A finished run never changes, so its cases — read with the one reader every command uses
+(:func:`evalloop.report.cases.load_cases`: the one pass/fail rule, the flips against the run
+before) — are kept for the next page of the same run; a run still going is read again each time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from evalloop.config import Settings
+from evalloop.errors import EvalloopError
+from evalloop.history.models import Run, RunStatus
+from evalloop.history.store import HistoryStore
+from evalloop.report.cases import CaseView, load_cases, previous_completed
+from evalloop.suites.models import Suite
+
+#: finished runs whose cases are kept in memory (a 10k-case run is a few MB)
+KEPT_RUNS = 6
+#: how long a suite file read is trusted before its file's time is checked again
+SUITE_SECONDS = 2.0
+
+
+class Source:
+    """The history, memories and suites of one project, for the viewer's pages (thread-safe)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.store = HistoryStore(settings.database_url, readonly=True)
+        self._lock = threading.Lock()
+        self._cases: OrderedDict[str, list[CaseView]] = OrderedDict()
+        self._suites: dict[str, tuple[float, Any, Suite | None]] = {}
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def run(self, ref: str) -> Run | None:
+        """A run by its id (or a unique prefix of it)."""
+        found = self.store.find_runs(ref, limit=2)
+        return found[0] if len(found) == 1 else None
+
+    def previous(self, run: Run) -> str | None:
+        """The completed, valid run of the suite just before ``run`` (the flips are against it)."""
+        return previous_completed(self.store, run.suite, run.id)
+
+    def cases(self, run: Run) -> list[CaseView]:
+        """Every case of the run, in run order, with input and expected from the suite's file and
+        the flips against the run before (kept once the run is finished)."""
+        finished = run.status != RunStatus.RUNNING
+        with self._lock:
+            if finished and run.id in self._cases:
+                self._cases.move_to_end(run.id)
+                return self._cases[run.id]
+        views = load_cases(self.store, run.id, suite=self.suite(run.suite), previous_run=self.previous(run))
+        if finished:
+            with self._lock:
+                self._cases[run.id] = views
+                while len(self._cases) > KEPT_RUNS:
+                    self._cases.popitem(last=False)
+        return views
+
+    # -- suites --------------------------------------------------------------------------
+
+    def suite(self, name: str) -> Suite | None:
+        """The suite as its file holds it now (None when it is gone or does not load)."""
+        now = time.monotonic()
+        with self._lock:
+            kept = self._suites.get(name)
+        if kept is not None and (now - kept[0] < SUITE_SECONDS or (kept[2] is not None and kept[1] == _stamp(kept[2]))):
+            return kept[2]
+        from evalloop.suites.lookup import find_suite
+
+        try:
+            suite: Suite | None = find_suite(name, self.settings.project_dir)
+        except EvalloopError:
+            suite = None
+        with self._lock:
+            self._suites[name] = (now, _stamp(suite), suite)
+        return suite
+
+    # -- memories ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def memories(self) -> Iterator[Any]:
+        """The memory store, read-only (None when there is none yet: nothing is created)."""
+        settings = self.settings
+        if settings.memory_url:
+            from evalloop.learning.injection import close_adapter, open_adapter
+
+            adapter = open_adapter(settings)
+            try:
+                yield adapter
+            finally:
+                close_adapter(adapter)
+            return
+        if not settings.memory_file.is_file():
+            yield None
+            return
+        from evalloop.memory.store import MemoryReader
+
+        reader = MemoryReader(settings.memory_file)
+        try:
+            yield reader
+        finally:
+            reader.close()
+
+
+def _stamp(suite: Suite | None) -> Any:
+    """What says a suite's file is unchanged: its own and its cases' file times and sizes."""
+    if suite is None or suite.path is None:
+        return None
+    files = [suite.path, *([suite.cases_file] if suite.cases_file is not None else [])]
+    try:
+        return tuple((f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    except OSError:
+        return None
