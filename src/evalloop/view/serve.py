@@ -3,7 +3,8 @@ before the first request (no history: one line, nothing created)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import threading
+from typing import TYPE_CHECKING, Any
 
 from evalloop.config import Settings
 from evalloop.errors import ConfigError, EvalloopError
@@ -18,15 +19,29 @@ DEFAULT_PORT = 8765
 
 
 def check_history(settings: Settings) -> None:
-    """Raise the one line of a reading command when there is no history to show (nothing created)."""
-    path = sqlite_path(settings.database_url)
+    """Raise the one line of a reading command when there is no history to show: no file, no
+    tables, or no run in them (nothing is created)."""
+    from sqlalchemy import inspect
+
+    from evalloop.history.store import HistoryStore
+
+    url = settings.database_url
+    path = sqlite_path(url)
+    empty = EvalloopError("no runs yet", where=redact_url(url),
+                          hint="run `evalloop run --suite NAME` (or `evalloop run --all`) first, then `evalloop view`")
     if path is not None and not path.is_file():
-        raise EvalloopError("no runs yet", where=redact_url(settings.database_url),
-                            hint="run `evalloop run --suite NAME` first, then `evalloop view`")
+        raise empty
+    store = HistoryStore(url, readonly=True)
+    with store.engine.connect() as conn:
+        if not inspect(conn).has_table("runs"):
+            raise empty
+    if not store.count_runs():
+        raise empty
 
 
-def make_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> uvicorn.Server:
-    """A uvicorn server of the viewer (not started): ``server.run()`` serves until interrupted."""
+def make_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> Any:
+    """A uvicorn server of the viewer (not started): ``server.run()`` serves until interrupted or
+    ``server.should_exit`` is set; ``server.ready`` (an event) is set once it listens."""
     try:
         import uvicorn
     except ImportError:  # pragma: no cover - a dependency of evalloop
@@ -37,7 +52,19 @@ def make_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAUL
     app = create_app(settings, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             server_header=False, proxy_headers=False, lifespan="off")
-    return uvicorn.Server(config)
+
+    class ViewerServer(uvicorn.Server):
+        """uvicorn's server, saying when it listens (``ready``)."""
+
+        def __init__(self, config: uvicorn.Config) -> None:
+            super().__init__(config)
+            self.ready = threading.Event()
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            self.ready.set()
+
+    return ViewerServer(config)
 
 
 def bound_port(server: uvicorn.Server) -> int | None:

@@ -1,0 +1,130 @@
+"""``evalloop view`` over real HTTP on 127.0.0.1: the suites, a run's cases and its filters, two
+runs compared (the newly failing first), incidents; read-only, loopback by default, nothing leaked,
+and one clear line when there is no history."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import httpx
+import pytest
+
+from evalloop import HistoryStore, load_settings
+from evalloop.view.serve import DEFAULT_HOST, make_server
+from support.cli import cli
+from support.viewer import LOST, SECRET, regression_project, serving
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("view")
+    settings, ids = regression_project(root)
+    return root, settings, ids
+
+
+@pytest.fixture(scope="module")
+def base(project):
+    _, settings, _ = project
+    with serving(settings) as url:
+        yield url
+
+
+def get(base: str, path: str, **kw) -> httpx.Response:
+    return httpx.get(base + path, timeout=30, **kw)
+
+
+def test_home_lists_the_suites_with_the_failing_one_named(base):
+    res = get(base, "/")
+    assert res.status_code == 200 and res.headers["content-type"].startswith("text/html")
+    page = res.text
+    assert 'href="/suites/controlled"' in page and 'href="/suites/leaky"' in page
+    assert "The latest run fails in" in page and "<svg" in page  # a banner and the sparklines
+
+
+def test_a_runs_page_shows_its_cases_and_filters_them(base, project):
+    _, _, ids = project
+    page = get(base, f"/runs/{ids[-1]}").text
+    assert all(f"<code>c{i}</code>" in page for i in range(12))
+    failing = get(base, f"/runs/{ids[-1]}", params={"failing": "1"}).text
+    shown = set(re.findall(r"<code>(c\d+)</code>", failing))
+    assert shown == set(LOST), shown
+    flipped = get(base, f"/runs/{ids[-1]}", params={"flipped": "1", "tag": "smoke"}).text
+    assert set(re.findall(r"<code>(c\d+)</code>", flipped)) == {"c1", "c3"}  # c0-c3 are tagged smoke
+    # a unique prefix redirects to the stable URL
+    res = get(base, f"/runs/{ids[-1][:-2]}", follow_redirects=False)
+    assert res.status_code == 307 and res.headers["location"] == f"/runs/{ids[-1]}"
+
+
+def test_compare_puts_the_newly_failing_cases_first_by_how_much_they_moved(base, project):
+    _, _, ids = project
+    page = get(base, f"/compare/{ids[-2]}/{ids[-1]}").text
+    order = re.findall(r'<article class="case-card[^"]*">\s*<h3><code>(c\d+)</code>', page)
+    assert order[:6] == ["c1", "c7", "c9", "c3", "c11", "c5"], order  # newly failing, the biggest drop first
+    assert len(order) == 12 and "6 newly failing" in page
+    assert "95% CI" in page and re.search(r'data-label="p">[0-9.e-]+', page)  # the run-level test
+    assert "<del>" in page and "<ins>" in page  # each case's output diff
+    changed = get(base, f"/compare/{ids[-2]}/{ids[-1]}", params={"changed": "1"}).text
+    assert re.findall(r'<article class="case-card[^"]*">\s*<h3><code>(c\d+)</code>', changed)[:6] == order[:6]
+
+
+def test_suite_and_incident_pages(base, project):
+    _, _, ids = project
+    page = get(base, "/suites/controlled").text
+    assert "<svg" in page and f'href="/runs/{ids[-1]}"' in page
+    incidents = get(base, "/incidents").text
+    found = re.findall(r'href="(/incidents/[^"]+)"', incidents)
+    assert found, incidents[-2000:]
+    one = get(base, found[0])
+    assert one.status_code == 200 and "open" in one.text and ids[-1] in one.text
+
+
+def test_what_is_not_there_is_a_404_page_and_nothing_is_written(base, project):
+    root, settings, ids = project
+    db = root / "history" / "evalloop.db"
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    for path in ("/runs/nope", f"/compare/{ids[0]}/nope", "/suites/nope", "/incidents/nope", "/x"):
+        res = get(base, path)
+        assert res.status_code == 404 and "<h1>404" in res.text, path
+    assert httpx.post(base + "/", timeout=30).status_code == 405
+    for path in ("/", f"/runs/{ids[-1]}", f"/compare/{ids[0]}/{ids[-1]}", "/incidents", "/suites/controlled"):
+        assert get(base, path).status_code == 200
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_no_page_shows_a_secret_or_runs_a_script(base, project):
+    _, settings, _ = project
+    home = get(base, "/")
+    assert "script-src" not in home.headers["content-security-policy"]  # default-src 'none': no script
+    assert home.headers["x-frame-options"] == "DENY"
+    first, run_id = [r.id for r in HistoryStore(settings.database_url, readonly=True).runs("leaky")][::-1]
+    page = get(base, f"/runs/{run_id}").text
+    assert "db.internal" in page and SECRET not in page and "***@" in page
+    for path in (f"/runs/{run_id}?failing=1", f"/compare/{first}/{run_id}", "/suites/leaky", "/"):
+        assert SECRET not in get(base, path).text
+
+
+def test_a_request_naming_another_host_is_refused(base):
+    """A DNS-rebinding page (evil.example resolving to 127.0.0.1) cannot read the history."""
+    assert get(base, "/", headers={"Host": "evil.example"}).status_code == 400
+    assert get(base, "/", headers={"Host": "localhost"}).status_code == 200
+
+
+def test_it_listens_on_loopback_by_default(project):
+    _, settings, _ = project
+    assert DEFAULT_HOST == "127.0.0.1" and make_server(settings).config.host == "127.0.0.1"
+
+
+def test_no_history_is_one_line_saying_what_to_do(tmp_path):
+    res = cli(tmp_path, "view")
+    assert res.returncode != 0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no runs yet" in lines[0] and "evalloop run" in lines[0], res.stderr
+    assert not (tmp_path / "history").exists()  # nothing created
+
+
+def test_a_history_without_runs_says_the_same(tmp_path):
+    assert cli(tmp_path, "init").returncode == 0
+    HistoryStore(load_settings(tmp_path).database_url)  # the tables, no run
+    res = cli(tmp_path, "view")
+    assert res.returncode != 0 and "no runs yet" in res.stderr and "evalloop run" in res.stderr, res.stderr
