@@ -128,3 +128,23 @@ def test_a_history_without_runs_says_the_same(tmp_path):
     HistoryStore(load_settings(tmp_path).database_url)  # the tables, no run
     res = cli(tmp_path, "view")
     assert res.returncode != 0 and "no runs yet" in res.stderr and "evalloop run" in res.stderr, res.stderr
+
+
+def test_a_large_run_is_paged_and_its_filters_count_every_case(tmp_path, monkeypatch):
+    from evalloop import run_suite
+    from support.project import controlled_suite, make_project, write_answers
+
+    root = make_project(tmp_path, {"controlled": controlled_suite(120)})
+    write_answers(root / "answers.json", {f"c{i}": 0.1 if i % 10 == 0 else 0.9 for i in range(120)})
+    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(root / "answers.json"))
+    monkeypatch.syspath_prepend(str(root))
+    settings = load_settings(root)
+    run_id = run_suite("controlled", settings=settings).comparison.run.id
+    with serving(settings) as url:
+        first = get(url, f"/runs/{run_id}").text
+        assert len(re.findall(r'<article class="case-card', first)) == 50 and "1–50 shown" in first
+        assert f'href="/runs/{run_id}?page=3"' in first and "failing (12)" in first
+        last = get(url, f"/runs/{run_id}", params={"page": "3"}).text
+        assert len(re.findall(r'<article class="case-card', last)) == 20 and "<code>c119</code>" in last
+        beyond = get(url, f"/runs/{run_id}", params={"page": "99"}).text  # the last page, not an error
+        assert "<code>c119</code>" in beyond

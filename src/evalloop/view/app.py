@@ -117,5 +117,7 @@ def create_app(settings: Settings, *, host: str = "127.0.0.1") -> Starlette:
               Route("/incidents", incidents, methods=["GET", "HEAD"]),
               Route("/incidents/{memory_id}", incident, methods=["GET", "HEAD"])]
     allowed = ["*"] if host not in LOOPBACK_HOSTS else ["127.0.0.1", "localhost", "[::1]"]
-    return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed)],
-                     exception_handlers={HTTPException: not_found, EvalloopError: failed, Exception: failed})
+    app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed)],
+                    exception_handlers={HTTPException: not_found, EvalloopError: failed, Exception: failed})
+    app.state.source = source
+    return app

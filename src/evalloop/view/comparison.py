@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from evalloop.history.models import Run, RunStatus
+from evalloop.history.models import Run
 from evalloop.report.cases import CaseView
 from evalloop.report.diff import RunDiff, diff_runs
 from evalloop.view.runpage import PAGE_SIZE, SHOWN_CHARS, ShownValue
@@ -104,8 +104,7 @@ def word_diff(before: Any, after: Any, limit: int = SHOWN_CHARS) -> list[tuple[s
 
 def compare_page(source: Source, a: Run, b: Run, page: int = 1, changed_only: bool = False) -> ComparePage:
     """The comparison of run ``b`` with run ``a``: the statistics and one page of the paired table."""
-    stats = _stats(source, a, b)
-    every = moves(source.cases(a), source.cases(b))
+    stats, every = source.pair(a, b, lambda: (diff_runs(source.store, a, b), moves(source.cases(a), source.cases(b))))
     counts = {name: sum(1 for m in every if m.change == name) for name in RANK}
     counts["moved"] = sum(1 for m in every if m.move)
     shown = [m for m in every if m.change in ("newly failing", "newly passing") or m.move] if changed_only else every
@@ -117,19 +116,3 @@ def compare_page(source: Source, a: Run, b: Run, page: int = 1, changed_only: bo
             m.diff = word_diff(m.a.error or m.a.output, m.b.error or m.b.output)
     return ComparePage(run_a=a, run_b=b, stats=stats, cases=cases, total=len(shown), counts=counts,
                        page=page, pages=pages, changed_only=changed_only)
-
-
-_STATS: dict[tuple[str, str, str], RunDiff] = {}
-
-
-def _stats(source: Source, a: Run, b: Run) -> RunDiff:
-    """``compare``'s statistics for the two runs (kept when both are finished: they never change)."""
-    key = (source.store.url, a.id, b.id)
-    if key in _STATS:
-        return _STATS[key]
-    found = diff_runs(source.store, a, b)
-    if RunStatus.RUNNING not in (a.status, b.status):
-        if len(_STATS) > 32:
-            _STATS.clear()
-        _STATS[key] = found
-    return found

@@ -3,6 +3,7 @@ before the first request (no history: one line, nothing created)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -63,8 +64,15 @@ def make_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAUL
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             self.ready.set()
+            threading.Thread(target=_warm, args=(app.state.source,), name="evalloop-view-warm", daemon=True).start()
 
     return ViewerServer(config)
+
+
+def _warm(source: Any) -> None:
+    """Read the latest runs ahead of the first request; a failure here shows on the page instead."""
+    with contextlib.suppress(Exception):  # an optimisation: the page reads what it needs itself
+        source.warm()
 
 
 def bound_port(server: uvicorn.Server) -> int | None:

@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from evalloop.config import Settings
@@ -23,8 +23,9 @@ from evalloop.history.store import HistoryStore
 from evalloop.report.cases import CaseView, load_cases, previous_completed
 from evalloop.suites.models import Suite
 
-#: finished runs whose cases are kept in memory (a 10k-case run is a few MB)
+#: finished runs whose cases are kept in memory (a 10k-case run is a few MB), and comparisons
 KEPT_RUNS = 6
+KEPT_PAIRS = 6
 #: how long a suite file read is trusted before its file's time is checked again
 SUITE_SECONDS = 2.0
 
@@ -38,6 +39,8 @@ class Source:
         self._lock = threading.Lock()
         self._cases: OrderedDict[str, list[CaseView]] = OrderedDict()
         self._suites: dict[str, tuple[float, Any, Suite | None]] = {}
+        self._reading: dict[str, threading.Lock] = {}
+        self._pairs: OrderedDict[tuple[str, str], Any] = OrderedDict()
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -52,19 +55,51 @@ class Source:
 
     def cases(self, run: Run) -> list[CaseView]:
         """Every case of the run, in run order, with input and expected from the suite's file and
-        the flips against the run before (kept once the run is finished)."""
+        the flips against the run before (kept once the run is finished; a run being read by
+        another request is waited for, not read twice)."""
         finished = run.status != RunStatus.RUNNING
+        if not finished:
+            return self._load(run)
         with self._lock:
-            if finished and run.id in self._cases:
-                self._cases.move_to_end(run.id)
-                return self._cases[run.id]
-        views = load_cases(self.store, run.id, suite=self.suite(run.suite), previous_run=self.previous(run))
-        if finished:
+            reading = self._reading.setdefault(run.id, threading.Lock())
+        with reading:
+            with self._lock:
+                if run.id in self._cases:
+                    self._cases.move_to_end(run.id)
+                    return self._cases[run.id]
+            views = self._load(run)
             with self._lock:
                 self._cases[run.id] = views
+                self._reading.pop(run.id, None)
                 while len(self._cases) > KEPT_RUNS:
                     self._cases.popitem(last=False)
-        return views
+            return views
+
+    def _load(self, run: Run) -> list[CaseView]:
+        return load_cases(self.store, run.id, suite=self.suite(run.suite), previous_run=self.previous(run))
+
+    def pair(self, a: Run, b: Run, compute: Callable[[], Any]) -> Any:
+        """What ``compute`` finds for two runs, kept while both are finished (they never change)."""
+        key = (a.id, b.id)
+        with self._lock:
+            if key in self._pairs:
+                self._pairs.move_to_end(key)
+                return self._pairs[key]
+        found = compute()
+        if RunStatus.RUNNING not in (a.status, b.status):
+            with self._lock:
+                self._pairs[key] = found
+                while len(self._pairs) > KEPT_PAIRS:
+                    self._pairs.popitem(last=False)
+        return found
+
+    def warm(self) -> None:
+        """Read the latest finished run of every suite ahead of the first request (a 10k-case
+        run takes seconds to read once; its page is then served from memory)."""
+        for name in self.store.suites():
+            latest = self.store.runs(name, limit=1, statuses=[s.value for s in RunStatus if s is not RunStatus.RUNNING])
+            if latest:
+                self.cases(latest[0])
 
     # -- suites --------------------------------------------------------------------------
 
