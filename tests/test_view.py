@@ -148,3 +148,22 @@ def test_a_large_run_is_paged_and_its_filters_count_every_case(tmp_path, monkeyp
         assert len(re.findall(r'<article class="case-card', last)) == 20 and "<code>c119</code>" in last
         beyond = get(url, f"/runs/{run_id}", params={"page": "99"}).text  # the last page, not an error
         assert "<code>c119</code>" in beyond
+
+
+def test_run_prints_the_failing_runs_page_when_a_viewer_is_configured(tmp_path):
+    assert cli(tmp_path, "init").returncode == 0
+    assert cli(tmp_path, "run", "--all").returncode == 0
+    quiet = cli(tmp_path, "run", "--all", env={"EVALLOOP_VIEWER_URL": "http://127.0.0.1:8765/"})
+    assert quiet.returncode == 0 and "view " not in quiet.stderr  # nothing fails: no link
+    greeter = tmp_path / "greeter.py"
+    greeter.write_text(greeter.read_text().replace("Hello", "Bye"))
+    assert "view " not in cli(tmp_path, "run", "--all").stderr  # no viewer configured: no link
+    res = cli(tmp_path, "run", "--all", env={"EVALLOOP_VIEWER_URL": "http://127.0.0.1:8765/"})
+    assert res.returncode == 1
+    found = re.search(r"^view greeting: http://127\.0\.0\.1:8765(/runs/\S+)$", res.stderr, flags=re.M)
+    assert found, res.stderr
+    with serving(load_settings(tmp_path)) as url:
+        page = get(url, found.group(1))
+        assert page.status_code == 200 and "fail" in page.text
+    bad = cli(tmp_path, "run", "--all", env={"EVALLOOP_VIEWER_URL": "localhost:8765"})
+    assert bad.returncode != 0 and "viewer_url" in bad.stderr

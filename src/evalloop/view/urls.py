@@ -3,6 +3,8 @@ the failing run's page when a viewer is configured: the ``viewer_url`` setting).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import quote, urlencode
 
 #: the query parameters a run's page keeps in its links (filters and page number)
@@ -38,3 +40,13 @@ def incident(memory_id: str) -> str:
 def absolute(base: str, path: str) -> str:
     """A page's full URL under the viewer's base URL (``viewer_url``)."""
     return base.rstrip("/") + path
+
+
+def failing_runs(reports: Iterable[Any], base: str | None, *, fail_on_regression: bool = True) -> list[str]:
+    """``run``'s lines naming each failing run's page in the viewer at ``base`` (none without one)."""
+    if not base:
+        return []
+    from evalloop.loop.outcome import OK, exit_code
+
+    return [f"view {r.suite.name}: {absolute(base, run(r.outcome.run.id))}" for r in reports
+            if exit_code(r.comparison, fail_on_regression=fail_on_regression) != OK]
