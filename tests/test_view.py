@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -167,3 +168,13 @@ def test_run_prints_the_failing_runs_page_when_a_viewer_is_configured(tmp_path):
         assert page.status_code == 200 and "fail" in page.text
     bad = cli(tmp_path, "run", "--all", env={"EVALLOOP_VIEWER_URL": "localhost:8765"})
     assert bad.returncode != 0 and "viewer_url" in bad.stderr
+
+
+def test_the_docs_commands_parse():
+    """docs/viewer.md shows these in a text block (they serve until Ctrl-C): their options exist."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "viewer.md").read_text()
+    shown = re.findall(r"^\$ evalloop (view[^#\n]*?)\s*(?:#.*)?$", text, flags=re.M)
+    assert len(shown) == 3, shown
+    for line in shown:
+        res = cli(Path.cwd(), *line.split(), "--help")
+        assert res.returncode == 0, (line, res.stderr)
