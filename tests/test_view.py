@@ -178,3 +178,32 @@ def test_the_docs_commands_parse():
     for line in shown:
         res = cli(Path.cwd(), *line.split(), "--help")
         assert res.returncode == 0, (line, res.stderr)
+
+
+def test_a_postgresql_history_is_served_and_never_written(tmp_path, monkeypatch, pg_server):
+    import sqlalchemy
+    from sqlalchemy import inspect, text
+
+    from evalloop import run_suite
+    from evalloop.errors import EvalloopError
+    from evalloop.history.readonly import readonly_engine
+    from evalloop.view.serve import check_history
+    from support.project import controlled_suite, make_project, write_answers
+
+    url = pg_server.create_database()
+    monkeypatch.setenv("EVALLOOP_HISTORY_URL", url)
+    root = make_project(tmp_path, {"controlled": controlled_suite(4)})
+    settings = load_settings(root)
+    with pytest.raises(EvalloopError, match="no runs yet"):
+        check_history(settings)  # an empty database: the one line, and no table created
+    with sqlalchemy.create_engine(url).connect() as conn:
+        assert not inspect(conn).get_table_names()
+    write_answers(root / "answers.json", {f"c{i}": 0.9 for i in range(4)})
+    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(root / "answers.json"))
+    monkeypatch.syspath_prepend(str(root))
+    run_id = run_suite("controlled", settings=settings).comparison.run.id
+    with serving(settings) as base:
+        assert "<code>c3</code>" in get(base, f"/runs/{run_id}").text
+        assert 'href="/suites/controlled"' in get(base, "/").text
+    with readonly_engine(url).connect() as conn, pytest.raises(sqlalchemy.exc.DBAPIError, match="read-only"):
+        conn.execute(text("DELETE FROM runs"))
