@@ -101,6 +101,7 @@ def test_no_page_shows_a_secret_or_runs_a_script(base, project):
     first, run_id = [r.id for r in HistoryStore(settings.database_url, readonly=True).runs("leaky")][::-1]
     page = get(base, f"/runs/{run_id}").text
     assert "db.internal" in page and SECRET not in page and "***@" in page
+    assert "source: " in page and "looked it up" in page  # what the scorer added, redacted too
     for path in (f"/runs/{run_id}?failing=1", f"/compare/{first}/{run_id}", "/suites/leaky", "/"):
         assert SECRET not in get(base, path).text
 

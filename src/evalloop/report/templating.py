@@ -3,13 +3,15 @@ and the pages of ``evalloop view`` share its templates (``templates/``: one base
 stylesheet, one set of chart macros), its filters and its autoescape.
 
 Every value a template prints is escaped (autoescape on every ``.j2`` template), so a case's
-input, output or message shows as the text it is, never as markup; and every string filter
-redacts (:func:`evalloop.redact.redact_text`): a URL with a credential in a stored message shows
-with the credential masked, as the terminal shows it.
+input, output or message shows as the text it is, never as markup; and every value printed is
+redacted (:func:`evalloop.redact.redact_text`; a mapping or a list as its JSON): a URL with a
+credential in a stored message or a scorer's metadata shows with the credential masked, as the
+terminal shows it.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
@@ -33,9 +35,15 @@ def _usd(value: float | None) -> str:
 
 
 def _clean(value: Any) -> Any:
-    """What a template prints, redacted when it is text (the terminal's rule); markup a macro made
-    is left as it is (each value inside it was redacted where the macro printed it)."""
-    return redact_text(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+    """What a template prints, redacted (the terminal's rule): text, and a mapping or a list as the
+    JSON it prints as (a scorer's nested metadata); markup a macro made is left as it is (each
+    value inside it was redacted where the macro printed it), numbers and dates as they are."""
+    if isinstance(value, Markup):
+        return value
+    if isinstance(value, dict | list | tuple | set):
+        value = json.dumps(value if not isinstance(value, set) else sorted(value, key=str), ensure_ascii=False,
+                           default=str)
+    return redact_text(value) if isinstance(value, str) else value
 
 
 @lru_cache(maxsize=1)
