@@ -208,3 +208,25 @@ def test_a_postgresql_history_is_served_and_never_written(tmp_path, monkeypatch,
         assert 'href="/suites/controlled"' in get(base, "/").text
     with readonly_engine(url).connect() as conn, pytest.raises(sqlalchemy.exc.DBAPIError, match="read-only"):
         conn.execute(text("DELETE FROM runs"))
+
+
+def test_a_suites_page_follows_new_runs_and_acceptances(tmp_path, monkeypatch):
+    """The trend is kept between requests, but never past a new run or an acceptance."""
+    from evalloop import run_suite
+    from evalloop.history.acceptance import accept
+    from support.project import controlled_suite, make_project, write_answers
+
+    root = make_project(tmp_path, {"controlled": controlled_suite(4)})
+    write_answers(root / "answers.json", {f"c{i}": 0.9 for i in range(4)})
+    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(root / "answers.json"))
+    monkeypatch.syspath_prepend(str(root))
+    settings = load_settings(root)
+    first = run_suite("controlled", settings=settings).comparison.run.id
+    with serving(settings) as url:
+        page = get(url, "/suites/controlled").text
+        assert f"/runs/{first}" in page and "accepted: the run a person" not in page
+        second = run_suite("controlled", settings=settings).comparison.run.id
+        page = get(url, "/suites/controlled").text
+        assert f"/runs/{second}" in page
+        accept(HistoryStore(settings.database_url), "controlled", "the new prompt")
+        assert "accepted: the run a person" in get(url, "/suites/controlled").text

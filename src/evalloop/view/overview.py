@@ -127,7 +127,8 @@ def suite_page(source: Source, name: str, last: int = CHART_RUNS) -> SuitePage |
     """The suite's page (None: no run of that suite)."""
     if name not in source.store.suites():
         return None
-    trend = suite_trend(source.store, name, last=last, window=source.settings.window)
+    trend = source.memo(("trend", *source.suite_state(name, last)),
+                        lambda: suite_trend(source.store, name, last=last, window=source.settings.window))
     link = urls.run
     charts = {t.scorer: score_charts(t, link=link) for t in trend.scorers}
     found, note = suite_incidents(source, name)

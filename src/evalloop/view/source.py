@@ -10,22 +10,25 @@ before) — are kept for the next page of the same run; a run still going is rea
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sqlalchemy import select
+
 from evalloop.config import Settings
 from evalloop.errors import EvalloopError
 from evalloop.history.models import Run, RunStatus
-from evalloop.history.store import HistoryStore
+from evalloop.history.store import SUMMARIES, HistoryStore
 from evalloop.report.cases import CaseView, load_cases, previous_completed
 from evalloop.suites.models import Suite
 
-#: finished runs whose cases are kept in memory (a 10k-case run is a few MB), and comparisons
+#: finished runs whose cases are kept in memory (a 10k-case run is a few MB); comparisons and trends
 KEPT_RUNS = 6
-KEPT_PAIRS = 6
+KEPT_PAIRS = 12
 #: how long a suite file read is trusted before its file's time is checked again
 SUITE_SECONDS = 2.0
 
@@ -40,7 +43,7 @@ class Source:
         self._cases: OrderedDict[str, list[CaseView]] = OrderedDict()
         self._suites: dict[str, tuple[float, Any, Suite | None]] = {}
         self._reading: dict[str, threading.Lock] = {}
-        self._pairs: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._kept: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -80,26 +83,44 @@ class Source:
 
     def pair(self, a: Run, b: Run, compute: Callable[[], Any]) -> Any:
         """What ``compute`` finds for two runs, kept while both are finished (they never change)."""
-        key = (a.id, b.id)
+        return self.memo(("pair", a.id, b.id), compute, keep=RunStatus.RUNNING not in (a.status, b.status))
+
+    def memo(self, key: tuple[Any, ...], compute: Callable[[], Any], *, keep: bool = True) -> Any:
+        """What ``compute`` finds, kept under ``key`` (the last few) when ``keep``: the key must
+        name everything the answer depends on."""
         with self._lock:
-            if key in self._pairs:
-                self._pairs.move_to_end(key)
-                return self._pairs[key]
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
         found = compute()
-        if RunStatus.RUNNING not in (a.status, b.status):
+        if keep:
             with self._lock:
-                self._pairs[key] = found
-                while len(self._pairs) > KEPT_PAIRS:
-                    self._pairs.popitem(last=False)
+                self._kept[key] = found
+                while len(self._kept) > KEPT_PAIRS:
+                    self._kept.popitem(last=False)
         return found
+
+    def suite_state(self, name: str, last: int) -> tuple[Any, ...]:
+        """What a suite's trend of its ``last`` runs depends on and can change: its runs (a new
+        one, one finishing) and their summaries (an acceptance rewrites their details)."""
+        runs = self.store.runs(name, limit=last + 1)
+        ids = [r.id for r in runs]
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(select(SUMMARIES.c.run_id, SUMMARIES.c.scorer, SUMMARIES.c.details,
+                                       SUMMARIES.c.eligible).where(SUMMARIES.c.run_id.in_(ids))).all()
+        digest = hashlib.sha256(repr(sorted(tuple(map(str, row)) for row in rows)).encode()).hexdigest()
+        return (name, last, tuple((r.id, r.status, r.valid) for r in runs), digest)
 
     def warm(self) -> None:
         """Read the latest finished run of every suite ahead of the first request (a 10k-case
         run takes seconds to read once; its page is then served from memory)."""
+        from evalloop.view.overview import suite_page
+
         for name in self.store.suites():
             latest = self.store.runs(name, limit=1, statuses=[s.value for s in RunStatus if s is not RunStatus.RUNNING])
             if latest:
                 self.cases(latest[0])
+            suite_page(self, name)
 
     # -- suites --------------------------------------------------------------------------
 
