@@ -5,7 +5,8 @@ cases), then ``evalloop view`` serves it on 127.0.0.1 and each page is fetched w
 latest run's page on the first request (the viewer starts reading every suite's latest run when
 it starts; the request waits for that read) and again (kept: a finished run never changes), a
 filtered page, a later page, an older run's page (not read ahead: the cold path), and the two
-runs compared (first and again). The issue's target is a
+runs compared (first and again); then, on a viewer whose start-up reading is done, the first
+request of the latest run, its comparison with the run before, and the suite page. The issue's target is a
 10k-case run's page in under a second; each figure is the median of ``--repeat`` fetches (a first
 request is single: only the first is cold), printed beside the page's size.
 Run: ``.venv/bin/python bench/view_large_run.py [--cases N] [--repeat R]``.
@@ -17,6 +18,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -84,9 +86,20 @@ def main() -> None:
             rows.append(("compare, again", statistics.median(t for t, _ in runs), runs[0][1]))
             rows.append(("suite page", *_fetch(client, "/suites/controlled")))
             rows.append(("home", *_fetch(client, "/")))
+        # a viewer started a while ago: its start-up reading (the latest runs, the suites' pages,
+        # the latest comparisons) is done before the first request
+        with serving(settings) as base, httpx.Client(base_url=base, timeout=120) as client:
+            start = time.perf_counter()
+            for thread in threading.enumerate():
+                if thread.name == "evalloop-view-warm":
+                    thread.join()
+            rows.append(("(start-up reading)", time.perf_counter() - start, 0))
+            rows.append(("then latest run, 1st", *_fetch(client, f"/runs/{b}")))
+            rows.append(("then compare, 1st", *_fetch(client, f"/compare/{a}/{b}")))
+            rows.append(("then suite page, 1st", *_fetch(client, "/suites/controlled")))
     print(f"{'page':<26} {'seconds':>8} {'KB':>7}  (target: a run's page under {TARGET_SECONDS:.1f} s)")
     for label, took, size in rows:
-        flag = "" if took < TARGET_SECONDS else "  over the target"
+        flag = "" if took < TARGET_SECONDS or label.startswith("(") else "  over the target"
         print(f"{label:<26} {took:8.3f} {size / 1024:7.1f}{flag}")
 
 
