@@ -240,3 +240,29 @@ def test_warming_reads_the_latest_run_its_suite_and_its_comparison(project):
     source.warm()
     assert ids[-1] in source._cases and ("pair", ids[-2], ids[-1]) in source._kept
     assert any(key[0] == "trend" and key[1] == "controlled" for key in source._kept)
+
+
+def test_the_command_prints_the_port_it_chose_and_a_port_in_use_is_one_line(project):
+    import os
+    import signal
+    import subprocess
+
+    from support.cli import EVALLOOP
+
+    root, _, _ = project
+    proc = subprocess.Popen([EVALLOOP, "view", "--port", "0"], cwd=root, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "NO_COLOR": "1"})
+    try:
+        line = proc.stderr.readline()  # blocks until the viewer serves
+        found = re.match(r"evalloop view: (http://127\.0\.0\.1:(\d+)/) \(read-only", line)
+        assert found and found.group(2) != "0", line
+        assert httpx.get(found.group(1), timeout=30).status_code == 200
+        port = int(found.group(2))
+        res = cli(root, "view", "--port", str(port))
+        assert res.returncode == 2, res.stderr
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"cannot listen on http://127.0.0.1:{port}/" in lines[0] and "--port" in lines[0]
+    finally:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: how a viewer stops — exit 0, one line
+        assert proc.wait(60) == 0
+        assert proc.stderr.read().strip() == "evalloop view: stopped"

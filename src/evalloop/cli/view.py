@@ -26,12 +26,14 @@ def view(
     from evalloop.view.app import LOOPBACK_HOSTS
     from evalloop.view.serve import make_server
 
-    settings = settings_for(project)
-    server = make_server(settings, host=host, port=port)
-    shown = f"[{host}]" if ":" in host else host
-    err().print(f"evalloop view: http://{shown}:{port}/ (read-only; Ctrl-C stops it)", markup=False,
-                highlight=False)
-    if host not in LOOPBACK_HOSTS:
-        err().print(f"warning: listening on {host}: anyone who can reach it sees the history", markup=False,
-                    highlight=False)
-    server.run()
+    def said(url: str) -> None:
+        err().print(f"evalloop view: {url} (read-only; Ctrl-C stops it)", markup=False, highlight=False)
+        if host not in LOOPBACK_HOSTS:
+            err().print(f"warning: listening on {host}: anyone who can reach it sees the history", markup=False,
+                        highlight=False)
+
+    server = make_server(settings_for(project), host=host, port=port, on_ready=said)
+    try:
+        server.run()
+    except KeyboardInterrupt:  # Ctrl-C is how a viewer stops (uvicorn re-raises it once it has)
+        err().print("evalloop view: stopped", markup=False, highlight=False)

@@ -4,7 +4,9 @@ before the first request (no history: one line, nothing created)."""
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from evalloop.config import Settings
@@ -40,9 +42,12 @@ def check_history(settings: Settings) -> None:
         raise empty
 
 
-def make_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> Any:
-    """A uvicorn server of the viewer (not started): ``server.run()`` serves until interrupted or
-    ``server.should_exit`` is set; ``server.ready`` (an event) is set once it listens."""
+def make_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                on_ready: Callable[[str], None] | None = None) -> Any:
+    """A uvicorn server of the viewer, its socket already listening (a port in use is one line
+    here, not a log record later): ``server.run()`` serves until interrupted or
+    ``server.should_exit`` is set; ``server.ready`` (an event) is set, and ``on_ready`` called
+    with the viewer's URL (the port the system chose for port 0), once it serves."""
     try:
         import uvicorn
     except ImportError:  # pragma: no cover - a dependency of evalloop
@@ -53,20 +58,51 @@ def make_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAUL
     app = create_app(settings, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             server_header=False, proxy_headers=False, lifespan="off")
+    sock = _listen(host, port)
 
     class ViewerServer(uvicorn.Server):
-        """uvicorn's server, saying when it listens (``ready``)."""
+        """uvicorn's server on the viewer's socket, saying when it serves (``ready``)."""
 
         def __init__(self, config: uvicorn.Config) -> None:
             super().__init__(config)
             self.ready = threading.Event()
 
+        def run(self, sockets: Any = None) -> None:
+            try:
+                super().run(sockets=[sock])
+            finally:
+                sock.close()
+
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
             self.ready.set()
+            if on_ready is not None:
+                on_ready(url_of(host, int(sock.getsockname()[1])))
             threading.Thread(target=_warm, args=(app.state.source,), name="evalloop-view-warm", daemon=True).start()
 
     return ViewerServer(config)
+
+
+def url_of(host: str, port: int) -> str:
+    """The viewer's base URL for a browser (an IPv6 address in brackets)."""
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port``, or the one line saying why it cannot."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except (OSError, OverflowError) as exc:
+        sock.close()
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot listen on {url_of(host, port)}: {reason}", where="evalloop view",
+                          hint="choose another --port (0: any free one), or a --host of this machine") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _warm(source: Any) -> None:
