@@ -233,11 +233,12 @@ def test_a_suites_page_follows_new_runs_and_acceptances(tmp_path, monkeypatch):
 
 
 def test_warming_reads_the_latest_run_its_suite_and_its_comparison(project):
+    from evalloop.view.serve import read_ahead
     from evalloop.view.source import Source
 
     _, settings, ids = project
     source = Source(settings)
-    source.warm()
+    read_ahead(source)
     assert ids[-1] in source._cases and ("pair", ids[-2], ids[-1]) in source._kept
     assert any(key[0] == "trend" and key[1] == "controlled" for key in source._kept)
 

@@ -11,11 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from evalloop.config import Settings
 from evalloop.errors import ConfigError, EvalloopError
+from evalloop.history.models import RunStatus
 from evalloop.history.readonly import sqlite_path
 from evalloop.redact import redact_url
 
 if TYPE_CHECKING:
     import uvicorn
+
+    from evalloop.view.source import Source
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -105,10 +108,29 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _warm(source: Any) -> None:
-    """Read the latest runs ahead of the first request; a failure here shows on the page instead."""
-    with contextlib.suppress(Exception):  # an optimisation: the page reads what it needs itself
-        source.warm()
+def read_ahead(source: Source) -> None:
+    """Read ahead of the first request, suite by suite: the latest finished run's cases, the
+    suite's page, and the latest run compared with the run before it (a 10k-case run takes
+    seconds to read once; its pages are then served from what the source keeps)."""
+    from evalloop.view.comparison import compare_page
+    from evalloop.view.overview import suite_page
+
+    finished = [s.value for s in RunStatus if s is not RunStatus.RUNNING]
+    for name in source.store.suites():
+        latest = source.store.runs(name, limit=1, statuses=finished)
+        if latest:
+            source.cases(latest[0])
+        suite_page(source, name)
+        before = source.previous(latest[0]) if latest else None
+        found = source.store.get_run(before) if before else None
+        if latest and found is not None:
+            compare_page(source, found, latest[0])
+
+
+def _warm(source: Source) -> None:
+    """:func:`read_ahead` on its thread; a failure here shows on the page that needs it instead."""
+    with contextlib.suppress(Exception):  # an optimisation: each page reads what it needs itself
+        read_ahead(source)
 
 
 def bound_port(server: uvicorn.Server) -> int | None:

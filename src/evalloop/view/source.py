@@ -111,24 +111,6 @@ class Source:
         digest = hashlib.sha256(repr(sorted(tuple(map(str, row)) for row in rows)).encode()).hexdigest()
         return (name, last, tuple((r.id, r.status, r.valid) for r in runs), digest)
 
-    def warm(self) -> None:
-        """Read ahead of the first request, suite by suite: the latest finished run's cases, the
-        suite's page, and the latest run compared with the run before it (a 10k-case run takes
-        seconds to read once; its pages are then served from memory)."""
-        from evalloop.view.comparison import compare_page
-        from evalloop.view.overview import suite_page
-
-        finished = [s.value for s in RunStatus if s is not RunStatus.RUNNING]
-        for name in self.store.suites():
-            latest = self.store.runs(name, limit=1, statuses=finished)
-            if latest:
-                self.cases(latest[0])
-            suite_page(self, name)
-            before = self.previous(latest[0]) if latest else None
-            found = self.store.get_run(before) if before else None
-            if latest and found is not None:
-                compare_page(self, found, latest[0])
-
     # -- suites --------------------------------------------------------------------------
 
     def suite(self, name: str) -> Suite | None:
