@@ -148,7 +148,7 @@ def test_markdown_for_a_pull_request(trends):
     drop = (trends.suites[0].scorers[0].points[-1].drop or 0) * 100
     assert f"−{drop:.1f}%".replace("−", "-") in row and "❌ **regressed**" in row
     assert row.rstrip(" |").endswith(sparkline([p.mean for p in trends.suites[0].scorers[0].points]))
-    assert "| `c1` | pass → **fail** | 0.80 → 0.10 | low &lt;script&gt;" in text
+    assert "| `c1` | pass → **fail** | 0.80 → 0.10 | low \\<script\\>" in text
     outside_code = re.sub(r"```text\n.*?\n```", "", text, flags=re.S)
     assert "<script>" not in outside_code and "<script>" in text  # raw only inside a code block
     assert "1 failure memory stored for this suite" in text and "reason: low <script>" in text
