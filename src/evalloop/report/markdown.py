@@ -115,6 +115,8 @@ def render_markdown(report: TrendReport, title: str = "evalloop") -> str:
 def _suite(suite: SuiteTrend, window: int) -> list[str]:
     latest = suite.runs[-1] if suite.runs else None
     head = f"#### {_code(suite.suite, cell=False)}"
+    if latest is None:
+        return [f"{head} — {suite.progress_note or 'no finished run yet'}", ""]
     if latest is not None:
         head += f" — run {_code(latest.run_id, cell=False)}, {latest.n_cases} cases"
         if latest.cost_usd:
@@ -123,6 +125,8 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
             head += f", p95 latency {ms(latest.latency_p95_ms)}"
         if not latest.valid:
             head += f" — ⚠️ invalid run: {_cell(latest.invalid_reason or '')}"
+        if suite.progress_note:
+            head += f" · {suite.progress_note}"
     lines = [head, "",
              "| scorer | latest | baseline | change | threshold | detects | verdict | trend |",
              "|---|--:|--:|--:|--:|--:|---|---|"]
