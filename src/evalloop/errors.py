@@ -32,6 +32,10 @@ class FixtureError(EvalloopError):
     """A suite or case file that cannot be loaded or validated."""
 
 
+class UnknownSuiteError(FixtureError):
+    """No suite of that name here (not a broken one: its file is absent from this checkout)."""
+
+
 class ScorerError(EvalloopError):
     """An unknown scorer, bad scorer parameters, or a registry clash."""
 

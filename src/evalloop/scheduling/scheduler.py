@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 
 from evalloop.config import Settings, load_settings
-from evalloop.errors import EvalloopError
+from evalloop.errors import EvalloopError, UnknownSuiteError
 from evalloop.history.engine import get_engine
 from evalloop.history.leases import interrupt_fire_runs
 from evalloop.history.locks import DatabaseLock, claim_fire
@@ -117,8 +117,14 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
             continue
         try:
             find_suite(suite, settings.project_dir)
-        except EvalloopError as exc:  # not in this worker's checkout: another worker may have it
-            cannot_run(url, job_id, fire_id, [suite], one_line(exc))
+        except UnknownSuiteError as exc:  # not in this worker's checkout: another worker may have it
+            cannot_run(url, job_id, fire_id, [suite], one_line(exc), settings)
+            continue
+        except EvalloopError as exc:  # here but broken: the fire is spent, and says so loudly
+            detail = f"suite broken: {one_line(exc)}"
+            log.error("%s: %s: %s", job_id, suite, detail)
+            ledger.start(url, **base, status="error", detail=detail)
+            alarm(settings, job_id, suite, "error", detail)
             continue
         lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lease_seconds,
                             beat_seconds=settings.heartbeat_seconds, owner=CONTROL.owner)
@@ -161,6 +167,7 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         log.log(*fire_line(job_id, suite, result))
         if result.status != "completed":
             ledger.finish(url, entry, status="error", detail=result.detail, run_id=result.run_id)
+            alarm(settings, job_id, suite, "error", result.detail or "the fire did not complete")
             continue
         ledger.finish(url, entry, status="completed", verdict=result.verdict, run_id=result.run_id)
         if result.run_id:
@@ -213,7 +220,7 @@ def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = No
     options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
     store = (WorkerJobStore(url=url, tablename=JOBS_TABLE, engine_options=options,
                             can_run=lambda job: cannot_run_why(settings, job),
-                            on_cannot=lambda job, why: cannot_run(url, job.id, "-", list(job.args[1]), why))
+                            on_cannot=lambda job, why: cannot_run(url, job.id, "-", list(job.args[1]), why, settings))
              if worker else SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options))
     ensure_job_store(store)  # its table, created race-free (many schedulers may start at once)
     _move_old_jobs(store)

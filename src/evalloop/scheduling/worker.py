@@ -22,7 +22,7 @@ from apscheduler.job import Job
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
 from evalloop.config import Settings
-from evalloop.errors import EvalloopError
+from evalloop.errors import EvalloopError, UnknownSuiteError
 from evalloop.history.locks import DatabaseLock, release_fire
 from evalloop.scheduling import ledger
 from evalloop.scheduling.control import CONTROL
@@ -52,12 +52,16 @@ def close_dead_fires(settings: Settings, job_id: str, suite: str, dead: str) -> 
 
 
 def cannot_run_why(settings: Settings, job: Job) -> str | None:
-    """Why this worker's checkout cannot run the job's suites, or None when it can."""
+    """Why this worker's checkout cannot run the job's suites (one is absent here), or None when
+    it can. A suite that is here but broken is runnable: its fire is taken and fails visibly
+    (ledger ``error``, an alarm), since every worker on the same commit would fail it alike."""
     for suite in job.args[1]:
         try:
             find_suite(suite, settings.project_dir)
-        except EvalloopError as exc:
+        except UnknownSuiteError as exc:
             return one_line(exc)
+        except EvalloopError:
+            continue
     return None
 
 
@@ -65,14 +69,18 @@ def one_line(exc: EvalloopError) -> str:
     return f"{exc.where}: {exc.what}" if exc.where else exc.what
 
 
-def cannot_run(url: str, job_id: str, fire_id: str, suites: list[str], why: str) -> None:
-    """This worker cannot run the fire: one line per suite in the ledger and the log, and the
-    fire's claim released so that another worker may take it."""
+def cannot_run(url: str, job_id: str, fire_id: str, suites: list[str], why: str,
+               settings: Settings | None = None) -> None:
+    """This worker cannot run the fire: one line per suite in the ledger and the log, an event
+    to the alarm sinks (when the settings that name them loaded), and the fire's claim released
+    so that another worker may take it."""
     detail = f"worker {CONTROL.owner} cannot run it: {why}"
     for suite in suites:
         ledger.start(url, job_id=job_id, fire_id=fire_id, suite=suite, owner=CONTROL.owner,
                      status="cannot run", detail=detail)
         log.error("%s: %s: %s", job_id, suite, detail)
+        if settings is not None:
+            alarm(settings, job_id, suite, "cannot run", detail)
     fire = CONTROL.claims.pop(job_id, None)
     if fire is not None:
         release_fire(url, job_id, fire, CONTROL.owner)
