@@ -82,7 +82,7 @@ def memories_find(
 
     settings = settings_for(project)
     injection.require_memories(settings)
-    adapter = injection.open_adapter(settings)
+    adapter = injection.open_adapter(settings, readonly=True)
     try:
         _print(_rows(adapter.find(query, limit=limit, tags=tag or None)), json_out)
     finally:
@@ -106,7 +106,7 @@ def memories_list(
 
     settings = settings_for(project)
     injection.require_memories(settings)
-    adapter = injection.open_adapter(settings)
+    adapter = injection.open_adapter(settings, readonly=True)
     try:
         _print(_rows(adapter.list(tags=tag or None, limit=limit)), json_out)
     finally:

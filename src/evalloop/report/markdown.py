@@ -155,8 +155,8 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
         for m in sorted(suite.memories, key=lambda m: m.status != "open")[:MAX_MEMORIES]:
             about = " · ".join(x for x in (f"run {_code(m.run_id, cell=False)}" if m.run_id else "",
                                            _code(m.scorer, cell=False) if m.scorer else "") if x)
-            chronic = (f" (chronic, failing before it too: {', '.join(_code(c, cell=False) for c in m.chronic_cases[:8])})"
-                       if m.chronic_cases else "")
+            cases = ", ".join(_code(c, cell=False) for c in m.chronic_cases[:8])
+            chronic = f" (chronic, failing before it too: {cases})" if m.chronic_cases else ""
             lines += [f"**{m.status}**" + (f" · {about}" if about else "") + chronic + ":", "", "```text",
                       *_clip_lines(m.information.replace("```", "ʼʼʼ")), "```", ""]
         lines += ["</details>", ""]

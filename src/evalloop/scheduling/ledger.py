@@ -134,21 +134,28 @@ def reap_stale(url: str) -> int:
     return closed
 
 
-def entries(url: str, job_id: str | None = None, limit: int = 200) -> list[LedgerEntry]:
-    """Newest first (entries of schedulers that died mid-run are closed first)."""
-    reap_stale(url)
+def entries(url: str, job_id: str | None = None, limit: int = 200, *, readonly: bool = False) -> list[LedgerEntry]:
+    """Newest first (entries of schedulers that died mid-run are closed first, unless
+    ``readonly``: a history this user may not write is only read)."""
+    if readonly:
+        from evalloop.history.readonly import readonly_engine
+
+        engine = readonly_engine(url)
+    else:
+        reap_stale(url)
+        engine = _engine(url)
     query = select(LedgerEntry).order_by(col(LedgerEntry.id).desc()).limit(limit)
     if job_id is not None:
         query = query.where(LedgerEntry.job_id == job_id)
-    with Session(_engine(url), expire_on_commit=False) as session:
+    with Session(engine, expire_on_commit=False) as session:
         return list(session.exec(query))
 
 
-def last_fires(url: str, job_ids: list[str]) -> dict[str, LastFire]:
+def last_fires(url: str, job_ids: list[str], *, readonly: bool = False) -> dict[str, LastFire]:
     """The latest fire of each job that has one."""
     out: dict[str, LastFire] = {}
     for job_id in job_ids:
-        recent = entries(url, job_id, limit=50)
+        recent = entries(url, job_id, limit=50, readonly=readonly)
         if not recent:
             continue
         fire = recent[0].fire_id

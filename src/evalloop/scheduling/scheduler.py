@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 
 from evalloop.config import Settings, load_settings
-from evalloop.errors import EvalloopError, UnknownSuiteError
+from evalloop.errors import EvalloopError, StoreAccessError, UnknownSuiteError
 from evalloop.history.engine import get_engine
 from evalloop.history.leases import interrupt_fire_runs
 from evalloop.history.locks import DatabaseLock, claim_fire
@@ -212,10 +212,18 @@ class ClaimingExecutor(ThreadPoolExecutor):
 
 
 def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = None,
-                   admin: bool = False, worker: bool = False) -> BackgroundScheduler:
+                   admin: bool = False, worker: bool = False, readonly: bool = False) -> BackgroundScheduler:
     """A scheduler on the history database's job store (not started); a ``worker`` sees only
-    the schedules whose suites its own checkout has (:mod:`evalloop.scheduling.worker`)."""
+    the schedules whose suites its own checkout has (:mod:`evalloop.scheduling.worker`).
+    ``readonly`` (an admin scheduler that only lists): the job store is read through a read-only
+    engine, and nothing is created or moved."""
     url = settings.database_url
+    if readonly:
+        from evalloop.history.readonly import readonly_engine
+
+        return _AdminScheduler(jobstores={"default": SQLAlchemyJobStore(engine=readonly_engine(url),
+                                                                        tablename=JOBS_TABLE)},
+                               timezone=resolve_timezone(settings.timezone))
     get_engine(url)  # creates the folder and the history tables
     options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
     store = (WorkerJobStore(url=url, tablename=JOBS_TABLE, engine_options=options,
@@ -260,9 +268,10 @@ class _AdminScheduler(BackgroundScheduler):
 
 
 @contextlib.contextmanager
-def _admin(settings: Settings) -> Iterator[BackgroundScheduler]:
-    """A paused scheduler for changing jobs in the store without running any."""
-    scheduler = make_scheduler(settings, admin=True)
+def _admin(settings: Settings, readonly: bool = False) -> Iterator[BackgroundScheduler]:
+    """A paused scheduler for changing jobs in the store without running any (``readonly``:
+    for reading them only)."""
+    scheduler = make_scheduler(settings, admin=True, readonly=readonly)
     scheduler.start(paused=True)
     try:
         yield scheduler
@@ -297,10 +306,21 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
 
 
 def list_schedules(settings: Settings) -> list[ScheduleInfo]:
-    """Every schedule in the job store with its next fire and its last fire's verdict."""
-    with _admin(settings) as scheduler:
+    """Every schedule in the job store with its next fire and its last fire's verdict; read
+    only when this user may not write the history (a read-only mount, another user's file).
+
+    Writability is learnt by trying, not by :func:`evalloop.access.diagnose`: opening and closing
+    the database file in a process with live SQLite connections drops their POSIX locks."""
+    try:
+        return _schedules(settings, readonly=False)
+    except StoreAccessError:
+        return _schedules(settings, readonly=True)
+
+
+def _schedules(settings: Settings, *, readonly: bool) -> list[ScheduleInfo]:
+    with _admin(settings, readonly=readonly) as scheduler:
         jobs = scheduler.get_jobs()
-    last = ledger.last_fires(settings.database_url, [j.id for j in jobs])
+    last = ledger.last_fires(settings.database_url, [j.id for j in jobs], readonly=readonly)
     out = []
     for job in jobs:
         fire = last.get(job.id)
