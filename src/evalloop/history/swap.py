@@ -7,12 +7,12 @@ removes the damaged file's companions (a ``-wal`` left beside the new file would
 it) and renames the new file over the damaged one in one atomic step. A journal
 (``<name>.repair.json``, written atomically) records the step reached:
 
-| step        | on disk                                                 | an interrupted repair is |
-|-------------|---------------------------------------------------------|--------------------------|
-| `building`  | the damaged file in place; a partial new file beside it | undone: the new file removed, the damaged one as it was |
-| `verified`  | the damaged file in place; a verified new file beside it | finished: kept, then swapped |
-| `kept`      | links to the damaged file made; companions maybe gone   | finished: the swap done |
-| (no journal) | the new file in place (or no repair ever began)        | nothing to do |
+| step         | on disk                                          | an interrupted repair is  |
+|--------------|--------------------------------------------------|---------------------------|
+| `building`   | the damaged file in place; a partial new one     | undone: the new file gone |
+| `verified`   | the damaged file in place; a verified new one    | finished: kept, swapped   |
+| `kept`       | the damaged file linked aside; companions gone   | finished: swapped         |
+| (no journal) | the new file in place (or no repair ever began)  | nothing to do             |
 
 :func:`finish_interrupted` does what the last column says; ``evalloop doctor`` calls it first and
 says which it was. A verified new file is the user's approved repair, so finishing it needs no
