@@ -172,6 +172,48 @@ def test_a_batch_run_killed_mid_poll_is_resumed_without_submitting_twice(tmp_pat
         assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr
 
 
+HOLDER = """
+import sys
+from evalloop.history.locks import DatabaseLock
+lock = DatabaseLock(sys.argv[1], "resume:" + sys.argv[2], owner="otherhost:1:abcdef")
+assert lock.acquire()
+print("held", flush=True)
+sys.stdin.readline()
+lock.release()
+"""
+
+
+def test_one_killed_batch_run_is_resumed_once(tmp_path):
+    """#40 item 2: two `--resume` of one killed run paid twice (3 submissions, 12 requests paid
+    again) and made 2 completed runs. One resumer holds the run's resume lease (here another
+    process holds it first); a run that was resumed to completion is not resumed again."""
+    import subprocess
+    import sys
+
+    from support.cli import cli
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        killed = killed_mid_poll(tmp_path, server, env)
+        url = load_settings(tmp_path).database_url
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, url, killed], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            busy = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        finally:
+            holder.communicate("\n", timeout=60)
+        assert busy.returncode == 2 and f"run {killed} is being resumed by otherhost:1:abcdef" in busy.stderr, \
+            busy.stderr
+        first = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        assert first.returncode == 0, first.stderr
+        second = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        assert second.returncode == 2 and "was resumed by run" in second.stderr, second.stderr
+        assert server.batches.submissions == 1 and server.batches.submitted_requests == 12
+        completed = [r for r in HistoryStore(url).runs("judged") if r.status == "completed"]
+        assert len(completed) == 1
+
+
 def test_the_next_scheduled_fire_resumes_a_killed_batch_run(tmp_path, monkeypatch):
     import json
 

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from evalloop.errors import FixtureError
+from evalloop.errors import EvalloopError, FixtureError
+from evalloop.history.locks import DatabaseLock
 from evalloop.history.models import Run, RunStatus
 from evalloop.history.store import HistoryStore
 from evalloop.run.context import Services
@@ -96,10 +97,53 @@ def resumable(store: HistoryStore, ref: str) -> Run:
     if run.status == RunStatus.COMPLETED:
         raise FixtureError(f"run {run.id} completed: there is nothing to resume", where="--resume",
                            hint="resume a batch run that was killed or interrupted")
+    done = resumed_by(store, run)
+    if done is not None:
+        raise FixtureError(f"run {run.id} was resumed by run {done}, which completed: there is nothing "
+                           "left to resume", where="--resume", hint=f"see `evalloop show {done}`")
     if not batches_of(store, run.id):
         raise FixtureError(f"run {run.id} submitted no batch: there is nothing to collect", where="--resume",
                            hint="only a run in batch mode (--batch) that submitted a batch can be resumed")
     return run
+
+
+class ResumeBusy(EvalloopError):
+    """Another process is resuming the run (exit 2): one resumer per run."""
+
+
+def resumed_by(store: HistoryStore, run: Run) -> str | None:
+    """The completed run that resumed ``run`` (its notes say ``resumed_from``), if there is one."""
+    import json
+
+    for later in store.runs(run.suite, limit=None, statuses=[RunStatus.COMPLETED.value]):
+        if later.started_at < run.started_at:
+            break
+        try:
+            if json.loads(later.notes or "{}").get("resumed_from") == run.id:
+                return later.id
+        except ValueError:
+            continue
+    return None
+
+
+def claim_resume(store: HistoryStore, run_id: str) -> DatabaseLock:
+    """The lease on resuming ``run_id``, held while the resumed run runs (its heartbeat keeps it;
+    a resumer that dies loses it after ``lease_seconds``): a second resumer is refused instead of
+    submitting — and paying for — the same requests again. Checked again under the lease: a run
+    resumed to completion meanwhile is not resumed twice."""
+    lock = DatabaseLock(store.engine, f"resume:{run_id}", stale_seconds=store.lease_seconds,
+                        beat_seconds=store.beat_seconds)
+    if not lock.acquire():
+        holder = lock.holder()
+        raise ResumeBusy(f"run {run_id} is being resumed by {holder.owner if holder else 'another process'}",
+                         where="--resume", hint="one resumer per run: wait for that one to end")
+    run = store.get_run(run_id)
+    done = resumed_by(store, run) if run is not None else None
+    if done is not None:
+        lock.release()
+        raise ResumeBusy(f"run {run_id} was resumed by run {done}, which completed: there is nothing left "
+                         "to resume", where="--resume", hint=f"see `evalloop show {done}`")
+    return lock
 
 
 def unfinished(store: HistoryStore, suite: str) -> str | None:
