@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +100,7 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
     """
     started = time.monotonic()
     fire_id = uuid.uuid4().hex[:12]
+    fire_time = CONTROL.claims.get(job_id) or datetime.now(UTC)  # its place in a busy suite's queue
     try:
         settings = load_settings(Path(CONTROL.project_dir or project_dir))
     except EvalloopError as exc:
@@ -128,7 +129,7 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
             continue
         lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lease_seconds,
                             beat_seconds=settings.heartbeat_seconds, owner=CONTROL.owner)
-        if not acquire_within(lock, started + grace, settings.heartbeat_seconds):
+        if not acquire_within(lock, started + grace, settings.heartbeat_seconds, fire_time):
             holder = lock.holder()
             detail = (f"suite busy: running elsewhere ({holder.owner if holder else 'unknown'})"
                       + ("; scheduler stopping" if CONTROL.stopping.is_set()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.job import Job
@@ -30,13 +30,20 @@ from evalloop.suites.lookup import find_suite
 
 log = logging.getLogger("evalloop.scheduler")
 
-def acquire_within(lock: DatabaseLock, deadline: float, beat: float) -> bool:
-    """Take the lock, waiting for a busy suite until ``deadline`` (monotonic) or a stop."""
-    while not lock.acquire():
-        if time.monotonic() >= deadline or CONTROL.stopping.is_set():
-            return False
-        CONTROL.stopping.wait(min(beat, max(deadline - time.monotonic(), 0.0)))
-    return True
+def acquire_within(lock: DatabaseLock, deadline: float, beat: float, fire_time: datetime | None = None) -> bool:
+    """Take the lock, waiting for a busy suite until ``deadline`` (monotonic) or a stop; in line
+    behind the fires of earlier fire times that wait for it too (:mod:`evalloop.history.queue`)."""
+    from evalloop.history.queue import Ticket
+
+    ticket = Ticket(lock, fire_time or datetime.now(UTC))
+    try:
+        while not ticket.try_acquire():
+            if time.monotonic() >= deadline or CONTROL.stopping.is_set():
+                return False
+            CONTROL.stopping.wait(min(beat, max(deadline - time.monotonic(), 0.0)))
+        return True
+    finally:
+        ticket.leave()
 
 
 def close_dead_fires(settings: Settings, job_id: str, suite: str, dead: str) -> None:
