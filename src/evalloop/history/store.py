@@ -15,6 +15,7 @@ import logging
 import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Row, Select, Table, func, insert, update
@@ -110,11 +111,22 @@ class HistoryStore(metaclass=_MappedErrors):
         return Session(self.engine, expire_on_commit=False)
 
     # -- writing -----------------------------------------------------------------------
+    def now(self, default: datetime | None = None) -> datetime:
+        """The time a run is stamped with: on a server database (a team's history) the
+        database's clock, so that no host's clock orders runs, picks baselines or decides
+        which run is the latest; on SQLite (one host writes it) ``default`` or this host's."""
+        if self.engine.dialect.name == "sqlite":
+            return default or utcnow()
+        from evalloop.history.locks import database_time
+
+        return datetime.fromtimestamp(database_time(self.engine), UTC)
+
     def begin_run(self, run: Run) -> Run:
         """Store a new run and hold its lease (a heartbeat keeps it while this process lives)."""
         from evalloop.history.locks import process_owner
 
         owner = process_owner()
+        run.started_at = self.now(run.started_at)
         try:
             notes = json.loads(run.notes or "{}")
         except ValueError:
@@ -193,7 +205,7 @@ class HistoryStore(metaclass=_MappedErrors):
             assert run is not None, run_id
             for key, value in fields.items():
                 setattr(run, key, redact_text(value) if isinstance(value, str) else value)
-            run.ended_at = run.ended_at or utcnow()
+            run.ended_at = run.ended_at or self.now()
             _insert_all(conn, list(vectors))
             _insert_all(conn, list(summaries))
             changed = {key: getattr(run, key) for key in (*fields, "ended_at")}
@@ -207,7 +219,7 @@ class HistoryStore(metaclass=_MappedErrors):
             with self.engine.begin() as conn:
                 done = conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(
                     status=status, valid=False, invalid_reason=redact_text(reason or status.value),
-                    ended_at=utcnow()))
+                    ended_at=self.now()))
             if done.rowcount == 0:
                 return
         except SQLAlchemyError:  # the database went away: the lease lapses and a reaper marks it

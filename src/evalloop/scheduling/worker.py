@@ -46,6 +46,25 @@ def acquire_within(lock: DatabaseLock, deadline: float, beat: float, fire_time: 
         ticket.leave()
 
 
+#: at most this long a fire waits for the database's clock to reach its fire time
+MAX_EARLY_SECONDS = 600.0
+
+
+def until_due(url: str, fire_time: datetime) -> None:
+    """Wait until the database's clock reaches ``fire_time``: a host whose clock runs fast sees
+    a fire due early (APScheduler reads the host's clock), but the team's clock is the
+    database's, so the fire starts on time wherever it was claimed (bounded; a stop ends it)."""
+    from evalloop.history.locks import database_time, engine_for
+
+    engine = engine_for(url)
+    deadline = time.monotonic() + MAX_EARLY_SECONDS
+    while not CONTROL.stopping.is_set() and time.monotonic() < deadline:
+        ahead = fire_time.timestamp() - database_time(engine)
+        if ahead <= 0:
+            return
+        CONTROL.stopping.wait(min(ahead, 5.0))
+
+
 def close_dead_fires(settings: Settings, job_id: str, suite: str, dead: str) -> None:
     """After taking a suite over from a dead holder: close its fire's ledger rows as interrupted,
     each with the run it started (marked interrupted once that run's own lease lapsed too)."""
