@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from evalloop.history.locks import LOCKS, DatabaseLock, db_now, engine_for, stale_reason
+from evalloop.history.locks import LOCKS, DatabaseLock, clock, engine_for, stale_reason
 
 PREFIX = "queue:"
 
@@ -29,8 +29,7 @@ def ticket_name(lock_name: str, fire_time: datetime, owner: str) -> str:
 def first_in_line(engine: Engine, lock_name: str, mine: str) -> bool:
     """Whether ``mine`` is the earliest live ticket waiting for ``lock_name``."""
     with engine.connect() as conn:
-        now_col = db_now(engine).label("now")
-        rows = conn.execute(select(LOCKS, now_col).where(
+        rows = conn.execute(select(LOCKS, *clock(engine)).where(
             LOCKS.c.name.like(f"{PREFIX}{lock_name}:%"), LOCKS.c.name < mine)).all()
     return not any(stale_reason(row, row.now, float("inf")) is None for row in rows)
 

@@ -36,6 +36,7 @@ from evalloop.history.models import (
     TableModel,
     utcnow,
 )
+from evalloop.history.outage import Backlog, outlast
 from evalloop.redact import redact_text
 
 #: how long a run's lease lasts without a heartbeat (settings ``heartbeat_seconds`` ×
@@ -99,6 +100,7 @@ class HistoryStore(metaclass=_MappedErrors):
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         self.url = url
         self.readonly = readonly
+        self.backlog = Backlog()  # case results kept while the database is away (history/outage.py)
         if readonly:
             from evalloop.history.readonly import readonly_engine
 
@@ -172,6 +174,10 @@ class HistoryStore(metaclass=_MappedErrors):
         if not cases and not scores:
             return
         cases, scores = _redacted(cases, "error", CASE_RESULT_COLUMNS), _redacted(scores, "message", CASE_SCORE_COLUMNS)
+        self.backlog.push(functools.partial(self._insert_results, cases, scores))
+
+    def _insert_results(self, cases: Sequence[Mapping[str, Any] | tuple[Any, ...]],
+                        scores: Sequence[Mapping[str, Any] | tuple[Any, ...]]) -> None:
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
                 # The DB-API is several times faster than Core's parameter handling for these
@@ -199,17 +205,25 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def finish_run(self, run_id: str, summaries: Iterable[ScorerSummary],
                    vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
-        """Write the summaries, score vectors and the run's final fields in one transaction."""
-        with self.engine.begin() as conn:
-            run = _run_by_id(conn, run_id)
-            assert run is not None, run_id
-            for key, value in fields.items():
-                setattr(run, key, redact_text(value) if isinstance(value, str) else value)
-            run.ended_at = run.ended_at or self.now()
-            _insert_all(conn, list(vectors))
-            _insert_all(conn, list(summaries))
-            changed = {key: getattr(run, key) for key in (*fields, "ended_at")}
-            conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(**changed))
+        """Write the summaries, score vectors and the run's final fields in one transaction,
+        after the case results kept while the database was away; an outage is waited out."""
+        self.backlog.drain()
+        summaries, vectors = list(summaries), list(vectors)
+
+        def write() -> Run:
+            with self.engine.begin() as conn:
+                run = _run_by_id(conn, run_id)
+                assert run is not None, run_id
+                for key, value in fields.items():
+                    setattr(run, key, redact_text(value) if isinstance(value, str) else value)
+                run.ended_at = self.now(run.ended_at)
+                _insert_all(conn, vectors)
+                _insert_all(conn, summaries)
+                changed = {key: getattr(run, key) for key in (*fields, "ended_at")}
+                conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(**changed))
+            return run
+
+        run = outlast(write, self.backlog.seconds)
         self._end_lease(run_id)
         return run
 
