@@ -98,3 +98,34 @@ def test_a_lease_counts_from_the_databases_restart(server):
     server.restart()
     holder = current_holder(url, "suite:s", 8.0)
     assert holder is not None and holder.owner == "otherhost:1:abcdef"
+
+
+def test_a_fire_during_an_outage_waits_for_the_database_and_runs(tmp_path, server, caplog):
+    """On main a fire that met the outage died with a traceback and was not retried."""
+    import logging
+
+    from evalloop.scheduling import ledger
+    from evalloop.scheduling.scheduler import CONTROL, run_scheduled_job
+
+    url = server.create_database()
+    root = make_project(tmp_path / "p", {"e": {"name": "e", "target": "sut:echo", "scorers": ["equals"],
+                                               "cases": [{"id": "a", "input": 1, "expected": 1}]}})
+    (root / "evalloop.toml").write_text(f'history_url = "{url}"\nrun_log = false\n')
+    HistoryStore(url)  # the schema exists: the database only goes away
+    server.halt()
+    CONTROL.reset()
+    done: dict = {}
+    fire = threading.Thread(target=lambda: done.update(ids=run_scheduled_job(str(root), ["e"], job_id="nightly",
+                                                                             grace_seconds=300)))
+    try:
+        with caplog.at_level(logging.WARNING):
+            fire.start()
+            assert wait_for(lambda: "the history database is away" in caplog.text, 60)
+        server.restart()
+        fire.join(120)
+        assert not fire.is_alive()
+    finally:
+        CONTROL.reset()
+    (run_id,) = done["ids"]
+    (entry,) = ledger.entries(url, "nightly")
+    assert entry.status == "completed" and entry.run_id == run_id

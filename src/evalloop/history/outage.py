@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from evalloop.errors import is_db_error, store_error
+from evalloop.errors import StoreError, is_db_error, store_error
 
 log = logging.getLogger("evalloop.history")
 T = TypeVar("T")
@@ -31,6 +31,9 @@ MAX_KEPT_BATCHES = 1000
 def is_outage(exc: BaseException) -> bool:
     """Whether a database error means the server is away (unreachable, restarting, connection
     lost), not that it refused the write."""
+    if isinstance(exc, StoreError):
+        what = exc.what.lower()
+        return what.startswith("cannot reach")
     if not is_db_error(exc):
         return False
     error = store_error(exc, store="database", where=None)
@@ -42,8 +45,13 @@ def is_outage(exc: BaseException) -> bool:
 
 def outlast(write: Callable[[], T], seconds: float = OUTAGE_SECONDS) -> T:
     """``write()``, tried again with backoff while the database is away (at most ``seconds``)."""
+
+    def waiting(state: RetryCallState) -> None:
+        if state.attempt_number == 1:
+            log.warning("the history database is away: waiting for it (at most %g s)", seconds)
+
     retrying = Retrying(retry=retry_if_exception(is_outage), stop=stop_after_delay(seconds),
-                        wait=wait_exponential(multiplier=0.2, max=5.0), reraise=True)
+                        wait=wait_exponential(multiplier=0.2, max=5.0), reraise=True, before_sleep=waiting)
     return retrying(write)
 
 

@@ -33,11 +33,27 @@ log = logging.getLogger("evalloop.scheduler")
 def acquire_within(lock: DatabaseLock, deadline: float, beat: float, fire_time: datetime | None = None) -> bool:
     """Take the lock, waiting for a busy suite until ``deadline`` (monotonic) or a stop; in line
     behind the fires of earlier fire times that wait for it too (:mod:`evalloop.history.queue`)."""
+    from evalloop.history.outage import is_outage
     from evalloop.history.queue import Ticket
 
     ticket = Ticket(lock, fire_time or datetime.now(UTC))
+
+    away: list[bool] = []
+
+    def attempt() -> bool:
+        try:
+            return ticket.try_acquire()
+        except Exception as exc:  # the database is away: wait for it as for a busy suite
+            if not is_outage(exc):
+                raise
+            if not away:
+                away.append(True)
+                log.warning("%s: the history database is away: the fire waits for it (within its grace)",
+                            lock.name)
+            return False
+
     try:
-        while not ticket.try_acquire():
+        while not attempt():
             if time.monotonic() >= deadline or CONTROL.stopping.is_set():
                 return False
             CONTROL.stopping.wait(min(beat, max(deadline - time.monotonic(), 0.0)))
