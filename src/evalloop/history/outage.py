@@ -15,8 +15,6 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
-
 from evalloop.errors import StoreError, is_db_error, store_error
 
 log = logging.getLogger("evalloop.history")
@@ -45,13 +43,16 @@ def is_outage(exc: BaseException) -> bool:
 
 def outlast(write: Callable[[], T], seconds: float = OUTAGE_SECONDS) -> T:
     """``write()``, tried again with backoff while the database is away (at most ``seconds``)."""
+    try:
+        return write()  # the usual case: no outage, no retry machinery imported
+    except Exception as exc:
+        if not is_outage(exc):
+            raise
+    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-    def waiting(state: RetryCallState) -> None:
-        if state.attempt_number == 1:
-            log.warning("the history database is away: waiting for it (at most %g s)", seconds)
-
+    log.warning("the history database is away: waiting for it (at most %g s)", seconds)
     retrying = Retrying(retry=retry_if_exception(is_outage), stop=stop_after_delay(seconds),
-                        wait=wait_exponential(multiplier=0.2, max=5.0), reraise=True, before_sleep=waiting)
+                        wait=wait_exponential(multiplier=0.2, max=5.0), reraise=True)
     return retrying(write)
 
 
