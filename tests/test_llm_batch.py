@@ -308,3 +308,93 @@ async def test_a_batch_run_does_not_apply_the_per_case_timeout(project, monkeypa
     assert report.outcome.run.target_failures == 0 and report.outcome.run.batched_calls == 8
     assert report.outcome.summaries["llm-rubric"].errored == 0  # the judge's grading is not cut either
     assert "batch mode: the suite's timeout (0.3 s) is not applied; a case waits for its batch" in report.notices
+
+
+def test_a_batch_run_killed_before_it_recorded_its_batch_is_resumed_without_paying_again(tmp_path):
+    """#40 item 2: a run killed just after the provider took its batch, before the history knew the
+    batch's id: `--resume` refused ("submitted no batch"), the run stayed `running`, and running
+    again paid for the requests a second time. The submission is recorded before it goes out, so
+    the resumer finds the unrecorded batch at the provider (created after it, with its requests)
+    and collects it. The kill point is deterministic (EVALLOOP_FAULT=batch.created)."""
+    import json
+    import sqlite3
+    import subprocess
+
+    from support.cli import EVALLOOP, cli
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        server.batches.held.set()
+        killed_proc = subprocess.run([EVALLOOP, "run", "--suite", "judged", "--no-cache", "--json"], cwd=tmp_path,
+                                     env={**env, "EVALLOOP_FAULT": "batch.created"}, capture_output=True,
+                                     text=True, timeout=120)
+        assert killed_proc.returncode == -9, killed_proc.stderr
+        assert server.batches.submissions == 1
+        with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+            (killed, status), = conn.execute("select id, status from runs").fetchall()
+        assert status == "running"
+        server.batches.held.clear()
+        resumed = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert server.batches.submissions == 1 and server.batches.submitted_requests == 12  # paid once
+        doc = json.loads(resumed.stdout)
+        assert doc["valid"] and doc["batched_calls"] == 12
+        assert f"resumed run {killed}: 12 request(s) collected from its batches, nothing submitted again" \
+            in resumed.stderr
+        with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+            assert conn.execute("select status from runs where id = ?", (killed,)).fetchone()[0] == "failed"
+            recorded = conn.execute("select batch_id from run_batches where run_id = ?", (doc["run_id"],)).fetchall()
+        assert [r[0] for r in recorded] == list(server.batches.batches)  # kept: the new run can be resumed
+
+
+def test_a_batch_run_killed_before_submitting_submits_once_when_resumed(tmp_path):
+    """The other side of the same step: killed after recording that it would submit, before the
+    provider took anything — the resumer finds no batch and submits the requests (once)."""
+    import subprocess
+
+    from support.cli import EVALLOOP, cli
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        proc = subprocess.run([EVALLOOP, "run", "--suite", "judged", "--no-cache", "--json"], cwd=tmp_path,
+                              env={**env, "EVALLOOP_FAULT": "batch.submitting"}, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == -9 and server.batches.submissions == 0, proc.stderr
+        killed = HistoryStore(load_settings(tmp_path).database_url).runs("judged")[0].id
+        resumed = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert server.batches.submissions == 1 and server.batches.submitted_requests == 12
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_lost_batch_is_found_by_its_requests_and_no_other_is(project, monkeypatch, provider):
+    """The lookup behind resuming a run killed before it recorded its batch id, on both providers'
+    list APIs: the batch created after the record with exactly these requests; not one the
+    history knows already, nor one with other requests, nor one created long before."""
+    from datetime import timedelta
+
+    from evalloop.history.models import utcnow
+    from evalloop.llm import AnthropicClient, OpenAICompatClient
+    from evalloop.llm.openai_batches import OpenAIBatches
+    from evalloop.llm.types import LLMRequest, Message
+
+    def request(i: int) -> LLMRequest:
+        return LLMRequest(model="claude-haiku-4-5", messages=[Message(role="user", content=f"q{i}")])
+
+    with LLMServer(answer) as server:
+        server.batches.held.set()
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        backend = (AnthropicBatches(AnthropicClient(model="claude-haiku-4-5")) if provider == "anthropic"
+                   else OpenAIBatches(OpenAICompatClient(server.openai_url, "claude-haiku-4-5")))
+        since = utcnow()
+        ours = await backend.create([backend.entry(f"ours-{i}", request(i)) for i in range(3)])
+        other = await backend.create([backend.entry(f"other-{i}", request(i)) for i in range(2)])
+        ids = [f"ours-{i}" for i in range(3)]
+        assert await backend.find(ids, since, set()) == ours
+        assert await backend.find(ids, since, {ours}) is None          # recorded by a run: not lost
+        assert await backend.find(["ours-0", "ours-1"], since, {other}) is None  # no batch holds just these
+        assert await backend.find(ids, since + timedelta(hours=1), set()) is None  # created before the record
+        server.batches.held.clear()
+        assert await backend.ended(ours)
+        assert await backend.find(ids, since, set()) == ours          # ended: its results name its requests
+        assert await backend.find(["x-0", "x-1", "x-2"], since, set()) is None
