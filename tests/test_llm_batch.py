@@ -214,6 +214,39 @@ def test_one_killed_batch_run_is_resumed_once(tmp_path):
         assert len(completed) == 1
 
 
+def test_two_resumes_of_one_killed_run_at_once_pay_once(tmp_path):
+    """#40 item 2 as the probe ran it: two `evalloop run --resume` processes of one killed run at
+    the same time. The second starts while the first polls the killed run's (held) batch, so the
+    first holds the resume lease: the second is refused, having submitted nothing."""
+    import subprocess
+    import time
+
+    from support.cli import EVALLOOP, cli
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        killed = killed_mid_poll(tmp_path, server, env)
+        server.batches.held.set()
+        polls = server.batches.polls
+        first = subprocess.Popen([EVALLOOP, "run", "--resume", killed, "--no-cache", "--json"], cwd=tmp_path,
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while server.batches.polls < polls + 2 and time.monotonic() < deadline and first.poll() is None:
+                time.sleep(0.05)  # waits for the event (the first resumer polling), not a duration
+            assert server.batches.polls >= polls + 2, "the first resumer never polled"
+            second = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        finally:
+            server.batches.held.clear()
+            out, err = first.communicate(timeout=120)
+        assert first.returncode == 0, err
+        assert second.returncode == 2 and f"run {killed} is being resumed by" in second.stderr, second.stderr
+        assert server.batches.submissions == 1 and server.batches.submitted_requests == 12
+        completed = [r for r in HistoryStore(load_settings(tmp_path).database_url).runs("judged")
+                     if r.status == "completed"]
+        assert len(completed) == 1
+
+
 def test_the_next_scheduled_fire_resumes_a_killed_batch_run(tmp_path, monkeypatch):
     import json
 
