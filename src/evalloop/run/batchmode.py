@@ -49,12 +49,12 @@ def wire(services: Services, store: HistoryStore, resume: str | None) -> Callabl
     """Seed the batch clients with ``resume``'s batches; the callback that, once the run exists,
     records each batch the clients submit (and ``resume``'s batches again, under the new run, so
     a resumed run killed in turn can be resumed). ``None`` when the run is not in batch mode."""
-    from evalloop.history.batches import batch_rows, known_batch_ids, pending_rows, record_batch, record_intent
-    from evalloop.llm.batching import LostSubmission
-
     clients = batching_clients(services)
     if not clients:
         return None
+    from evalloop.history.batches import batch_rows, known_batch_ids, pending_rows, record_batch, record_intent
+    from evalloop.llm.batching import LostSubmission
+
     inherited = batch_rows(store, resume) if resume else []
     pending = pending_rows(store, resume) if resume else []
     for client in clients:
