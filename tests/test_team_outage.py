@@ -129,3 +129,52 @@ def test_a_fire_during_an_outage_waits_for_the_database_and_runs(tmp_path, serve
     (run_id,) = done["ids"]
     (entry,) = ledger.entries(url, "nightly")
     assert entry.status == "completed" and entry.run_id == run_id
+
+
+def test_a_fire_whose_process_could_not_reach_the_database_runs_again(tmp_path, server, caplog):
+    """On main a fire that failed for the database was not retried. Here the scheduler holds its
+    connections while the database refuses new ones (`ALLOW_CONNECTIONS false`), so the fire's
+    own process cannot reach it: the fire is run again, and runs once the database lets it in."""
+    import logging
+
+    import psycopg
+
+    from evalloop.history.engine import get_engine
+    from evalloop.scheduling import ledger
+    from evalloop.scheduling.scheduler import CONTROL, run_scheduled_job
+
+    url = server.create_database() + "?pool_size=12"
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    root = make_project(tmp_path / "p", {"e": {"name": "e", "target": "sut:echo", "scorers": ["equals"],
+                                               "cases": [{"id": "a", "input": 1, "expected": 1}]}})
+    (root / "evalloop.toml").write_text(f'history_url = "{url}"\nrun_log = false\n')
+    HistoryStore(url)
+    engine = get_engine(url)
+    held = [engine.connect() for _ in range(12)]  # the scheduler's pool, open before the refusal
+    for conn in held:
+        conn.close()
+
+    def allow(yes: bool) -> None:
+        with psycopg.connect(host="127.0.0.1", port=server.port, user=server.user, dbname="postgres",
+                             autocommit=True) as admin:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(yes).lower()}')
+
+    allow(False)
+    CONTROL.reset()
+    done: dict = {}
+    fire = threading.Thread(target=lambda: done.update(ids=run_scheduled_job(str(root), ["e"], job_id="nightly",
+                                                                             grace_seconds=300)))
+    try:
+        with caplog.at_level(logging.WARNING):
+            fire.start()
+            wait_for(lambda: "running the fire again" in caplog.text or not fire.is_alive(), 120)
+            assert "running the fire again" in caplog.text, caplog.text
+        allow(True)
+        fire.join(120)
+        assert not fire.is_alive()
+    finally:
+        allow(True)
+        CONTROL.reset()
+    (run_id,) = done["ids"]
+    (entry,) = ledger.entries(url, "nightly")
+    assert entry.status == "completed" and entry.run_id == run_id
