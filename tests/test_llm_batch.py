@@ -399,6 +399,47 @@ def test_a_batch_run_killed_before_submitting_submits_once_when_resumed(tmp_path
         assert server.batches.submissions == 1 and server.batches.submitted_requests == 12
 
 
+def test_a_batch_the_lookup_takes_for_lost_but_is_not_is_submitted_past(tmp_path):
+    """The Message Batches API has no metadata of ours, so the lookup takes a batch of as many
+    requests created after the record while it is in progress. When that batch ends without the
+    run's requests (another client's batch), they are submitted then: the run is graded, not errored."""
+    import json
+    import subprocess
+    import time
+
+    import anthropic
+
+    from support.cli import EVALLOOP
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        server.batches.held.set()
+        proc = subprocess.run([EVALLOOP, "run", "--suite", "judged", "--no-cache", "--json"], cwd=tmp_path,
+                              env={**env, "EVALLOOP_FAULT": "batch.submitting"}, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == -9 and server.batches.submissions == 0, proc.stderr
+        killed = HistoryStore(load_settings(tmp_path).database_url).runs("judged")[0].id
+        sdk = anthropic.Anthropic(api_key="test", base_url=server.url)
+        sdk.messages.batches.create(requests=[  # someone else's batch of 12, after the record
+            {"custom_id": f"foreign-{i}", "params": {"model": "claude-haiku-4-5", "max_tokens": 8,
+                                                      "messages": [{"role": "user", "content": "hi"}]}}
+            for i in range(12)])
+        polls = server.batches.polls
+        resumer = subprocess.Popen([EVALLOOP, "run", "--resume", killed, "--no-cache", "--json"], cwd=tmp_path,
+                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while server.batches.polls < polls + 2 and time.monotonic() < deadline and resumer.poll() is None:
+                time.sleep(0.05)  # waits for the event (the resumer polling the batch it took), not a duration
+        finally:
+            server.batches.held.clear()
+            out, err = resumer.communicate(timeout=120)
+        assert resumer.returncode == 0, err
+        doc = json.loads(out)
+        assert doc["valid"] and doc["scorers"][0]["errored"] == 0 and doc["scorers"][0]["n"] == 12
+        assert server.batches.submissions == 2 and "ended without this run's requests" in err
+
+
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 async def test_a_lost_batch_is_found_by_its_requests_and_no_other_is(project, monkeypatch, provider):
     """The lookup behind resuming a run killed before it recorded its batch id, on both providers'

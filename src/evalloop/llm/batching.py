@@ -89,6 +89,7 @@ class BatchingClient(ClosingClient):
         self.on_submit, self.on_intent = on_submit, on_intent
         self.lost: list[LostSubmission] = []  # a resumed run's submissions with no known batch id
         self.exclude: set[str] = set()         # batch ids the history knows (a lookup skips them)
+        self.adopted: set[str] = set()         # batches a lookup found (checked against their results)
         self._finders: dict[int, asyncio.Task[str | None]] = {}
         self.submitted: list[str] = []  # the batches this client created
         self.resumed = 0                # requests collected from a batch an earlier process submitted
@@ -120,12 +121,13 @@ class BatchingClient(ClosingClient):
             batch_id = self.known.get(key) or await self._recover(key)
             if batch_id is None:
                 batch_id = await self._enqueue(key, request)
-            else:
+            results = await self._results(batch_id)
+            if key not in results and batch_id in self.adopted:  # a lookup's guess that was not ours
+                log.warning("batch %s ended without this run's requests: they are submitted", batch_id)
+                batch_id = self.known[key] = await self._enqueue(key, request)
+                results = await self._results(batch_id)
+            elif batch_id not in self.submitted:
                 self.resumed += 1
-            collector = self._collectors.get(batch_id)
-            if collector is None:
-                collector = self._collectors[batch_id] = self._spawn(self._collect(batch_id))
-            results = await asyncio.shield(collector)
             try:
                 response = self.backend.response(results.get(key), request)
             except LLMCallFailed as error:
@@ -135,6 +137,12 @@ class BatchingClient(ClosingClient):
             response.retries = attempt
             return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _results(self, batch_id: str) -> dict[str, dict[str, Any]]:
+        collector = self._collectors.get(batch_id)
+        if collector is None:
+            collector = self._collectors[batch_id] = self._spawn(self._collect(batch_id))
+        return await asyncio.shield(collector)
 
     # -- a killed run's unrecorded batches ---------------------------------------------------------
     async def _recover(self, custom_id: str) -> str | None:
@@ -158,6 +166,7 @@ class BatchingClient(ClosingClient):
         if batch_id is None:
             return None
         self.exclude.add(batch_id)
+        self.adopted.add(batch_id)
         self.known.update(dict.fromkeys(lost.custom_ids, batch_id))
         self._tell(batch_id, lost.custom_ids, lost.token)
         return batch_id
