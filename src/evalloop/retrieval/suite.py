@@ -10,7 +10,9 @@ A suite may say ``dataset: <folder>`` instead of ``cases:``. The folder's files 
 - ``scenarios.jsonl`` (seed 003): one case per multi-turn scenario;
 - ``corpus.jsonl`` + ``answers.jsonl`` (memory QA, LoCoMo / LongMemEval as published tables
   score them): one case per question, ``input = {question, scope}``, ``expected = {answer,
-  category, adversarial}``, tagged by stratum and scope (see :mod:`evalloop.retrieval.answers`).
+  category, adversarial}`` (the input also carries the category and an adversarial question's
+  trap answer, which LoCoMo's protocol offers as one of two options), tagged by stratum and
+  scope (see :mod:`evalloop.retrieval.answers`).
 
 Every case carries the folder in ``metadata["dataset"]``, so a target (see
 :mod:`evalloop.retrieval.suite_targets`) loads the same data without repeating its path.
@@ -60,8 +62,12 @@ def dataset_cases(folder: str | Path) -> Iterator[Case]:
                        expected={"answer": pair.ground_truth}, tags=[pair.category], metadata=meta)
     elif kind == "answers":
         for a in load_answers(path):
-            when = {"date": a.date} if a.date else {}
-            yield Case(id=a.id, input={"question": a.question, "scope": a.scope, **when},
+            asked: dict[str, object] = {"date": a.date} if a.date else {}
+            if a.category is not None:  # how LoCoMo's protocol asks it (a date hint, a choice)
+                asked["category"] = a.category
+            if a.adversarial and a.answer:  # the trap: one of the two options LoCoMo offers
+                asked["choice"] = a.answer
+            yield Case(id=a.id, input={"question": a.question, "scope": a.scope, **asked},
                        expected={"answer": a.answer, "category": a.category, "adversarial": a.adversarial},
                        tags=[a.stratum, f"{SCOPE_TAG}{a.scope}"], metadata=meta)
     else:
