@@ -214,9 +214,14 @@ def test_longmemeval_gets_the_same_qa_suite_with_its_abstention_questions(tmp_pa
     with LLMServer(lme) as server:
         run = cli(tmp_path, "run", "--suite", "longmemeval-qa", "--json", "--no-cache", env=_env(server))
     assert run.returncode in (0, 1), run.stderr
-    means = {s["scorer"]: s["current"] for s in json.loads(run.stdout)["scorers"]}
+    doc = json.loads(run.stdout)
+    means = {s["scorer"]: s["current"] for s in doc["scorers"]}
     assert means["j-strict"] == pytest.approx(2 / 3) and means["abstention"] == 1.0
     assert any("asked on 2023/05/30" in p for p in asked)  # the question's own date
+    # q3_abs is an abstention question, grouped as one, not under its question type
+    strata = {r["tag"]: r for r in doc["strata"]["strata"]}
+    assert strata["abstention"]["n"] == 1 and strata["abstention"]["means"]["abstention"] == 1.0
+    assert strata["single-session-user"]["n"] == 1
 
 
 def test_limit_samples_whole_conversations_at_random_not_the_first_questions(tmp_path):
