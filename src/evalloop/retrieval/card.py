@@ -45,19 +45,25 @@ def _tokens(texts: Sequence[str]) -> float:
 def memory_size(index: Any, turns: Mapping[str | None, list[Doc]]) -> dict[str, float | int]:
     """What the memory holds: tokens in all and per conversation, and memories per conversation.
     A retriever that keeps something other than the documents (mem0 with extraction: the facts
-    it extracted) says so with ``memory_texts()``; any other holds the documents it was given."""
+    it extracted) says so with ``memory_texts()``, and what building it spent with
+    ``build_stats()`` (summed over conversations); any other holds the documents it was given."""
     per_scope: list[tuple[float, int]] = []
+    spent: dict[str, float] = {}
     parts = getattr(index, "parts", None) or {}
     for scope, docs in turns.items():
         retriever = parts[scope][0] if scope in parts else None
         hook = getattr(retriever, "memory_texts", None)
         texts = list(hook()) if callable(hook) else [d.content for d in docs]
         per_scope.append((_tokens(texts), len(texts)))
+        built = getattr(retriever, "build_stats", None)  # what building it spent (mem0's extraction)
+        for key, value in (built() if callable(built) else {}).items():
+            spent[key] = spent.get(key, 0) + value
     if not per_scope:
         return {}
     return {"memory_tokens": round(sum(t for t, _ in per_scope), 1),
             "memory_tokens_per_scope": round(float(np.mean([t for t, _ in per_scope])), 1),
-            "memories_per_scope": round(float(np.mean([n for _, n in per_scope])), 1)}
+            "memories_per_scope": round(float(np.mean([n for _, n in per_scope])), 1),
+            **{k: round(v, 6) for k, v in spent.items()}}
 
 
 def embedder_card(retriever: Any) -> dict[str, Any] | None:
