@@ -176,6 +176,7 @@ def test_compare_targets_prints_intervals_latency_tokens_memory_and_the_std_over
     assert "bm25 benchmark card: protocol locomo" in " ".join(done.stdout.split())
     (row,) = json.loads(data.stdout)["results"]
     assert row["spread"]["j-strict"] == [pytest.approx(0.6), 0.0, 2]
+    assert row["stats"]["card"]["split"]["questions"] == 6  # six questions, each asked twice
 
 
 def test_evalloop_f1_normalises_and_splits_multi_hop_answers():

@@ -65,7 +65,8 @@ class AnswerTarget(_Measured):
         self.by_category: dict[str, list[tuple[float, int]]] = {}  # category -> (total ms, tokens)
         self.snapshots: set[str] = set()
         self.judge_model: str | None = None
-        self.asked: set[str | None] = set()
+        self.asked: set[str | None] = set()  # the conversations asked
+        self.questions: set[str] = set()  # the questions asked (once each, whatever the epochs)
         self.folder: Path | None = None
 
     def fingerprint(self, _params: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -113,7 +114,9 @@ class AnswerTarget(_Measured):
         data: Mapping[str, Any] = input if isinstance(input, Mapping) else {"question": str(input)}
         question, scope = str(data.get("question", "")), data.get("scope")
         category = _category(ctx, data)
+        case_id = str(getattr(getattr(ctx, "case", None), "id", "") or question)
         self.asked.add(scope)
+        self.questions.add(case_id)
         start = time.perf_counter()
         memories = self.timed(lambda: self.memories(question, scope))
         if engine != "llm" or client is None:  # the local engine: the best memory, as it is
@@ -121,7 +124,6 @@ class AnswerTarget(_Measured):
             return {"answer": local_answer(memories), "memories": len(memories), "engine": "local"}
         asked, choice = question, None
         if self.protocol == "locomo":
-            case_id = str(getattr(getattr(ctx, "case", None), "id", "") or question)
             asked, choice = locomo_eval.question_text(question, data.get("category"), trap=data.get("choice"),
                                                       key=case_id)
         request = LLMRequest(model=self.model or client.model, system=prompt_text(PROTOCOLS[self.protocol]),

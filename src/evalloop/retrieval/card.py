@@ -101,7 +101,7 @@ def benchmark_card(target: Any) -> dict[str, Any]:
         "retriever": target.label, "k": target.k,
         "embedder": embedder_card(first) if first is not None else None,
         "dataset": _dataset(target.folder),
-        "split": {"questions": len(target.total_ms), "conversations": len(target.asked), "of_conversations": scopes},
+        "split": {"questions": len(target.questions), "conversations": len(target.asked), "of_conversations": scopes},
         "intervals": "95% bootstrap, whole conversations resampled" if scopes > 1 else "95% bootstrap over questions",
     }
 
