@@ -57,3 +57,29 @@ def test_mem0_with_extraction_and_no_llm_stops_with_one_clear_line(imported: Pat
     done = cli(imported, "compare-targets", "-s", "locomo-qa", "-t", "mem0-infer", env={"ANTHROPIC_API_KEY": ""})
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "mem0-infer extracts facts with an LLM, and none is configured" in done.stderr, done.stderr
+
+
+def test_the_retriever_maps_facts_to_their_turns_and_ends_its_llm_loop_with_the_build(monkeypatch):
+    import threading
+
+    from evalloop.retrieval.mem0_infer import Mem0InferRetriever
+    from evalloop.retrieval.types import Doc
+
+    def facts(seen: Seen) -> Reply:
+        said = seen.last_user_text.split("## New Messages\n", 1)[1].split("\n## ", 1)[0]
+        return Reply.of_text(json.dumps({"memory": [{"text": f"FACT {said.removeprefix('user: ').strip()}"}]}))
+
+    with LLMServer(facts) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        retriever = Mem0InferRetriever()
+        retriever.build_index([Doc(id="d1", content="The deploy runs on Fridays"),
+                               Doc(id="d2", content="Postgres pool max is 20")])
+        assert server.count == 2
+    assert not [t for t in threading.enumerate() if t.name == "evalloop-mem0-llm"]  # closed with the build
+    assert retriever.retrieve("when does the deploy run", 1) == ["d1"]  # the fact carries its turn's id
+    assert retriever.search_texts("postgres pool", 1) == ["FACT Postgres pool max is 20"]
+    assert sorted(retriever.memory_texts()) == ["FACT Postgres pool max is 20", "FACT The deploy runs on Fridays"]
+    assert retriever.build_stats()["extraction_calls"] == 2
+    retriever.close()
+    assert retriever.memory_texts() == []

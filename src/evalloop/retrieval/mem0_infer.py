@@ -15,7 +15,8 @@ What extraction costs is measured: LLM calls, tokens and USD of the build
 REST ``mem0`` retriever does (:mod:`evalloop.retrieval.mem0`), and needs no LLM.
 
 mem0 calls its LLM synchronously from inside ``add``; evalloop's clients are async, so the calls
-go through one private event loop on a thread of its own, opened with the index and closed with it.
+go through one private event loop on a thread of its own, opened for an index build and closed
+when the build ends (searching calls no LLM).
 """
 
 from __future__ import annotations
@@ -101,7 +102,10 @@ class _LLM:
         return response.text
 
     def close(self) -> None:
-        closer = getattr(self.client, "aclose", None)
+        if self.client is None:
+            return
+        client, self.client = self.client, None
+        closer = getattr(client, "aclose", None)
         if callable(closer):
             self.loop.run(closer())
         self.loop.close()
@@ -153,9 +157,13 @@ class Mem0InferRetriever:
             self.llm = _LLM(self.model, self.max_tokens)
             memory.llm = self.llm
         self._memory, self.scope = memory, f"evalloop-bench-{uuid.uuid4().hex[:12]}"
-        for doc in corpus:
-            memory.add([{"role": "user", "content": doc.content}], user_id=self.scope,
-                       metadata={"doc_id": doc.key}, infer=self.infer)
+        try:
+            for doc in corpus:
+                memory.add([{"role": "user", "content": doc.content}], user_id=self.scope,
+                           metadata={"doc_id": doc.key}, infer=self.infer)
+        finally:  # only adding calls the LLM: its loop and connections end with the build
+            if self.llm is not None:
+                self.llm.close()
 
     def _hits(self, query: str, k: int) -> list[dict[str, Any]]:
         if self._memory is None or not query.strip():
@@ -185,10 +193,8 @@ class Mem0InferRetriever:
                 "extraction_tokens_out": self.llm.tokens_out, "extraction_cost_usd": round(self.llm.cost_usd, 6)}
 
     def close(self) -> None:
-        """Close the LLM's loop and the local store; the temporary folder goes with them."""
-        llm, self.llm = self.llm, None
-        if llm is not None:
-            llm.close()
+        """Close the local store; the temporary folder goes with it."""
+        self.llm = None
         memory, self._memory = self._memory, None
         client = getattr(getattr(memory, "vector_store", None), "client", None)
         if client is not None and callable(getattr(client, "close", None)):
