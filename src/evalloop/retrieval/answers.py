@@ -4,8 +4,10 @@ The protocol is the mem0 evaluation of LoCoMo (and the same for LongMemEval): fo
 the system under test retrieves its top-k memories from the question's own conversation, an
 answer model answers from them alone, and the answer is graded by
 
-- the **J judge** (``j-judge``): a binary, generous CORRECT/WRONG from an LLM judge
-  (:mod:`evalloop.scoring.answers`; prompt in ``prompts/j-judge.md``);
+- the **J judges** (``j-judge``): a binary CORRECT/WRONG from an LLM judge, mem0's generous one
+  (``judge: mem0``, the same topic; :mod:`evalloop.retrieval.mem0_eval`) or evalloop's strict
+  one (``judge: strict``, the same fact; ``prompts/j-judge.md``), see
+  :mod:`evalloop.retrieval.answer_scorers`; and mem0's **BLEU-1** (``bleu-1``);
 - **LoCoMo's token F1** (``locomo-f1``), exactly as LoCoMo's own evaluation scores it
   (:mod:`evalloop.retrieval.locomo_eval`), and evalloop's corrected token F1 (``evalloop-f1``,
   below: commas separate words, two empty answers agree);
