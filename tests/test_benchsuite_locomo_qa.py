@@ -219,6 +219,12 @@ def test_longmemeval_gets_the_same_qa_suite_with_its_abstention_questions(tmp_pa
     means = {s["scorer"]: s["current"] for s in doc["scorers"]}
     assert means["j-strict"] == pytest.approx(2 / 3) and means["abstention"] == 1.0
     assert any("asked on 2023/05/30" in p for p in asked)  # the question's own date
+    # only LoCoMo asks its category 5 as a choice offering the trap; a LongMemEval input never
+    # carries an abstention question's answer (any target could read it)
+    from evalloop.retrieval.suite import dataset_cases
+
+    inputs = {c.id: c.input for c in dataset_cases(tmp_path / "fixtures" / "longmemeval-qa")}
+    assert "choice" not in inputs["q3_abs"] and inputs["q3_abs"]["question"] == "What is my cat's name?"
     # q3_abs is an abstention question, grouped as one, not under its question type
     strata = {r["tag"]: r for r in doc["strata"]["strata"]}
     assert strata["abstention"]["n"] == 1 and strata["abstention"]["means"]["abstention"] == 1.0

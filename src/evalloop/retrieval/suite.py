@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from evalloop.retrieval.locomo_eval import category_of
 from evalloop.retrieval.suite_data import (
     dataset_kind,
     load_answers,
@@ -65,8 +66,8 @@ def dataset_cases(folder: str | Path) -> Iterator[Case]:
             asked: dict[str, object] = {"date": a.date} if a.date else {}
             if a.category is not None:  # how LoCoMo's protocol asks it (a date hint, a choice)
                 asked["category"] = a.category
-            if a.adversarial and a.answer:  # the trap: one of the two options LoCoMo offers
-                asked["choice"] = a.answer
+            if a.adversarial and a.answer and category_of(a.category) == 5:  # LoCoMo's trap, offered
+                asked["choice"] = a.answer  # as one of two options (another abstention answer is a gold)
             yield Case(id=a.id, input={"question": a.question, "scope": a.scope, **asked},
                        expected={"answer": a.answer, "category": a.category, "adversarial": a.adversarial},
                        tags=[a.stratum, f"{SCOPE_TAG}{a.scope}"], metadata=meta)
