@@ -10,8 +10,8 @@ A suite may say ``dataset: <folder>`` instead of ``cases:``. The folder's files 
 - ``scenarios.jsonl`` (seed 003): one case per multi-turn scenario;
 - ``corpus.jsonl`` + ``answers.jsonl`` (memory QA, LoCoMo / LongMemEval as published tables
   score them): one case per question, ``input = {question, scope}``, ``expected = {answer,
-  category, adversarial}`` (the input also carries the category and an adversarial question's
-  trap answer, which LoCoMo's protocol offers as one of two options), tagged by stratum and
+  category, adversarial}`` (the input also carries the category and, for LoCoMo's category 5
+  only, the trap answer, which LoCoMo's protocol offers as one of two options), tagged by stratum and
   scope (see :mod:`evalloop.retrieval.answers`).
 
 Every case carries the folder in ``metadata["dataset"]``, so a target (see
