@@ -83,3 +83,11 @@ def test_the_retriever_maps_facts_to_their_turns_and_ends_its_llm_loop_with_the_
     assert retriever.build_stats()["extraction_calls"] == 2
     retriever.close()
     assert retriever.memory_texts() == []
+
+
+def test_compare_targets_prints_what_building_the_memory_cost():
+    from evalloop.cli.benchmarks import _measures
+
+    row = _measures({"total_p50_ms": 3.0, "answer_cost_usd": 0.002, "extraction_cost_usd": 0.0123}, qa=True)
+    assert row["build $"] == "0.0123" and row["cost $"] == "0.0020"
+    assert _measures({"total_p50_ms": 3.0}, qa=True)["build $"] == "—"  # a retriever that extracts nothing

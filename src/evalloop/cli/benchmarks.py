@@ -267,18 +267,20 @@ def _ms(value: object) -> str:
 
 
 def _measures(stats: dict, qa: bool) -> dict[str, str]:
-    """The measurement columns of one target: latency, tokens, cost and memory size for a QA
-    suite; latency, build time and index size for a retrieval one."""
+    """The measurement columns of one target: latency, tokens, cost, memory size and what
+    building the memory cost (a system's LLM extraction) for a QA suite; latency, build time and
+    index size for a retrieval one."""
     size, build = stats.get("index_bytes"), stats.get("build_s")
     kb = "—" if size is None else f"{size / 1024:.0f}"
     if not qa:
         return {"p50 ms": _ms(stats.get("latency_p50_ms")), "p95 ms": _ms(stats.get("latency_p95_ms")),
                 "build ms": _ms(None if build is None else build * 1000.0), "index KB": kb}
-    cost = stats.get("answer_cost_usd")
+    cost, built = stats.get("answer_cost_usd"), stats.get("extraction_cost_usd")
     return {"search p50": _ms(stats.get("search_p50_ms")), "search p95": _ms(stats.get("search_p95_ms")),
             "total p50": _ms(stats.get("total_p50_ms")), "total p95": _ms(stats.get("total_p95_ms")),
             "tokens/q": _ms(stats.get("tokens_per_question")), "cost $": "—" if cost is None else f"{cost:.4f}",
-            "memory tok/conv": _ms(stats.get("memory_tokens_per_scope"))}
+            "memory tok/conv": _ms(stats.get("memory_tokens_per_scope")),
+            "build $": "—" if built is None else f"{built:.4f}"}
 
 
 @app.command("compare-targets")
