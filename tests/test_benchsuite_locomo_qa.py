@@ -32,12 +32,16 @@ def fenced(text: str, name: str) -> str:
     return match.group(1)
 
 
+JUDGE_SNAPSHOT = "claude-haiku-4-5-20251001"  # the snapshot the judge's replies report
+
+
 def mem0_judged(prompt: str, ok) -> Reply:
     """mem0's judge: one user message holding the task, a JSON label back."""
     lines = dict(line.split(": ", 1) for line in prompt.splitlines()
                  if line.startswith(("Question: ", "Gold answer: ", "Generated answer: ")))
     label = "CORRECT" if ok(lines["Gold answer"].lower(), lines["Generated answer"].lower()) else "WRONG"
-    return Reply.of_text(f'The answer is on topic or not. {{"label": "{label}"}}', input_tokens=300, output_tokens=20)
+    return Reply.of_text(f'The answer is on topic or not. {{"label": "{label}"}}', input_tokens=300, output_tokens=20,
+                         model=JUDGE_SNAPSHOT)
 
 
 def asked(prompt: str) -> str:
@@ -55,7 +59,7 @@ def model(seen: Seen) -> Reply:
         assert "strict judge" in seen.system_text.lower() and seen.cache_marked  # its prompt file: the cached prefix
         ok = truth in said or said in truth or truth.split()[0] in said
         return Reply.of_tool({"reason": "scripted", "label": "CORRECT" if ok else "WRONG"},
-                             input_tokens=120, output_tokens=20)
+                             input_tokens=120, output_tokens=20, model=JUDGE_SNAPSHOT)
     if "Gold answer: " in prompt:  # mem0's judge: the same topic is enough
         assert not seen.system_text and "touches on the same topic" in prompt
         return mem0_judged(prompt, lambda gold, said: any(w in said for w in gold.replace(";", " ").split()))
@@ -110,7 +114,8 @@ def test_the_qa_suite_answers_judges_and_reports_per_category_latency_and_tokens
     assert per["2 temporal"]["total_p95_ms"] >= per["2 temporal"]["total_p50_ms"] > 0
     assert stats["memories_per_scope"] == 4 and stats["memory_tokens"] > 0  # 5 and 3 turns, as stored
     card = stats["card"]
-    assert card["protocol"] == "locomo" and card["answerer"]["snapshots"] and card["judge"]
+    assert card["protocol"] == "locomo" and card["answerer"]["snapshots"] == ["claude-haiku-4-5"]
+    assert card["judge"] == {"model": "claude-haiku-4-5", "snapshots": [JUDGE_SNAPSHOT]}  # both judges
     assert card["split"] == {"questions": 6, "conversations": 2, "of_conversations": 2}
     assert card["dataset"]["sha256"] and card["embedder"] is None  # bm25 embeds nothing
     assert "1 multi-hop / mem0 single-hop" in text.stdout and "tokens_per_question" in text.stdout

@@ -73,6 +73,9 @@ async def j_judge(input: Any, output: Any, expected: Any, model: str | None = No
     if adversarial:
         return Score.skip(ADVERSARIAL_SKIP)
     question = _question(input)
+    from evalloop.retrieval.card import noting_judge
+
+    ctx = noting_judge(ctx)  # the benchmark card names the snapshot the judge answered with
     if judge == "mem0":
         from evalloop.retrieval.mem0_eval import mem0_judge
 

@@ -65,6 +65,7 @@ class AnswerTarget(_Measured):
         self.by_category: dict[str, list[tuple[float, int]]] = {}  # category -> (total ms, tokens)
         self.snapshots: set[str] = set()
         self.judge_model: str | None = None
+        self.extras: dict[str, Any] = {}
         self.asked: set[str | None] = set()  # the conversations asked
         self.questions: set[str] = set()  # the questions asked (once each, whatever the epochs)
         self.folder: Path | None = None
@@ -111,6 +112,8 @@ class AnswerTarget(_Measured):
                               hint="set ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL), or use engine local")
         judge = getattr(services, "judge", None)
         self.judge_model = self.judge_model or getattr(judge, "model", None)
+        if isinstance(getattr(services, "extras", None), dict):  # the judges note their snapshots there
+            self.extras = services.extras
         data: Mapping[str, Any] = input if isinstance(input, Mapping) else {"question": str(input)}
         question, scope = str(data.get("question", "")), data.get("scope")
         category = _category(ctx, data)

@@ -1,8 +1,8 @@
 """A memory-QA run's benchmark card and the table's columns beside the scores.
 
 The card says what a figure was measured with, so it can stand beside a published table: the
-protocol (how questions were asked and scored), the answer model as asked and as it answered
-(the snapshot the API reported), the judge, the retriever and its embedder, the dataset file
+protocol (how questions were asked and scored), the answer model and the judge, each as asked
+and as it answered (the snapshots the API reported), the retriever and its embedder, the dataset file
 (its SHA-256 from ``import.json``), how many of its questions and conversations the run asked,
 and that intervals resample whole conversations. It is part of the target's ``run_stats()``
 (``card``), so it is in the run's notes, ``run --json`` and ``compare-targets --json``, and the
@@ -23,6 +23,46 @@ from typing import Any
 import numpy as np
 
 from evalloop.retrieval.types import Doc
+
+
+JUDGE_SNAPSHOTS = "judge_snapshots"
+"""The key of ``Services.extras`` under which the QA judges note the snapshots their replies report."""
+
+
+class _Over:
+    """An object that is ``inner`` except for the attributes given."""
+
+    def __init__(self, inner: Any, **over: Any) -> None:
+        self._inner = inner
+        self.__dict__.update(over)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _Noting(_Over):
+    """A client that notes the model snapshot each reply reports, and is otherwise the client."""
+
+    def __init__(self, client: Any, seen: set[str]) -> None:
+        super().__init__(client)
+        self._seen = seen
+
+    async def complete(self, request: Any) -> Any:
+        response = await self._inner.complete(request)
+        self._seen.add(str(response.model))
+        return response
+
+
+def noting_judge(ctx: Any) -> Any:
+    """``ctx`` with its judge client noting the snapshots it answers with into the run's services
+    (``extras[JUDGE_SNAPSHOTS]``), so the card names the judge as it answered, not only as asked."""
+    services = getattr(ctx, "services", None)
+    client = getattr(services, "judge", None)
+    extras = getattr(services, "extras", None)
+    if client is None or not isinstance(extras, dict):
+        return ctx
+    seen = extras.setdefault(JUDGE_SNAPSHOTS, set())
+    return _Over(ctx, services=_Over(services, judge=_Noting(client, seen)))
 
 
 def per_category(rows: Mapping[str, Sequence[tuple[float, int]]]) -> dict[str, dict[str, float | int]]:
@@ -97,7 +137,8 @@ def benchmark_card(target: Any) -> dict[str, Any]:
         "protocol": target.protocol,
         "answerer": {"model": target.model, "snapshots": sorted(target.snapshots),
                      "engine": "llm" if target.snapshots else "local"},
-        "judge": target.judge_model,
+        "judge": None if target.judge_model is None else {
+            "model": target.judge_model, "snapshots": sorted(target.extras.get(JUDGE_SNAPSHOTS, ()))},
         "retriever": target.label, "k": target.k,
         "embedder": embedder_card(first) if first is not None else None,
         "dataset": _dataset(target.folder),
