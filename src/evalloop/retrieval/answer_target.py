@@ -112,8 +112,8 @@ class AnswerTarget(_Measured):
                               hint="set ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL), or use engine local")
         judge = getattr(services, "judge", None)
         self.judge_model = self.judge_model or getattr(judge, "model", None)
-        if isinstance(getattr(services, "extras", None), dict):  # the judges note their snapshots there
-            self.extras = services.extras
+        if isinstance(extras := getattr(services, "extras", None), dict):  # the judges note snapshots there
+            self.extras = extras
         data: Mapping[str, Any] = input if isinstance(input, Mapping) else {"question": str(input)}
         question, scope = str(data.get("question", "")), data.get("scope")
         category = _category(ctx, data)

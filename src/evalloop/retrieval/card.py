@@ -24,7 +24,6 @@ import numpy as np
 
 from evalloop.retrieval.types import Doc
 
-
 JUDGE_SNAPSHOTS = "judge_snapshots"
 """The key of ``Services.extras`` under which the QA judges note the snapshots their replies report."""
 
