@@ -85,6 +85,30 @@ def test_the_retriever_maps_facts_to_their_turns_and_ends_its_llm_loop_with_the_
     assert retriever.memory_texts() == []
 
 
+def test_documents_added_in_batches_give_each_fact_the_ids_of_its_batch(monkeypatch):
+    from evalloop.retrieval.mem0_infer import Mem0InferRetriever
+    from evalloop.retrieval.types import Doc
+
+    asked: list[str] = []
+
+    def one_fact(seen: Seen) -> Reply:
+        asked.append(seen.last_user_text)
+        return Reply.of_text(json.dumps({"memory": [{"text": "Alice's cat Pepper knocked the coffee over"}]}))
+
+    docs = [Doc(id=f"d{i}", content=text) for i, text in enumerate(
+        ["Alice: I adopted a cat called Pepper.", "Bob: Pepper knocked my coffee over.", "Alice: Sorry!"])]
+    with LLMServer(one_fact) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        retriever = Mem0InferRetriever(batch=2, instructions="Name the person in every memory.")
+        retriever.build_index(docs)
+    assert len(asked) == 2  # three turns, two at a time
+    assert "I adopted a cat called Pepper." in asked[0] and "knocked my coffee over" in asked[0]
+    assert "Name the person in every memory." in asked[0]  # mem0's custom instructions
+    assert retriever.retrieve("what did the cat do", 5) == ["d0", "d1"]  # mem0 kept one fact: the first batch's
+    retriever.close()
+
+
 def test_compare_targets_prints_what_building_the_memory_cost():
     from evalloop.cli.benchmarks import _measures
 

@@ -4,9 +4,11 @@
 (``mem0ai``) per index: local Qdrant in a temporary folder, **evalloop's embedder** (the suite's
 ``embedder``, else the default) and **evalloop's LLM client** (``ANTHROPIC_API_KEY`` or
 ``EVALLOOP_LLM_BASE_URL``, the same client the run answers with; ``model`` picks another model).
-Each document is added as one message with ``infer=True``: mem0's LLM extracts the facts it
-keeps, and those facts, not the documents, are what a search returns and what the answer model
-is shown. Each fact carries its source document's id (mem0 copies an add's metadata onto every
+Documents are added ``batch`` at a time (default 1; mem0's own LoCoMo run added two messages at
+a time), each as a user message, with ``infer=True`` and ``instructions`` (mem0's custom
+extraction instructions, none by default): mem0's LLM extracts the facts it keeps, and those
+facts, not the documents, are what a search returns and what the answer model is shown. Each
+fact carries the ids of the documents it came from (mem0 copies an add's metadata onto every
 fact it extracts), so hit@k and recall still count.
 
 What extraction costs is measured: LLM calls, tokens and USD of the build
@@ -117,7 +119,9 @@ class Mem0InferRetriever:
     name = "mem0-infer"
 
     def __init__(self, embedder: Any = None, infer: bool = True, model: str | None = None,
-                 max_tokens: int = 2000) -> None:
+                 max_tokens: int = 2000, batch: int = 1, instructions: str | None = None) -> None:
+        if batch < 1:
+            raise ValueError(f"batch must be 1 or more documents per add, not {batch}")
         os.environ.setdefault("MEM0_TELEMETRY", "False")  # before mem0 is imported: no network
         try:
             import mem0  # noqa: F401
@@ -129,6 +133,7 @@ class Mem0InferRetriever:
 
             embedder = default_embedder()
         self.embedder, self.infer, self.model, self.max_tokens = embedder, infer, model, max_tokens
+        self.batch, self.instructions = batch, instructions
         self.llm: _LLM | None = None
         self._memory: Any = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
@@ -158,9 +163,11 @@ class Mem0InferRetriever:
             memory.llm = self.llm
         self._memory, self.scope = memory, f"evalloop-bench-{uuid.uuid4().hex[:12]}"
         try:
-            for doc in corpus:
-                memory.add([{"role": "user", "content": doc.content}], user_id=self.scope,
-                           metadata={"doc_id": doc.key}, infer=self.infer)
+            for start in range(0, len(corpus), self.batch):
+                docs = corpus[start:start + self.batch]
+                memory.add([{"role": "user", "content": d.content} for d in docs], user_id=self.scope,
+                           metadata={"doc_ids": [d.key for d in docs]}, infer=self.infer,
+                           prompt=self.instructions)
         finally:  # only adding calls the LLM: its loop and connections end with the build
             if self.llm is not None:
                 self.llm.close()
@@ -172,7 +179,7 @@ class Mem0InferRetriever:
         return list(found.get("results", []) if isinstance(found, dict) else found)
 
     def retrieve(self, query: str, k: int) -> list[str]:
-        ids = [str((h.get("metadata") or {}).get("doc_id", "")) for h in self._hits(query, k)]
+        ids = [str(i) for h in self._hits(query, k) for i in (h.get("metadata") or {}).get("doc_ids", [])]
         return list(dict.fromkeys(i for i in ids if i))[:k]
 
     def search_texts(self, query: str, k: int) -> list[str]:
