@@ -220,7 +220,6 @@ def test_a_run_with_a_damaged_llm_cache_goes_on_and_says_so_in_one_line(tmp_path
 
 def test_a_scheduled_run_logs_the_damaged_store_it_went_on_without(tmp_path):
     import signal
-    import time
     from datetime import UTC, datetime
 
     from evalloop.scheduling import ledger
@@ -233,17 +232,19 @@ def test_a_scheduled_run_logs_the_damaged_store_it_went_on_without(tmp_path):
     memory.parent.mkdir(parents=True)
     memory.write_bytes(os.urandom(64 * 1024))
     add_schedule(settings, ["s"], every="1h", job_id="once", first_run=datetime.now(UTC))
-    proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "NO_COLOR": "1"})
+    logged = tmp_path / "scheduler.log"
+    with open(logged, "w") as sink:
+        proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
+                                stdout=subprocess.DEVNULL, stderr=sink, text=True,
+                                env={**os.environ, "NO_COLOR": "1"})
     try:
-        done = wait_for(lambda: [e for e in ledger.entries(settings.database_url, "once") if e.status != "running"], 90)
-        time.sleep(0.5)
+        done = wait_for(lambda: [e for e in ledger.entries(settings.database_url, "once") if e.status != "running"]
+                        and "memory store is damaged" in logged.read_text(), 90)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(60)
     finally:
         proc.kill()
-    log = proc.stderr.read()
+    log = logged.read_text()
     assert done and rc == 0, log
     assert [e.status for e in ledger.entries(settings.database_url, "once")] == ["completed"], log
     (line,) = [x for x in log.splitlines() if "memory store is damaged" in x]
