@@ -26,8 +26,8 @@ from evalloop.history.models import Run, RunStatus, ScorerSummary
 VOLATILE_KEYS = frozenset({"cases", "injected"})
 
 
-#: verdicts that keep a run out of later baselines: a change nobody accepted, or untrustworthy grades
-NOT_A_BASELINE = frozenset({"regressed", "scorer broken", "invalid run"})
+#: verdicts that keep a run out of later baselines whatever else it shows: untrustworthy grades
+NOT_A_BASELINE = frozenset({"scorer broken", "invalid run"})
 
 
 def accepted(summary: ScorerSummary) -> dict[str, Any] | None:
@@ -52,15 +52,28 @@ def verdict_reason(summary: ScorerSummary) -> str:
     return str(evidence.get("reason") or "")
 
 
-def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, significant_drop: bool = False) -> bool:
+def measured(run: Run, summary: ScorerSummary | None) -> bool:
+    """Whether this scorer of a run measured the suite at all: the run completed, is valid, ran
+    every case, and the scorer graded a case with a finite mean (whatever its verdict)."""
+    return (summary is not None and run.status == RunStatus.COMPLETED and bool(run.valid) and not run.partial
+            and not summary.skipped and summary.n > 0 and summary.mean is not None
+            and math.isfinite(summary.mean))
+
+
+def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, kept_out: bool | None = None) -> bool:
     """Whether a judged scorer of a finished run may serve as a later run's baseline.
 
-    ``significant_drop``: the run is significantly lower than its baseline, even if not by the
-    threshold (a ``watch``): such a run is no "good run" either, or a lasting drop would be
-    absorbed into its own baseline a run at a time."""
-    return (run.status == RunStatus.COMPLETED and bool(run.valid) and not run.partial
-            and not summary.skipped and summary.n > 0 and summary.mean is not None
-            and math.isfinite(summary.mean) and verdict not in NOT_A_BASELINE and not significant_drop)
+    ``kept_out``: the run's drop — a ``regressed`` verdict, or a significant drop of any size
+    (a ``watch``) — holds against a *sound* baseline (judged by
+    :func:`evalloop.verdicts.baseline.compare_scorer`): such a run is no "good run", or a lasting
+    drop would be absorbed into its own baseline a run at a time; a drop that does not hold there
+    came from a baseline run that scored high by chance, and the run is a good run after all (no
+    windup). ``None`` (a row judged by an older version): a ``regressed`` verdict keeps it out."""
+    if not measured(run, summary) or verdict in NOT_A_BASELINE:
+        return False
+    if kept_out is None:
+        return verdict != "regressed"
+    return not kept_out
 
 
 def baseline_eligible(run: Run, summary: ScorerSummary | None) -> bool:

@@ -281,16 +281,21 @@ class HistoryStore(metaclass=_MappedErrors):
             return {summary.scorer: summary for summary, in as_models(rows, ScorerSummary)}
 
     def baseline_runs(self, suite: str, scorer: str, before: Run, n: int,
-                      base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
+                      base_fingerprint: str | None = None, *,
+                      measured_only: bool = False) -> list[tuple[Run, ScorerSummary]]:
         """The last ``n`` runs before ``before`` that may serve as this scorer's baseline: runs
         that had *completed* before it started (a run of another host that was still going
         when this one began is never its baseline, even once it completed).
 
         Oldest first. Eligibility has one definition (:func:`history.eligibility.baseline_eligible`);
         the query only narrows the candidates. With ``base_fingerprint``, only runs of that
-        system (a baseline restarted when the system changed).
+        system (a baseline restarted when the system changed). ``measured_only``: every run
+        that measured the suite (:func:`history.eligibility.measured`), whatever its verdict —
+        the recent runs a drop's soundness is judged against.
         """
-        from evalloop.history.eligibility import accepted, baseline_eligible
+        from evalloop.history.eligibility import accepted, baseline_eligible, measured
+
+        takes = measured if measured_only else baseline_eligible
 
         query = (
             _with_summaries(suite, scorer, before)
@@ -304,7 +309,7 @@ class HistoryStore(metaclass=_MappedErrors):
         found: list[tuple[Run, ScorerSummary]] = []
         with self.engine.connect() as conn:
             for run, summary in as_models(conn.execute(query.execution_options(yield_per=64)), Run, ScorerSummary):
-                if baseline_eligible(run, summary):
+                if takes(run, summary):
                     found.append((run, summary))
                     if len(found) >= n or accepted(summary) is not None:
                         break  # an accepted run is the oldest any later baseline reaches back to

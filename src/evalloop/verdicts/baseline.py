@@ -24,12 +24,14 @@ from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Vector, align, from_mapping
-from evalloop.verdicts import sequential
-from evalloop.verdicts.drop import drop_bounds, scope_groups
+from evalloop.verdicts import floors, sequential
+from evalloop.verdicts.drop import drop_bounds, scope_groups, standardized_drop
+from evalloop.verdicts.power import z_quantile
 from evalloop.verdicts.runlabel import run_label_permutation_test
-from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, floor_sentence
+from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, noise_var
 
 EPS = 1e-9
+SOUND_RUNS = 3  # runs a sound baseline needs: the median of three outvotes one lucky run
 MAX_LISTED = 20
 _DRIFT_CHECKED = frozenset({VerdictStatus.STEADY, VerdictStatus.WATCH, VerdictStatus.IMPROVED,
                             VerdictStatus.BELOW_FLOOR})
@@ -217,16 +219,11 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
         r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop, "mean": r.current,
                    "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
                    "eligible": eligible_now(run, summaries[r.scorer], r.verdict,
-                                            significant_drop=_significant_drop(r)),
+                                            kept_out=r.evidence is not None and r.evidence.keeps_out),
                    "details": _with_evidence(summaries[r.scorer].details, r.evidence, change, r.chart)}
         for r in results
     })
     return Comparison(run, results, change, target)
-
-
-def _significant_drop(s: ScorerComparison) -> bool:
-    """Whether the scorer's run is significantly lower than its baseline (any size)."""
-    return s.evidence is not None and s.evidence.significant_drop
 
 
 def _failure_rate(run: Run, prior: list[tuple[Run, ScorerSummary]] | None) -> FailureRate | None:
@@ -274,7 +271,8 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
                                   "n_unpaired", "flaky", "quarantined", "rule", "reason", "added",
                                   "added_mean", "removed", "removed_mean", "shared_mean",
                                   "drop_ci_low", "drop_ci_high", "window_runs", "z", "mode",
-                                  "min_score", "ci_method", "scopes"})
+                                  "min_score", "ci_method", "scopes", "floor_state", "floor_w",
+                                  "keeps_out"})
     if change is not None:
         data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
                                       "restarted": change.restarted}
@@ -323,11 +321,18 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes, order=current.order)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
-                              valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
+                              valid=not details.get("invalid"), invalid_reason=details.get("invalid"),
+                              scorers=scorers)
     if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
         evidence = _drift(store, run, summary, policy, current, evidence, prior, stored, scopes)
     if nightly and evidence.z is not None:
         evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers)
+    if evidence.significant_drop or evidence.status is VerdictStatus.REGRESSED:
+        # the drop keeps the run out of later baselines only if it holds against a sound one
+        bar = sequential.release(out.chart.k) if out.chart is not None and out.chart.red \
+            else z_quantile(1.0 - policy.alpha / 2)
+        sound = _sound_drop(store, run, summary, current, stored, scopes, window, base_fingerprint)
+        evidence = evidence.model_copy(update={"keeps_out": sound is None or sound >= bar})
     out.evidence = evidence
     if evidence.current_mean is not None:  # without controls and quarantined cases, as judged
         out.current = evidence.current_mean
@@ -345,29 +350,68 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
 
 def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, evidence: Verdict,
              scorers: int) -> tuple[Verdict, sequential.Chart]:
-    """The single-run verdict re-labelled by the nightly chart: red only when the chart is."""
+    """The single-run verdict re-labelled by the nightly limits (:mod:`evalloop.verdicts.sequential`):
+    red when the drop chart is, or on one bad night; ``below floor`` when the floor's limits say so
+    (the same check as a one-off run's, and its chart); a one-run ``regressed`` that neither shows
+    is a ``watch``."""
     z = float(evidence.z or 0.0)
+    budget, floor = policy.alarm_budget, floors.active(evidence.min_score)
+    # the threshold in standard errors from the window's noise (steady while the window is), else from z
     drop_abs = (evidence.baseline_mean or 0.0) - (evidence.shared_mean or 0.0)
-    se = abs(drop_abs / z) if z else None
-    k, h = sequential.design(policy.threshold, evidence.baseline_mean, se, policy.alarm_budget, scorers)
-    chart = sequential.step(_last_chart(store, run, summary.scorer), z, k, h)
-    status = evidence.status
-    if status is not VerdictStatus.BELOW_FLOOR or chart.red:
-        if chart.red:
-            status = VerdictStatus.REGRESSED
-        elif chart.green:
-            status = VerdictStatus.IMPROVED
-        elif status is VerdictStatus.REGRESSED:
-            status = VerdictStatus.WATCH  # one night's drop: the series has not shown it yet
-        elif status is VerdictStatus.IMPROVED:
-            status = VerdictStatus.STEADY
-    shown = chart.sentence(policy.alarm_budget)
-    single = evidence.reason.split(": ", 1)[-1]
-    reason = f"{shown[0].upper()}{shown[1:]}: {single}"
-    below = floor_sentence(evidence)
-    if below is not None and below not in reason:
-        reason = f"{below} {reason}"
+    se = (evidence.drop_noise_se * (evidence.baseline_mean or 0.0)) if evidence.drop_noise_se \
+        else abs(drop_abs / z) if z else None
+    k, h = sequential.design(policy.threshold, evidence.baseline_mean, se, budget, scorers, floor=floor)
+    bad = evidence.p_value is not None and evidence.p_value < policy.alpha and sequential.bad_night(
+        evidence.drop, evidence.drop_noise_se or 0.0, policy.threshold, budget, scorers, floor=floor)
+    previous = _last_chart(store, run, summary.scorer)
+    chart = sequential.step(previous, z, k, h, bad=bad)
+    found = floors.check(evidence.current_mean, evidence.min_score, evidence.floor_se, budget, scorers)
+    if found is not None:
+        chart.floor = floors.step(previous.floor if previous is not None else None, found, budget, scorers)
+    single = evidence.status
+    if chart.red:
+        status = VerdictStatus.REGRESSED
+    elif chart.floor is not None and chart.floor.alarm:
+        status = VerdictStatus.BELOW_FLOOR
+    elif chart.green:
+        status = VerdictStatus.IMPROVED
+    elif single in (VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR):
+        status = VerdictStatus.WATCH  # one night's drop: the series has not shown it yet
+    elif single is VerdictStatus.IMPROVED:
+        status = VerdictStatus.STEADY
+    else:
+        status = single
+    shown = chart.sentence(budget)
+    reason = f"{shown[0].upper()}{shown[1:]}: {evidence.reason}"
+    if status is VerdictStatus.BELOW_FLOOR and found is not None and not found.below:
+        assert evidence.current_mean is not None and evidence.min_score is not None and chart.floor is not None
+        reason = (f"Nightly floor chart: the mean has stayed under its floor {evidence.min_score:.2f} "
+                  f"(deficits {chart.floor.total:.2f} past its limit {chart.floor.h:.2f}, or lasting). {reason}")
     return evidence.model_copy(update={"status": status, "reason": reason, "mode": "nightly"}), chart
+
+
+def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: Vector,
+                stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]],
+                scopes: Mapping[str, str] | None, window: int, base_fingerprint: str | None) -> float | None:
+    """The run's drop in standard errors against a *sound* baseline: the per-case median of the
+    last ``2 · window + 1`` good runs (baseline-eligible) since the last acceptance — one run that
+    scored high by chance is outvoted there. While there are fewer than :data:`SOUND_RUNS` good
+    runs, the median of the last runs that measured the suite at all, whatever their verdicts:
+    so a high first run cannot keep every ordinary run after it out of the baseline (a windup).
+    None with fewer than :data:`SOUND_RUNS` of those too: the verdict's drop is trusted."""
+    recent = store.baseline_runs(run.suite, summary.scorer, run, 2 * window + 1, base_fingerprint)
+    if len(recent) < SOUND_RUNS:
+        recent = store.baseline_runs(run.suite, summary.scorer, run, 2 * window + 1, base_fingerprint,
+                                     measured_only=True)
+    if len(recent) < SOUND_RUNS:
+        return None
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in recent], scopes, order=current.order)
+    rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
+    if rows.sum() < 2:
+        return None
+    x, w = aligned.current[rows], aligned.window[rows]
+    return standardized_drop(x - np.nanmedian(w, axis=1), noise_var(x, w),
+                             float(np.mean(np.sum(~np.isnan(w), axis=1))), scope_groups(aligned.scopes, rows))
 
 
 def _last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart | None:
