@@ -16,22 +16,24 @@ deltas = st.floats(min_value=0.5, max_value=25.0, allow_nan=False)
 
 
 @settings(max_examples=300, deadline=None)
-@given(zs=nights, bad=st.lists(st.booleans(), min_size=40, max_size=40), delta=deltas,
+@given(zs=nights, bad=st.lists(st.booleans(), min_size=40, max_size=40),
+       holds=st.lists(st.booleans(), min_size=40, max_size=40), delta=deltas,
        budget=st.sampled_from([0.01, 0.05, 0.2]))
-def test_the_drop_chart_against_its_model(zs, bad, delta, budget):
+def test_the_drop_chart_against_its_model(zs, bad, holds, delta, budget):
     """Model: the chart accumulates ``z − k`` from zero; it turns red when the sum passes ``h``
     or on a bad night; once red it stays red while each night drops by at least ``release(k)``,
-    and the first night that does not ends the alarm and restarts the sum from zero."""
+    and the first night that does not ends the alarm and restarts the sum from zero. A night
+    whose drop does not hold against a sound baseline is never red and restarts the sum."""
     k, h = sequential.design(0.2, 0.75, 0.75 * 0.2 / delta, budget, 1)
     chart = None
     total, red = 0.0, False
-    for z, b in zip(zs, bad[:len(zs)], strict=True):
-        released = red and z < sequential.release(k)
-        if released:
+    for z, b, sound in zip(zs, bad[:len(zs)], holds[:len(zs)], strict=True):
+        released = red and (z < sequential.release(k) or not sound)
+        if released or not sound:
             total = 0.0
-        total = max(0.0, total + z - k)
-        red = total > h or (red and not released) or b
-        chart = sequential.step(chart, z, k, h, bad=b)
+        total = max(0.0, total + z - k) if sound else 0.0
+        red = sound and (total > h or (red and not released) or b)
+        chart = sequential.step(chart, z, k, h, bad=b, holds=sound)
         assert chart.red == red
         assert math.isclose(chart.upper, total, abs_tol=1e-9)
 

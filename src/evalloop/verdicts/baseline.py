@@ -31,7 +31,7 @@ from evalloop.verdicts.runlabel import run_label_permutation_test
 from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, noise_var
 
 EPS = 1e-9
-SOUND_RUNS = 3  # runs a sound baseline needs: the median of three outvotes one lucky run
+SOUND_RUNS = 3  # runs a sound median needs: the median of three outvotes one lucky run
 MAX_LISTED = 20
 _DRIFT_CHECKED = frozenset({VerdictStatus.STEADY, VerdictStatus.WATCH, VerdictStatus.IMPROVED,
                             VerdictStatus.BELOW_FLOOR})
@@ -325,14 +325,22 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
                               scorers=scorers)
     if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
         evidence = _drift(store, run, summary, policy, current, evidence, prior, stored, scopes)
+    found: list[float | None] = []
+
+    def sound() -> float | None:
+        """The drop against a sound baseline (read once, and only when a drop needs it)."""
+        if not found:
+            found.append(_sound_drop(store, run, summary, current, stored, scopes, window, base_fingerprint))
+        return found[0]
+
     if nightly and evidence.z is not None:
-        evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers)
+        evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers, sound)
     if evidence.significant_drop or evidence.status is VerdictStatus.REGRESSED:
         # the drop keeps the run out of later baselines only if it holds against a sound one
-        bar = sequential.release(out.chart.k) if out.chart is not None and out.chart.red \
-            else z_quantile(1.0 - policy.alpha / 2)
-        sound = _sound_drop(store, run, summary, current, stored, scopes, window, base_fingerprint)
-        evidence = evidence.model_copy(update={"keeps_out": sound is None or sound >= bar})
+        # (a red night already does: the chart asked)
+        held = out.chart is not None and out.chart.red
+        significant = z_quantile(1.0 - policy.alpha / 2)
+        evidence = evidence.model_copy(update={"keeps_out": held or _holds(sound(), significant)})
     out.evidence = evidence
     if evidence.current_mean is not None:  # without controls and quarantined cases, as judged
         out.current = evidence.current_mean
@@ -348,8 +356,13 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     return out
 
 
+def _holds(sound: float | None, bar: float) -> bool:
+    """Whether a drop holds against the sound baseline (no sound baseline yet: it is trusted)."""
+    return sound is None or sound >= bar
+
+
 def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, evidence: Verdict,
-             scorers: int) -> tuple[Verdict, sequential.Chart]:
+             scorers: int, sound: Callable[[], float | None]) -> tuple[Verdict, sequential.Chart]:
     """The single-run verdict re-labelled by the nightly limits (:mod:`evalloop.verdicts.sequential`):
     red when the drop chart is, or on one bad night; ``below floor`` when the floor's limits say so
     (the same check as a one-off run's, and its chart); a one-run ``regressed`` that neither shows
@@ -365,6 +378,8 @@ def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verd
         evidence.drop, evidence.drop_noise_se or 0.0, policy.threshold, budget, scorers, floor=floor)
     previous = _last_chart(store, run, summary.scorer)
     chart = sequential.step(previous, z, k, h, bad=bad)
+    if chart.red:  # red only while the drop holds against a sound baseline (no windup)
+        chart = sequential.step(previous, z, k, h, bad=bad, holds=_holds(sound(), sequential.release(k)))
     found = floors.check(evidence.current_mean, evidence.min_score, evidence.floor_se, budget, scorers)
     if found is not None:
         chart.floor = floors.step(previous.floor if previous is not None else None, found, budget, scorers)
@@ -394,13 +409,13 @@ def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: 
                 stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]],
                 scopes: Mapping[str, str] | None, window: int, base_fingerprint: str | None) -> float | None:
     """The run's drop in standard errors against a *sound* baseline: the per-case median of the
-    last ``2 · window + 1`` good runs (baseline-eligible) since the last acceptance — one run that
-    scored high by chance is outvoted there. While there are fewer than :data:`SOUND_RUNS` good
-    runs, the median of the last runs that measured the suite at all, whatever their verdicts:
-    so a high first run cannot keep every ordinary run after it out of the baseline (a windup).
-    None with fewer than :data:`SOUND_RUNS` of those too: the verdict's drop is trusted."""
+    last ``2 · window + 1`` good runs (baseline-eligible) since the last acceptance, where one
+    run that scored high by chance is outvoted. A baseline of fewer than ``window`` good runs is
+    young (its runs may all have been high, and the runs after them kept out as drops from them:
+    a windup), so the median of the last runs that measured the suite at all, whatever their
+    verdicts, stands in. None with fewer than :data:`SOUND_RUNS` of those: the drop is trusted."""
     recent = store.baseline_runs(run.suite, summary.scorer, run, 2 * window + 1, base_fingerprint)
-    if len(recent) < SOUND_RUNS:
+    if len(recent) < window:
         recent = store.baseline_runs(run.suite, summary.scorer, run, 2 * window + 1, base_fingerprint,
                                      measured_only=True)
     if len(recent) < SOUND_RUNS:

@@ -34,8 +34,10 @@ limits, :data:`CHART_SHARE` to the chart and the rest to the one-night limit. Th
 
 **An alarm lasts while the drop does.** A red chart stays red on every night that still shows
 a drop of at least half its reference value (``z ≥ max(0.5, k/2)``); the first night without
-one ends the alarm and restarts the chart. ``bench/alarms.py`` measures all of it through real
-runs.
+one ends the alarm and restarts the chart. **No windup:** a night is red only while its drop also
+holds against a sound baseline (the median of the good runs, which outvotes a run that scored
+high by chance; :func:`evalloop.verdicts.baseline.compare_scorer`), so a lucky baseline run
+cannot keep the chart red. ``bench/alarms.py`` measures all of it through real runs.
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ NIGHTS = 30  # the budget's horizon: P(≥ 1 false red night in this many nights
 MARGIN = 2.0
 K_MIN, K_CLASSIC = 0.5, 1.5
 POWER = 0.9  # a drop one night cannot tell from the threshold is red within two nights this often
-SLACK = z_quantile(0.95)  # how far under the threshold (in standard errors) such a drop may be
-CHART_SHARE = 0.8  # of the drop's (and the floor's) budget: the chart; the rest: one bad night
+SLACK = z_quantile(0.999)  # how far under the threshold (in standard errors) such a drop may be
+CHART_SHARE = 0.9  # of the drop's (and the floor's) budget: the chart; the rest: one bad night
 FLOOR_SHARE = 0.5  # of a scorer's budget, when the scorer has a floor
 
 
@@ -223,18 +225,21 @@ def bad_night(drop: float | None, se: float, threshold: float, budget: float, sc
     return drop - reach * max(se, 0.0) >= threshold - 1e-9
 
 
-def step(previous: Chart | None, z: float, k: float, h: float, *, bad: bool = False) -> Chart:
+def step(previous: Chart | None, z: float, k: float, h: float, *, bad: bool = False, holds: bool = True) -> Chart:
     """The chart after one more night. A red chart stays red while the nights keep dropping by
     at least :func:`release`; the first night that does not ends the alarm and restarts the
-    chart. A ``bad`` night (:func:`bad_night`) is red whatever the chart says."""
+    chart. A ``bad`` night (:func:`bad_night`) is red whatever the chart says. A night whose drop
+    does not ``hold`` against a sound baseline (the window holds a run that scored high by
+    chance: :func:`evalloop.verdicts.baseline.compare_scorer`) is never red and restarts the chart."""
     up = previous.upper if previous is not None else 0.0
     down = previous.lower if previous is not None else 0.0
     was = previous is not None and previous.red
-    released = was and z < release(k)
-    if released:
+    released = was and (z < release(k) or not holds)
+    if released or not holds:
         up = 0.0
     if previous is not None and previous.green and -z < k:
         down = 0.0
-    up, down = max(0.0, up + z - k), max(0.0, down - z - k)
-    alarm = up > h or (was and not released) or bad
-    return Chart(z=z, k=k, h=h, upper=up, lower=down, alarm=alarm, bad_night=bad and up <= h and not was)
+    up, down = max(0.0, up + z - k) if holds else 0.0, max(0.0, down - z - k)
+    alarm = holds and (up > h or (was and not released) or bad)
+    return Chart(z=z, k=k, h=h, upper=up, lower=down, alarm=alarm,
+                 bad_night=alarm and bad and up <= h and not was)
