@@ -26,15 +26,16 @@ from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.history.window import KEY as WINDOW_KEY
 from evalloop.policy import VerdictPolicy
-from evalloop.scoring.scorevec import Vector, align, from_mapping
+from evalloop.scoring.scorevec import Aligned, Vector, align, from_mapping
 from evalloop.verdicts import floors, sequential
 from evalloop.verdicts.drop import drop_bounds, scope_groups, standardized_drop
 from evalloop.verdicts.power import z_quantile
 from evalloop.verdicts.runlabel import run_label_permutation_test
-from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, noise_var
+from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, noise_var, window_noise
 
 EPS = 1e-9
 SOUND_RUNS = 3  # runs a sound median needs: the median of three outvotes one lucky run
+OUTLIER_SE = 3.0  # a window run this many standard errors of a run mean from the others' median is set aside
 MAX_LISTED = 20
 _DRIFT_CHECKED = frozenset({VerdictStatus.STEADY, VerdictStatus.WATCH, VerdictStatus.IMPROVED,
                             VerdictStatus.BELOW_FLOOR})
@@ -278,7 +279,7 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
                                   "added_mean", "removed", "removed_mean", "shared_mean",
                                   "drop_ci_low", "drop_ci_high", "window_runs", "z", "mode",
                                   "min_score", "ci_method", "scopes", "floor_state", "floor_w",
-                                  "keeps_out"})
+                                  "keeps_out", "set_aside"})
     if change is not None:
         data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
                                       "restarted": change.restarted}
@@ -325,11 +326,16 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes, order=current.order)
+    last_good = prior[-1] if prior else None
+    aligned, prior, aside = _set_aside(aligned, prior)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
                               scorer_controls=details.get("scorer_controls", []),
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"),
                               scorers=scorers)
+    if aside:
+        said = f"{evidence.reason} {_aside_sentence(aside)}"
+        evidence = evidence.model_copy(update={"set_aside": aside, "reason": said})
     if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
         evidence = _drift(store, run, summary, policy, current, evidence, prior, stored, scopes)
     found: list[float | None] = []
@@ -337,7 +343,8 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     def sound() -> float | None:
         """The drop against a sound baseline (read once, and only when a drop needs it)."""
         if not found:
-            found.append(_sound_drop(store, run, summary, current, stored, scopes, window, base_fingerprint))
+            found.append(_sound_drop(store, run, summary, current, stored, scopes, window, base_fingerprint,
+                                     last_good))
         return found[0]
 
     if nightly and evidence.z is not None:
@@ -413,19 +420,61 @@ def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verd
     return evidence.model_copy(update={"status": status, "reason": reason, "mode": "nightly"}), chart
 
 
+def _set_aside(aligned: Aligned, prior: list[tuple[Run, ScorerSummary]]
+               ) -> tuple[Aligned, list[tuple[Run, ScorerSummary]], list[str]]:
+    """The window without its outlying runs: a run whose mean over the window's cases is further
+    from the median of the window's run means than :data:`OUTLIER_SE` standard errors of a run's
+    mean (the window's own run-to-run noise; with none, any difference) is set aside, so one run
+    that scored high (or low) by chance does not move the baseline for the next five runs. Only
+    a window of :data:`SOUND_RUNS` runs or more has a median to stand on."""
+    w = aligned.window
+    if w.shape[1] < SOUND_RUNS:
+        return aligned, prior, []
+    graded = ~np.isnan(w)
+    counts = graded.sum(axis=0)
+    if not counts.all():
+        return aligned, prior, []
+    means = np.where(graded, w, 0.0).sum(axis=0) / counts
+    noise = window_noise(w)
+    if noise is None:
+        return aligned, prior, []
+    reach = max(OUTLIER_SE * math.sqrt(max(noise, 0.0) / float(counts.min())), 1e-6)
+    out = np.abs(means - float(np.median(means))) > reach
+    if not out.any():
+        return aligned, prior, []
+    keep = ~out
+    trimmed = Aligned(ids=aligned.ids, current=aligned.current, window=w[:, keep], scopes=aligned.scopes)
+    return trimmed, [p for p, k in zip(prior, keep, strict=True) if k], \
+        [p[0].id for p, k in zip(prior, keep, strict=True) if not k]
+
+
+def _aside_sentence(ids: list[str]) -> str:
+    runs = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    return (f"Set aside from the baseline as outlying (its mean far from the other window runs'): "
+            f"run{'s' if len(ids) > 1 else ''} {runs}.")
+
+
 def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: Vector,
                 stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]],
-                scopes: Mapping[str, str] | None, window: int, base_fingerprint: str | None) -> float | None:
+                scopes: Mapping[str, str] | None, window: int, base_fingerprint: str | None,
+                last_good: tuple[Run, ScorerSummary] | None) -> float | None:
     """The run's drop in standard errors against a *sound* baseline: the per-case median of the
-    last ``2 · window + 1`` good runs (baseline-eligible) since the last acceptance, where one
-    run that scored high by chance is outvoted. A baseline of fewer than ``window`` good runs is
-    young (its runs may all have been high, and the runs after them kept out as drops from them:
-    a windup), so the median of the last runs that measured the suite at all, whatever their
-    verdicts, stands in. None with fewer than :data:`SOUND_RUNS` of those: the drop is trusted."""
-    recent = store.baseline_runs(run.suite, summary.scorer, run, 2 * window + 1, base_fingerprint)
-    if len(recent) < window:
-        recent = store.baseline_runs(run.suite, summary.scorer, run, 2 * window + 1, base_fingerprint,
-                                     measured_only=True)
+    last ``2 · window + 1`` runs that measured the suite (whatever their verdicts) up to its last
+    good run — the runs before the current drop began, where one run that scored high by chance
+    is outvoted. With fewer than ``window`` of those the baseline is young (its few good runs
+    may all have scored high, and every run after them been kept out as a drop from them: a
+    windup), and the last runs that measured the suite at all stand in, the current drop's
+    included. None with fewer than :data:`SOUND_RUNS` of those: the drop is trusted."""
+    n = 2 * window + 1
+    if last_good is not None:  # the runs up to the last good one (a long drop may reach back far)
+        upto = [*store.baseline_runs(run.suite, summary.scorer, last_good[0], n - 1, base_fingerprint,
+                                     measured_only=True), last_good]
+        if len(upto) >= window:
+            recent = upto
+        else:
+            recent = store.baseline_runs(run.suite, summary.scorer, run, n, base_fingerprint, measured_only=True)
+    else:
+        recent = store.baseline_runs(run.suite, summary.scorer, run, n, base_fingerprint, measured_only=True)
     if len(recent) < SOUND_RUNS:
         return None
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in recent], scopes, order=current.order)

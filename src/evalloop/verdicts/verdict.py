@@ -126,6 +126,7 @@ class Verdict(BaseModel):
     mdd: float | None = None  # relative drop detected 90 % of the time under this rule
     significant_drop: bool = False  # p < alpha and lower, whatever the size
     keeps_out: bool = False  # a significant drop that holds against a sound baseline: no later baseline
+    set_aside: list[str] = []  # window runs set aside as outlying (their means far from the others')
     drop_noise_se: float | None = None  # the relative drop's standard error from run-to-run noise alone
     z: float | None = None  # the drop in standard errors of the paired difference (> 0: lower)
     pass_mark: float = 0.5
