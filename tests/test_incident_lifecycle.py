@@ -203,10 +203,11 @@ def test_the_metadata_says_the_numbers_the_text_says(tmp_path, monkeypatch):
                     {**dict.fromkeys(BROKEN, 0.0), CASES[6]: 0.0}):  # one more case: the text is rewritten
         run(root, answers)
         (record,) = records(root, "open")
-        said = re.search(r"Current score: ([0-9.]+); baseline \(rolling avg of \d+ runs\): ([0-9.]+); "
+        # the text says the learn cases' scores (issue #37 item 5); the metadata says them too
+        said = re.search(r"mean score: ([0-9.]+); the same cases in the baseline's last run: ([0-9.]+); "
                          r"drop ([0-9.]+)%", record.information)
         assert said is not None, record.information
-        meta = record.metadata
-        assert f"{meta['current_score']:.2f}" == said.group(1)
-        assert f"{meta['baseline_score']:.2f}" == said.group(2)
-        assert f"{100 * meta['drop_percentage']:.1f}" == said.group(3)
+        meta = record.metadata["text_scores"]
+        assert f"{meta['learn_score']:.2f}" == said.group(1)
+        assert f"{meta['learn_baseline']:.2f}" == said.group(2)
+        assert f"{100 * meta['learn_drop']:.1f}" == said.group(3)

@@ -113,8 +113,8 @@ def test_cli_memories_and_prompt_enhance(tmp_path):
     def cli(*args):
         return subprocess.run([exe, *args], cwd=root, capture_output=True, text=True, env=env, timeout=120)
 
-    none = cli("memories", "list", "--tag", "eval-failure")
-    assert none.returncode == 2 and "no memory store yet" in none.stderr
+    none = cli("memories", "list", "--tag", "eval-failure")           # nothing learned yet: an empty list
+    assert none.returncode == 0 and "no memories found" in none.stdout
     for _ in range(3):
         assert cli("run", "-s", "decisions").returncode == 0
     (root / "BROKEN").write_text("")

@@ -92,16 +92,16 @@ def test_a_user_target_receives_lessons_and_the_api_returns_the_same(tmp_path, c
     assert fp["target_fingerprint"]["injected"]["memories"] == [record["id"]]
 
     lessons_module.clear_cache()
-    assert evalloop.lessons("faq", project_dir=root) == text                # the same text at serving time
-    assert lessons_module._cache                                            # and cached
+    assert evalloop.lessons("faq", project_dir=root, wait=60) == text       # the same text at serving time
+    assert lessons_module._slots                                            # and cached
 
     # never raises: a broken store, a missing suite, a missing project give "" and a warning
     lessons_module.clear_cache()
     (root / "history" / "memory.db").write_bytes(b"not a database at all" * 100)
     with caplog.at_level(logging.WARNING, logger="evalloop.lessons"):
-        assert evalloop.lessons("faq", project_dir=root) == ""
-        assert evalloop.lessons("nope", project_dir=root) == ""
-        assert evalloop.lessons("faq", project_dir=tmp_path / "missing") == ""
+        assert evalloop.lessons("faq", project_dir=root, wait=60) == ""
+        assert evalloop.lessons("nope", project_dir=root, wait=60) == ""
+        assert evalloop.lessons("faq", project_dir=tmp_path / "missing", wait=60) == ""
     assert len([r for r in caplog.records if r.name == "evalloop.lessons"]) == 3
 
 

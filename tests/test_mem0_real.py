@@ -156,7 +156,7 @@ def test_learning_store_mem0_in_an_init_project(tmp_path: Path, mem0_server: Mem
     text = received(root)[0]["lessons"]
     assert incident["memory"] in text
     lessons_module.clear_cache()
-    assert evalloop.lessons("faq", project_dir=root) == text
+    assert evalloop.lessons("faq", project_dir=root, wait=60) == text
     held = find_suite("faq", root).held_out_ids()
     for c in (case(i) for i in range(N)):
         if c["id"] in held:

@@ -37,7 +37,8 @@ class VerdictSettings(BaseModel):
     alarm_budget: float = Field(default=0.05, gt=0, lt=1)  # nightly: P(≥ 1 false red night in 30), per suite
     flaky_flips: int = Field(default=2, ge=0)
     quarantine_flaky: bool = False
-    restart_on_change: bool = False
+    restart_on_change: bool = False  # a product change restarts the baseline window
+    bridge: bool = True  # a measurement change re-grades the baseline's stored outputs; false: restart
 
     @model_validator(mode="before")
     @classmethod
@@ -106,6 +107,8 @@ class Settings(BaseModel):
     inject_per_memory: int = Field(default=2400, ge=100, description="characters of one failure memory")
     inject_limit: int = Field(default=3, ge=1, le=20, description="open failure memories per prompt")
     inject_detail: Literal["full", "ids"] = "full"
+    #: seconds `evalloop.lessons()` waits for the memory store before it serves its last good value
+    lessons_wait: float = Field(default=0.3, gt=0, le=60)
     #: keep history/<suite>.jsonl; default: yes with a SQLite history, no with a shared server
     run_log: bool = True
     timezone: str | None = None
@@ -183,6 +186,7 @@ _ENV = {
     "EVALLOOP_MEMORY_URL": "memory_url",
     "EVALLOOP_INJECT_FAILURES": "inject_failures",
     "EVALLOOP_INJECT_BUDGET": "inject_budget",
+    "EVALLOOP_LESSONS_WAIT": "lessons_wait",
     "EVALLOOP_TIMEZONE": "timezone",
     "EVALLOOP_WEBHOOK_URL": "webhook_url",
 }

@@ -1,11 +1,12 @@
-"""Shared parts of the tests' HTTP servers: a JSON request handler, and serving one on 127.0.0.1."""
+"""Shared parts of the tests' HTTP servers: a JSON request handler, serving one on 127.0.0.1, and a
+server that accepts connections and never answers."""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -56,3 +57,50 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers (a memory service
+    that hangs). ``connections`` counts the accepted ones; closing it closes them all."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self.accepted: list[Any] = []
+        self.connected = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def connections(self) -> int:
+        return len(self.accepted)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:  # closed
+                return
+            self.accepted.append(conn)
+            self.connected.set()
+
+    def close(self) -> None:
+        import socket
+
+        for conn in self.accepted:
+            with suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+        with suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        self._sock.close()
+
+    def __enter__(self) -> SilentServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -27,6 +27,7 @@ from evalloop.cli import (  # noqa: F401  (they register commands)
     catalog,
     compare,
     doctor,
+    failures,
     history,
     learn,
     memories,

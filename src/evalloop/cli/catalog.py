@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from evalloop.cli.app import JsonOpt, ProjectOpt, friendly, out, scorers_app, settings_for, suites_app
+from evalloop.cli.app import JsonOpt, ProjectOpt, err, friendly, out, scorers_app, settings_for, suites_app
 
 
 @suites_app.command("list")
@@ -62,7 +62,8 @@ def suites_validate(
     A suite file is YAML or JSON with: name, description, target (module:function or
     {ref, params}), scorers (names, or {name, params, threshold}), optional thresholds,
     concurrency, epochs, timeout, window, and cases (inline, or a JSONL file path). Each case
-    has id, input, expected, and optional tags, metadata, expect (pass|fail).
+    has id, input, expected, and optional tags, metadata, expect (pass|fail), group (cases kept on one
+    side of the held-out split).
     """
     from evalloop.run.runner import prepare
     from evalloop.scoring.registry import discover
@@ -76,6 +77,9 @@ def suites_validate(
         prepared = prepare(suite, registry, project_dir=settings.project_dir)
         out().print(f"ok  {suite.name}: {prepared.n_cases} cases, "
                     f"{len(prepared.scorers)} scorers, target {suite.target.ref}")
+        near = suite.near_duplicate_notice()
+        if near:
+            err().print(f"warning: {near}", markup=False, soft_wrap=True, highlight=False)
 
 
 @scorers_app.command("list")

@@ -13,7 +13,8 @@ FIRST = ("init", "run", "show", "compare", "history", "report")
 #: the panel of every other command, panels in this order
 PANELS = {
     "suites": "Suites and scorers", "scorers": "Suites and scorers", "calibrate": "Suites and scorers",
-    "memories": "The learning loop", "prompt": "The learning loop", "learn": "The learning loop",
+    "memories": "The learning loop", "failures": "The learning loop", "prompt": "The learning loop",
+    "learn": "The learning loop",
     "schedule": "Scheduling", "scheduler": "Scheduling",
     "bench": "Memory-system benchmarks", "compare-targets": "Memory-system benchmarks",
     "doctor": "Maintenance",

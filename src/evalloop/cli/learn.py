@@ -71,3 +71,6 @@ def learn_check(
             cells.append(text)
         table.add_row(r.variant, *cells)
     console.print(table)
+    from evalloop.report.layout import note
+
+    note(console, result.claim(), indent=0, style="bold" if result.mechanics else None)

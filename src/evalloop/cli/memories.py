@@ -81,7 +81,9 @@ def memories_find(
     from evalloop.learning import injection
 
     settings = settings_for(project)
-    injection.require_memories(settings)
+    if not injection.has_memories(settings):  # nothing learned yet: nothing to find (and nothing created)
+        _print([], json_out)
+        return
     adapter = injection.open_adapter(settings)
     try:
         _print(_rows(adapter.find(query, limit=limit, tags=tag or None)), json_out)
@@ -105,7 +107,9 @@ def memories_list(
     from evalloop.learning import injection
 
     settings = settings_for(project)
-    injection.require_memories(settings)
+    if not injection.has_memories(settings):  # nothing learned yet: an empty list (and nothing created)
+        _print([], json_out)
+        return
     adapter = injection.open_adapter(settings)
     try:
         _print(_rows(adapter.list(tags=tag or None, limit=limit)), json_out)
@@ -119,7 +123,9 @@ def prompt_enhance(
     prompt_file: Annotated[Path, typer.Argument(help="The prompt to improve (a text file).")],
     suite: Annotated[str, typer.Option("--suite", "-s", help="Whose failure memories to use.")],
     limit: Annotated[int, typer.Option(min=1, help="How many failure memories.")] = PATTERN_LIMIT,
-    query: Annotated[str | None, typer.Option(help="Search text (default: '<suite> eval failure').")] = None,
+    query: Annotated[str | None, typer.Option(
+        metavar="TEXT", help="Only the suite's failure memories the memory store finds for TEXT (full "
+                             "text and meaning), best match first (default: all of them, newest first).")] = None,
     project: ProjectOpt = None,
 ) -> None:
     """Print PROMPT_FILE with the suite's open failure memories, fenced and within the injection budget.
@@ -133,20 +139,22 @@ def prompt_enhance(
         base = prompt_file.read_text(encoding="utf-8")
     except OSError as exc:
         raise EvalloopError(f"cannot read prompt file: {exc.strerror}", where=str(prompt_file)) from None
-    injection.require_memories(settings)
     from evalloop.suites.lookup import find_suite
 
     try:  # the suite itself, so that an incident showing one of its held-out cases is left out
         which: str | Suite = find_suite(suite, settings.project_dir)
     except EvalloopError:
         which = suite  # a suite no longer in the project: its incidents as stored
-    adapter = injection.open_adapter(settings)
-    try:
-        found = injection.failure_patterns(adapter, which, query=query, limit=limit)
-    finally:
-        injection.close_adapter(adapter)
+    found: list = []
+    if injection.has_memories(settings):
+        adapter = injection.open_adapter(settings)
+        try:
+            found = injection.failure_patterns(adapter, which, query=query, limit=limit)
+        finally:
+            injection.close_adapter(adapter)
     if not found:
-        err().print(f"no failure memories for suite '{suite}': the prompt is unchanged", markup=False)
+        matching = f" matching {query!r}" if query else ""
+        err().print(f"no failure memories for suite '{suite}'{matching}: the prompt is unchanged", markup=False)
     print(injection.enhance_prompt(base, found, budget=settings.inject_budget,
                                   per_memory=settings.inject_per_memory, detail=settings.inject_detail), end="")
 

@@ -96,6 +96,10 @@ def run(
     nightly: Annotated[bool, typer.Option(
         "--nightly", help="Judge the run as one night of a series, within the suite's alarm budget "
                           "(scheduled fires do; a one-off run is judged alone).")] = False,
+    no_bridge: Annotated[bool, typer.Option(
+        "--no-bridge", help="When a scorer's measurement changed (a judge model, a rubric), restart its "
+                            "baseline instead of re-grading the baseline runs' stored outputs (which costs "
+                            "judge calls).")] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Run suites against their targets, store the run, and compare it with the baseline.
@@ -129,7 +133,8 @@ def run(
         get_engine(settings.database_url)  # the history opens with the set-up: its driver, its schema check
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
-               "select": None, "max_cost": max_cost, "batch": batch, "resume": resume, "nightly": nightly}
+               "select": None, "max_cost": max_cost, "batch": batch, "resume": resume, "nightly": nightly,
+               "bridge": not no_bridge}
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
@@ -247,9 +252,9 @@ def _selector(which: CaseFilter, held_out_of: Suite | None = None):
     held-out part only."""
     if not which.active and held_out_of is None:
         return None
-    split = held_out_of.holdout if held_out_of is not None else None
+    held = held_out_of.held_out_ids() if held_out_of is not None else None
     return lambda c: (which.keeps_id(c.id) and which.keeps_tags(c.tags)
-                      and (split is None or split.held_out(c.id, c.tags)))
+                      and (held is None or c.id in held))
 
 
 def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -> dict:

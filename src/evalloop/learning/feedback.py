@@ -1,23 +1,29 @@
-"""What a failure memory says, and how it enters a prompt.
+"""Lesson text: the one place that builds what a failure memory says and how it enters a prompt.
 
 The text follows the ADR's shape and the reflective prompt optimisers' lesson (DSPy's GEPA):
 a score alone teaches little, so each memory carries, per failing case (capped), the input the
 target saw (truncated), what was expected, what it gave, and the scorer's reason; the scorer
-context (cases correct, newly failing / newly passing against the baseline); and the most
-common patterns (``expected X, got Y`` pairs — the false positives and negatives of a label
-scorer — and repeated reasons). Run ids and counts live in metadata, not in the text, so an
-unchanged failure keeps an identical text.
+context (learn cases correct, failing, newly failing / newly passing against the baseline's last
+run); and the most common patterns (``expected X, got Y`` pairs — the false positives and
+negatives of a label scorer — and repeated reasons). Run ids and counts live in metadata, not in
+the text, so an unchanged failure keeps an identical text.
 
-:func:`injection` renders chosen memories for a prompt: each fenced as untrusted data
-(:mod:`evalloop.untrusted`), capped per memory and in total.
+Everything here is built from **learn cases only** (the caller hands over the run's details
+without the held-out cases: :func:`evalloop.learning.incident_records.learn_only`), every number
+included, and a learn case's output or reason that quotes a held-out case is redacted first
+(:class:`evalloop.learning.heldout.Redactor`). Every reader renders stored lessons through
+:func:`injection` (fenced as untrusted data by :mod:`evalloop.untrusted`, capped per memory and in
+total): the run's prompts, a target's ``lessons``, ``evalloop.lessons()``, ``prompt enhance`` and
+the reflector of ``prompt revise``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -62,6 +68,16 @@ def _pair(expected: Any, got: Any) -> str:
     return f"expected {a}, got {b}" if a and b else ""
 
 
+_DIGITS = re.compile(r"[0-9]+(?:[.,][0-9]+)*")
+
+
+def pattern(expected: Any, got: Any, reason: str = "") -> str:
+    """What a failure shows, for grouping failures: ``expected X, got Y`` on the expected answer's
+    own fields when both are known, else the scorer's reason with its numbers blanked (``#``)."""
+    pair = _pair(expected, got) if expected is not None and got is not None else ""
+    return pair or _DIGITS.sub("#", short(reason, FIELD_CHARS)) or "no message"
+
+
 def short(value: Any, limit: int) -> str:
     """``value`` as compact one-line text (JSON for structures), cut at ``limit`` characters."""
     if value is None:
@@ -102,18 +118,23 @@ def corrections(ids: Sequence[str], cases: Mapping[str, Any]) -> list[dict[str, 
 
 
 def failing_cases(ids: Sequence[str], cases: Mapping[str, Any], outputs: Mapping[str, str | None],
-                  reasons: Mapping[str, str]) -> list[FailingCase]:
-    """The failing cases with their input, expected answer, output and reason (all truncated)."""
+                  reasons: Mapping[str, str], redact: Callable[[str | None], str | None] | None = None,
+                  ) -> list[FailingCase]:
+    """The failing cases with their input, expected answer, output and reason (all truncated);
+    ``redact`` is applied to each output and reason first (what they quote of held-out cases)."""
     out = []
     for cid in ids:
         case = cases.get(cid)
+        got, reason = outputs.get(cid), reasons.get(cid, "")
+        if redact is not None:
+            got, reason = redact(got), redact(reason) or ""
         out.append(FailingCase(
             id=cid,
             input=short(getattr(case, "input", None), INPUT_CHARS),
             expected=short(getattr(case, "expected", None), FIELD_CHARS),
-            got=short(outputs.get(cid), FIELD_CHARS),
-            reason=short(reasons.get(cid, ""), FIELD_CHARS),
-            pair=_pair(getattr(case, "expected", None), outputs.get(cid)) if case is not None else ""))
+            got=short(got, FIELD_CHARS),
+            reason=short(reason, FIELD_CHARS),
+            pair=_pair(getattr(case, "expected", None), got) if case is not None else ""))
     return out
 
 
@@ -128,21 +149,26 @@ def common_patterns(cases: Iterable[FailingCase]) -> list[str]:
 
 
 class Incident(BaseModel):
-    """What one regression (or a rerun of it) says about one scorer of one suite."""
+    """What one regression (or a rerun of it) says about one scorer of one suite: learn cases only.
+
+    ``graded`` learn cases, ``passed`` of them; ``newly_failing`` and ``chronic`` are among the
+    failing ones (failing now and passing / failing in the baseline's last run); ``failing`` lists
+    up to :data:`MAX_CASES` of the ``failing_total`` cases this incident shows (never a chronic one);
+    the text counts the failing cases that are neither (no grade in the baseline's last run).
+    ``current`` is the learn cases' mean score now, ``baseline`` the same cases' mean in the
+    baseline's last run."""
 
     suite: str
     scorer: str
     kind: str
     current: float | None
     baseline: float | None
-    window_runs: int = 0
     drop: float | None = None
-    p_value: float | None = None
-    n_paired: int | None = None
     graded: int = 0
     passed: int = 0
     newly_failing: int = 0
     newly_passing: int = 0
+    chronic: int = 0
     failing: list[FailingCase] = []
     failing_total: int = 0
     patterns: list[str] = []
@@ -154,14 +180,18 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
 
 def information(inc: Incident) -> str:
     """The memory text of one incident (identical for an unchanged failure)."""
-    lines = [f'Eval "{inc.suite}" regression: {inc.scorer} ({inc.kind})',
-             f"- Current score: {_num(inc.current)}; baseline (rolling avg of {inc.window_runs} runs): "
-             f"{_num(inc.baseline)}; drop {_num(inc.drop, '.1%')}"
-             + (f" (p={inc.p_value:.2g} on {inc.n_paired} paired cases)" if inc.p_value is not None else ""),
-             "", "Scorer context:",
+    failing = inc.graded - inc.passed
+    other = failing - inc.chronic - inc.failing_total  # failing, neither chronic nor this incident's
+    score = f"- Learn cases' mean score: {_num(inc.current)}"
+    if inc.baseline is not None:
+        score += f"; the same cases in the baseline's last run: {_num(inc.baseline)}; drop {_num(inc.drop, '.1%')}"
+    lines = [f'Eval "{inc.suite}" regression: {inc.scorer} ({inc.kind})', score,
+             "", "Scorer context (learn cases only):",
              f"{inc.scorer}: {inc.passed}/{inc.graded} correct"
-             + (f" ({inc.passed / inc.graded:.0%})" if inc.graded else ""),
-             f"Against the baseline: {inc.newly_failing} newly failing, {inc.newly_passing} newly passing"]
+             + (f" ({inc.passed / inc.graded:.0%})" if inc.graded else "") + f", {failing} failing",
+             f"Against the baseline's last run: {inc.newly_failing} newly failing, {inc.newly_passing} newly passing"
+             + (f"; {inc.chronic} failing there too (chronic, not part of this regression)" if inc.chronic else "")
+             + (f"; {other} failing without a grade there (not part of this incident)" if other > 0 else "")]
     if inc.patterns:
         lines.append("Common pattern in failures: " + "; ".join(inc.patterns))
     if inc.failing:

@@ -18,7 +18,7 @@ from typing import Any
 
 from evalloop.learning import feedback
 from evalloop.learning.incident_machine import Seen, State
-from evalloop.verdicts.baseline import Comparison, ScorerComparison
+from evalloop.verdicts.baseline import Comparison, ScorerComparison, relative_drop
 
 KIND = "eval-failure"
 MAX_IDS = 50
@@ -52,6 +52,8 @@ class Details:
     reasons: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     baseline: Callable[[ScorerComparison], Mapping[str, float]] | None = None
     held_out: frozenset[str] = frozenset()
+    #: what of a held-out case is removed from a learn case's output or reason (heldout.Redactor)
+    redact: Callable[[str | None], str | None] | None = None
 
 
 def learn_only(details: Details) -> Details:
@@ -64,21 +66,35 @@ def learn_only(details: Details) -> Details:
         return {c: v for c, v in m.items() if c not in held}
 
     return Details(keep(details.cases), keep(details.outputs), {s: keep(m) for s, m in details.scores.items()},
-                   {s: keep(m) for s, m in details.reasons.items()}, details.baseline, held)
+                   {s: keep(m) for s, m in details.reasons.items()}, details.baseline, held, details.redact)
+
+
+def text_scores(seen: Seen) -> dict[str, float | None]:
+    """The scores an incident's text says, from the learn cases graded in this run (``seen``):
+    their mean now, the same cases' mean in the baseline's last run, and the relative drop."""
+    now = seen.scores
+    current = sum(now.values()) / len(now) if now else None
+    before = [seen.baseline[c] for c in now if c in seen.baseline]
+    baseline = sum(before) / len(before) if before else None
+    return {"learn_score": current, "learn_baseline": baseline, "learn_drop": relative_drop(baseline, current)}
 
 
 def record_text(comparison: Comparison, s: ScorerComparison, seen: Seen, shown: list[str],
                 details: Details) -> str:
-    """The incident's text: the scorer's numbers and the ``shown`` cases with their details."""
+    """The incident's text: the learn cases' numbers and the ``shown`` cases with their details.
+    Every figure is of learn cases (``seen`` holds no held-out case), so they agree: ``newly
+    failing`` and ``chronic`` are among the failing cases, ``shown`` are failing and not chronic."""
     every = feedback.failing_cases(shown[:MAX_IDS], details.cases, details.outputs,
-                                   details.reasons.get(s.scorer, {}))
-    ev = s.evidence
+                                   details.reasons.get(s.scorer, {}), details.redact)
+    figures = text_scores(seen)
+    failing = seen.failing
     return feedback.information(feedback.Incident(
-        suite=comparison.run.suite, scorer=s.scorer, kind=s.kind, current=s.current, baseline=s.baseline,
-        window_runs=s.window_runs, drop=s.drop, p_value=ev.p_value if ev else None,
-        n_paired=ev.n_paired if ev else None, graded=len(seen.scores),
-        passed=len(seen.scores) - len(seen.failing), newly_failing=len(s.newly_failing),
-        newly_passing=len(s.newly_passing), failing=every[: feedback.MAX_CASES], failing_total=len(shown),
+        suite=comparison.run.suite, scorer=s.scorer, kind=s.kind, current=figures["learn_score"],
+        baseline=figures["learn_baseline"], drop=figures["learn_drop"], graded=len(seen.scores),
+        passed=len(seen.scores) - len(failing),
+        newly_failing=sum(1 for c in set(seen.newly_failing) if c in failing),
+        newly_passing=sum(1 for c in s.newly_passing if c not in details.held_out and seen.passed(c)),
+        chronic=len(seen.chronic), failing=every[: feedback.MAX_CASES], failing_total=len(shown),
         patterns=feedback.common_patterns(every)))
 
 
@@ -95,11 +111,12 @@ def record_metadata(comparison: Comparison, s: ScorerComparison, seen: Seen, rem
         **{k: v for k, v in before.items() if k not in ("resolved_run_id", "resolved_at", "accepted_run_id",
                                                          "accepted_reason", "accepted_at")},
         "kind": KIND, "eval_name": run.suite, "eval_suite": run.suite, "scorer": s.scorer, "status": State.OPEN.value,
-        # the numbers the memory's text says (set again only when the text is written again)
+        # the verdict's numbers when the text was written (set again only when the text is written again)
         "baseline_score": before.get("baseline_score", s.baseline),
         "current_score": before.get("current_score", s.current),
         "drop_percentage": before.get("drop_percentage", s.drop),
         "latest_score": s.current, "latest_drop": s.drop,  # this run's, whatever the text says
+        "text_scores": before.get("text_scores", text_scores(seen)),  # the learn cases' scores the text says
         "eval_run_id": before.get("eval_run_id", run.id), "last_run_id": run.id, "eval_run_ids": runs,
         "runs_seen": int(before.get("runs_seen") or 0) + 1, "code_version": run.code_version,
         "first_seen": before.get("first_seen", now), "last_seen": now, "timestamp": now,

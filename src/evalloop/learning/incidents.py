@@ -42,6 +42,7 @@ from evalloop.learning.incident_records import (
     now_of,
     record_metadata,
     record_text,
+    text_scores,
 )
 from evalloop.verdicts.baseline import Comparison, ScorerComparison
 from evalloop.verdicts.verdict import VerdictStatus
@@ -84,11 +85,14 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
           scores: Mapping[str, Mapping[str, float]] | None = None,
           reasons: Mapping[str, Mapping[str, str]] | None = None,
           baseline: Callable[[ScorerComparison], Mapping[str, float]] | None = None,
-          held_out: Collection[str] = ()) -> list[Learned]:
+          held_out: Collection[str] = (), redact: Callable[[str | None], str | None] | None = None,
+          ) -> list[Learned]:
     """Move this run's incidents through the table above; failures are returned, not raised.
 
     ``held_out`` cases (the suite's held-out part) never enter an incident: not remembered, not
     shown in its text, not among its corrections; the lifecycle reads the learn cases alone.
+    ``redact`` removes what a learn case's output or reason quotes of a held-out case
+    (:class:`evalloop.learning.heldout.Redactor`).
 
     ``scores`` (scorer → case → graded score) is what every transition reads; ``cases`` (id →
     case), ``outputs`` (id → output text) and ``reasons`` (scorer → id → message) give the failing
@@ -98,7 +102,7 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
     if comparison.invalid:
         return []
     details = learn_only(Details(cases or {}, outputs or {}, scores or {}, reasons or {}, baseline,
-                                   frozenset(held_out)))
+                                   frozenset(held_out), redact))
     results = []
     for s in comparison.scorers:
         if s.status in (VerdictStatus.SKIPPED, VerdictStatus.INVALID, VerdictStatus.SCORER_BROKEN):
@@ -152,7 +156,8 @@ def _update(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: An
     text = record.information if unchanged else record_text(comparison, s, seen, shown, details)
     meta = record_metadata(comparison, s, seen, remembered, chronic, before, details, shown)
     if not unchanged:  # the text says this run's numbers: so does the metadata
-        meta.update(baseline_score=s.baseline, current_score=s.current, drop_percentage=s.drop)
+        meta.update(baseline_score=s.baseline, current_score=s.current, drop_percentage=s.drop,
+                    text_scores=text_scores(seen))
     if action == "reopened":
         closed = f"{before.get('status')}:{before.get('resolved_run_id') or before.get('accepted_run_id') or '?'}"
         meta.update(reopened=int(before.get("reopened") or 0) + 1, reopened_run_id=comparison.run.id,

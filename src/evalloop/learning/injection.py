@@ -15,13 +15,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from evalloop.config import Settings
-from evalloop.errors import ConfigError, EvalloopError
+from evalloop.errors import EvalloopError
 from evalloop.learning import feedback
 from evalloop.learning.heldout import remembered
-from evalloop.learning.incidents import incidents
+from evalloop.learning.incidents import KIND, incidents
 from evalloop.suites.models import Suite
 
 PATTERN_LIMIT = 3
+MAX_LESSONS = 200  # open incidents a query ranks among
 HEADING = "Past failure patterns:"
 
 
@@ -57,11 +58,18 @@ def lesson_records(adapter: Any, suite: str | Suite, limit: int = PATTERN_LIMIT)
 
 def failure_patterns(adapter: Any, suite: str | Suite, query: str | None = None,
                      limit: int = PATTERN_LIMIT) -> list[Any]:
-    """The suite's open failure memories, newest first, without those showing a held-out case
-    (``query`` is kept for compatibility: the question "what is open for this suite" is answered
-    by metadata, not by similarity)."""
-    del query
-    return lesson_records(adapter, suite, limit)[0]
+    """The suite's open failure memories that may enter a prompt (none showing a held-out case),
+    newest first — or, given ``query``, only those the memory store finds for it (full text and
+    meaning), best match first."""
+    if not query:
+        return lesson_records(adapter, suite, limit)[0]
+    allowed = {r.id: r for r in lesson_records(adapter, suite, MAX_LESSONS)[0]}
+    if not allowed:
+        return []
+    name = suite.name if isinstance(suite, Suite) else suite
+    hits = adapter.find(query, limit=len(allowed), tags=[KIND, f"suite:{name}", "status:open"])
+    ranked = [allowed[i] for i in dict.fromkeys(getattr(h, "record", h).id for h in hits) if i in allowed]
+    return ranked[:limit]
 
 
 def skipped_notice(ids: Sequence[str]) -> str:
@@ -115,8 +123,7 @@ def patterns_text(settings: Settings, suite: str | Suite, limit: int = PATTERN_L
     return injected.text, notice
 
 
-def require_memories(settings: Settings) -> None:
-    """Raise when the embedded memory file does not exist yet (nothing was ever learned)."""
-    if not settings.memory_url and not settings.memory_file.exists():
-        raise ConfigError("no memory store yet", where=str(settings.memory_file),
-                          hint="memories are written when a run regresses; see `evalloop run --help`")
+def has_memories(settings: Settings) -> bool:
+    """Whether there is a memory store to read: a memory service, or the embedded file once the
+    first regression wrote it (reading never creates one)."""
+    return bool(settings.memory_url) or settings.memory_file.exists()

@@ -102,6 +102,31 @@ class LearnCheck(BaseModel):
     open_memories: list[str]
     reference: str
     results: list[VariantResult]
+    mechanics: bool = Field(False, description="the target was a reference operation on the local engine: "
+                                               "the result checks the loop's mechanics and claims nothing")
+    note: str = ""
+
+    def claim(self) -> str:
+        """What the figures may be read as (one line for the terminal and the docs)."""
+        return self.note or ("a gain on held-out cases: the lessons of the learn cases helped on cases they never show"
+                             if self.on == "held-out" else "a gain on all cases: recall and generalisation together")
+
+
+MECHANICS = ("mechanics check, no claim: the local reference engine calls no model; it refits the one "
+             "similarity cut a broken decide loses from the lesson's stored corrections and never reads its "
+             "text, so a gain shows that the loop's mechanics work (a lesson is stored, found and handed to "
+             "the target), not that a model generalises from a lesson (run with --engine llm for that)")
+
+
+def local_reference(fingerprint: str | None) -> bool:
+    """Whether a run's target was a shipped reference operation on the local engine (no model)."""
+    import json
+
+    try:
+        target = json.loads(fingerprint or "{}").get("target_fingerprint") or {}
+    except (ValueError, AttributeError):
+        return False
+    return bool(target.get("operation")) and target.get("engine") == "local"
 
 
 def _paired_p(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -139,6 +164,7 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
             injection.close_adapter(adapter)
     results: list[VariantResult] = []
     per_case: list[dict[str, dict[str, float]]] = []
+    mechanics = False
     with tempfile.TemporaryDirectory(prefix="evalloop-learn-") as tmp:
         db = f"sqlite:///{Path(tmp) / 'check.db'}"
         store = HistoryStore(db)
@@ -152,6 +178,7 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
                                       registry=registry, store=store, limit=limit, engine=engine, model=model,
                                       select=select)
             run_id = report.outcome.run.id
+            mechanics = mechanics or local_reference(report.outcome.run.fingerprint)
             names = [b.name for b in report.prepared.scorers]
             per_case.append({s: store.case_scores(run_id, s) for s in names})
             results.append(VariantResult(
@@ -174,4 +201,5 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
     n = len(per_case[0].get(scorers[0], {})) if per_case and scorers else 0
     ran = set(per_case[0].get(scorers[0], {})) if per_case and scorers else set()
     return LearnCheck(suite=base.name, n_cases=n, on=on, held_out=len(ran & held), split=base.holdout.describe(),
-                      scorers=scorers, open_memories=open_ids, reference=parsed[0].name, results=results)
+                      scorers=scorers, open_memories=open_ids, reference=parsed[0].name, results=results,
+                      mechanics=mechanics, note=MECHANICS if mechanics else "")

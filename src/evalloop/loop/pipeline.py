@@ -20,6 +20,7 @@ from evalloop.history import runlog
 from evalloop.history.provenance import code_version
 from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.run import batchmode
+from evalloop.run.bridge import BridgeRecord, bridge_runs
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
@@ -28,7 +29,8 @@ from evalloop.scoring.registry import Registry, discover
 from evalloop.scoring.scorevec import Vector
 from evalloop.suites.lookup import find_suite
 from evalloop.suites.models import Case, Suite
-from evalloop.verdicts.baseline import Comparison, compare_run
+from evalloop.verdicts.baseline import Comparison, baseline_windows, compare_run
+from evalloop.verdicts.identity import Windows, bridge_plan, bridge_summary
 
 if TYPE_CHECKING:
     from evalloop.llm.cache import CacheMode
@@ -77,6 +79,7 @@ async def arun_suite(
     batch: bool | None = None,
     resume: str | None = None,
     nightly: bool = False,
+    bridge: bool = True,
 ) -> RunReport:
     """Run one suite and compare it with its rolling baseline (async).
 
@@ -87,6 +90,9 @@ async def arun_suite(
     the LLM calls through the provider's batch API; ``resume`` names a batch run to collect
     from instead of submitting again (:mod:`evalloop.run.batchmode`). ``nightly`` judges the run
     as one night of a series, with the suite's alarm budget (:mod:`evalloop.verdicts.sequential`).
+    ``bridge=False`` (``--no-bridge``): a scorer whose measurement changed (a judge model, a rubric)
+    restarts its baseline instead of re-grading the baseline runs' stored outputs
+    (:mod:`evalloop.verdicts.identity`).
     """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
@@ -99,7 +105,7 @@ async def arun_suite(
                                            concurrency=concurrency, batch=batched)
     try:
         report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
-                            concurrency, progress, on_start, select, max_cost, resume, nightly)
+                            concurrency, progress, on_start, select, max_cost, resume, nightly, bridge)
     finally:
         if owned:
             await close_services(services)
@@ -124,7 +130,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None,
                select: Callable[[Case], bool] | None = None, max_cost: float | None = None,
-               resume: str | None = None, nightly: bool = False) -> RunReport:
+               resume: str | None = None, nightly: bool = False, bridge: bool = True) -> RunReport:
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
@@ -163,12 +169,23 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     )
     if resume:
         notices.append(batchmode.resume_notice(services, resume))
-    comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
+    window = suite_obj.window or settings.window
+    windows = baseline_windows(store, outcome.run, window)
+    bridged = await _bridge(prepared, store, services, windows, bridge and not outcome.run.partial, settings,
+                            concurrency, max_cost)
+    comparison = compare_run(store, outcome.run, window=window,
                              current={name: Vector(r.ids, r.vector, digest=outcome.digest)
                                       for name, r in outcome.results.items()},
-                             nightly=nightly, scopes=None if outcome.tagged else {})
+                             nightly=nightly, scopes=None if outcome.tagged else {}, windows=windows)
     report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
+    if bridged:
+        report.extras["bridge"] = bridge_summary(bridged)
+        report.notices += [f"not bridged: run {r.run} ({r.reason})" for r in bridged if not r.made]
     report.held_out, report.extras["held_out"] = held_out_part(suite_obj, outcome)
+    if (settings.learn and comparison.has_regression) or services.extras.get("failure_memory_ids"):
+        near = suite_obj.near_duplicate_notice()  # only where a lesson is written or read: it costs an embedder
+        if near:
+            report.notices.append(near)
     run_notes = json.loads(outcome.run.notes or "{}")
     if run_notes.get("target_stats"):
         report.extras["target_stats"] = run_notes["target_stats"]
@@ -186,6 +203,10 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if settings.learn and comparison.has_regression and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")
+    elif settings.learn and not teaches(report):
+        if comparison.has_regression:
+            report.notices.append("no failure memory written: the run has no learn case (held-out cases "
+                                  "only), and a lesson is built from learn cases alone")
     elif settings.learn and (comparison.has_regression or (_has_memories(settings) and not unreadable)):
         learned = _learn(settings, report, store)
         if learned:
@@ -193,9 +214,28 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if settings.run_log:
         try:
             runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices, outcome.results)
+            for made in (r.bridge for r in bridged if r.bridge is not None):
+                runlog.append_run(store, settings.history_dir, made, report.notices)
         except OSError as exc:
             report.notices.append(f"run log not written: {exc}")
     return report
+
+
+async def _bridge(prepared: PreparedRun, store: HistoryStore, services: Services, windows: Windows, allowed: bool,
+                  settings: Settings, concurrency: int | None, max_cost: float | None) -> list[BridgeRecord]:
+    """Re-grade the baseline runs of the scorers whose measurement changed (unless ``--no-bridge``,
+    their policy's ``bridge: false``, or a partial run: a quick check never pays for a bridge; the
+    next full run makes it), before the run is compared (:mod:`evalloop.run.bridge`)."""
+    if not allowed or windows.change is None or not windows.change.measurement:
+        return []
+    scorers = [b for b in prepared.scorers if b.policy.get("bridge", True)]
+    plan = bridge_plan(windows, {b.name for b in scorers})
+    if not plan:
+        return []
+    return await bridge_runs(store, prepared.suite, scorers, prepared.fingerprint, prepared.measurements, plan,
+                             services=services, concurrency=concurrency or prepared.suite.concurrency
+                             or settings.concurrency, errored_limit=settings.errored_limit,
+                             max_cost=max_cost if max_cost is not None else prepared.suite.max_cost)
 
 
 def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str, Any]]:
@@ -214,7 +254,16 @@ def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str
         values = values[~np.isnan(values)]
         means[name] = float(values.mean()) if values.size else None
     return held, {"split": suite.holdout.describe(), "n": len(held), "of": len(ids), "means": means,
-                  "whole": {name: r.mean for name, r in outcome.results.items()}}
+                  "whole": {name: r.mean for name, r in outcome.results.items()},
+                  "ids": [c for c in ids if c in held]}
+
+
+
+def teaches(report: RunReport) -> bool:
+    """Whether a run may move any incident: it graded at least one learn case. A run of held-out
+    cases alone (``run --held-out``) writes, updates and resolves nothing."""
+    ids = {c for r in report.outcome.results.values() for c in r.ids}
+    return bool(ids - report.held_out)
 
 
 def _has_memories(settings: Settings) -> bool:
@@ -231,7 +280,14 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if not passes(v, r.pass_mark)}
     if not failing:
         return details
-    details["cases"] = {c.id: c for c in report.suite.iter_cases() if c.id in failing}
+    if report.held_out and failing - report.held_out:  # a learn case fails: its output may quote a held-out one
+        from evalloop.learning.heldout import Redactor
+
+        every = list(report.suite.iter_cases())
+        details["redact"] = Redactor.of(every, report.suite.held_out_ids())
+        details["cases"] = {c.id: c for c in every if c.id in failing}
+    else:
+        details["cases"] = {c.id: c for c in report.suite.iter_cases() if c.id in failing}
     details["outputs"] = {r.case_id: r.output if r.output is not None else r.error
                           for r in store.case_results(run_id) if r.case_id in failing and r.epoch == 0}
     details["reasons"] = {name: store.case_messages(run_id, name, sorted(failing)[:200])

@@ -7,7 +7,10 @@ from the target's ``engine`` parameter, else from the run (``evalloop run --engi
 learning loop is on, the suite's open failure memories are appended to the prompt, fenced as
 untrusted data; the local engine, which reads no prompt, uses them as corrections instead: a case
 whose input matches a remembered failing case gets that case's expected answer, and ``decide``
-reads the corrections as a rule for every other case (:func:`lesson_cut`). The prompt and
+reads the corrections as a rule for every other case (:func:`lesson_cut`): it refits the one
+similarity cut a broken ``decide`` loses, from the structured corrections, never from the lesson's
+text — so what it gains from a lesson is a check of the loop's mechanics, not evidence that a
+model learns from the text (``evalloop learn check`` labels it so). The prompt and
 lessons are the same for every case, so they are the system prompt marked for prompt caching,
 and the case's memories are the message. The base prompt is hashed into the fingerprint; the
 injected memories go under its ``injected`` key, so they never change the base fingerprint.

@@ -62,6 +62,7 @@ class CaseView(BaseModel):
     passed: bool
     scores: list[CaseScoreView]
     change: str | None = None  # "newly failing" / "newly passing" against the previous run
+    held_out: bool | None = None  # in the suite's held-out part now (never in a lesson); None: suite not found
 
 
 def _pass_marks(store: HistoryStore, run_id: str) -> dict[str, float]:
@@ -100,6 +101,7 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
             grades[s.case_id][s.scorer].append(s)
     before = _case_passes(store, previous_run, marks) if previous_run else {}
     fixture = _fixture(suite, set(by_case)) if suite is not None and by_case else {}
+    held = _held_out(suite) if suite is not None and by_case else None
     views = []
     for case_id, rows in by_case.items():
         first = rows[0]
@@ -117,7 +119,7 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
             case_id=case_id, tags=[t for t in (first.tags or "").split(",") if t],
             output=_output(first.output), error=first.error, traceback=first.traceback, failure=first.failure,
             latency_ms=sum(r.latency_ms for r in rows) / len(rows), epochs=len(rows),
-            passed=passed, scores=per_scorer, change=change,
+            passed=passed, scores=per_scorer, change=change, held_out=None if held is None else case_id in held,
             input=case.input if case is not None else None,
             expected=case.expected if case is not None else None))
     if which.failed:
@@ -164,6 +166,14 @@ def _fixture(suite: Any, wanted: set[str]) -> dict[str, Any]:
     return found
 
 
+def _held_out(suite: Any) -> set[str] | None:
+    """The suite's held-out cases as it splits them now (None when the file cannot be read)."""
+    try:
+        return set(suite.held_out_ids())
+    except Exception:  # noqa: BLE001 - the file changed or broke since: the cases still show
+        return None
+
+
 def previous_completed(store: HistoryStore, suite: str, run_id: str) -> str | None:
     """The completed, valid run of the suite that came just before ``run_id``."""
     runs = store.runs(suite, limit=200, statuses=["completed"])
@@ -197,6 +207,7 @@ def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | Non
     for v in shown:
         mark = "[green]pass[/]" if v.passed else "[red]FAIL[/]"
         change = f"  [yellow]{v.change}[/]" if v.change else ""
+        change += "  [cyan]held out[/]" if v.held_out else ""
         tags = f"  [dim]tags: {', '.join(v.tags)}[/]" if v.tags else ""
         console.print(f"{mark} [bold]{_escape(v.case_id)}[/]{change}{tags}")
         note(console, f"input:    {_short(v.input)}", hang=10)

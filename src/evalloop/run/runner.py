@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalloop.errors import EvalloopError, FixtureError
+from evalloop.history import identity
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.provenance import new_run_id
@@ -60,6 +61,16 @@ class PreparedRun:
     @property
     def fingerprint_hash(self) -> str:
         return stable_hash(self.fingerprint)
+
+    @property
+    def product(self) -> str | None:
+        """The hash of the product this run tests (:mod:`evalloop.history.identity`)."""
+        return identity.product_hash(self.fingerprint)
+
+    @property
+    def measurements(self) -> dict[str, str]:
+        """Each scorer's measurement hash: its code, parameters and judge model."""
+        return identity.measurement_hashes(self.fingerprint)
 
 
 @dataclass
@@ -223,7 +234,7 @@ async def execute(
     run = store.begin_run(Run(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
-        base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)),
+        base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)), product_fingerprint=prepared.product,
         n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
@@ -441,14 +452,8 @@ class _RunState:
     def finish(self, errored_limit: float) -> RunOutcome:
         ids = self.ids if all(self.ids) else [c or f"#{i}" for i, c in enumerate(self.ids)]  # never-run cases
         results = {b.name: self.grades[b.name].result(b, errored_limit, ids) for b in self.prepared.scorers}
-        summaries = {
-            name: ScorerSummary(
-                run_id=self.run.id, scorer=name, kind=r.kind, mean=r.mean, n=r.n, errored=r.errored,
-                skipped=r.n == 0 and not r.controls and r.skipped > 0, threshold=r.threshold,
-                details=dumps(r.details()),
-            )
-            for name, r in results.items()
-        }
+        measured = self.prepared.measurements
+        summaries = {name: r.summary(self.run.id, measured.get(name)) for name, r in results.items()}
         invalid = [r.invalid for r in results.values() if r.invalid]
         stopped: dict[str, Any] = {}
         if self.budget is not None and self.budget.exceeded:  # one line first: what it spent

@@ -14,10 +14,8 @@ How a call runs â€” threads, the deadline, awaiting what a sync target returns â
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
-import json
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalloop.errors import TargetError
+from evalloop.history.identity import stable_hash
 from evalloop.run.calling import call as call_target
 from evalloop.run.failures import TargetTimeout
 
@@ -204,7 +203,3 @@ def resolve_target(
     )
 
 
-def stable_hash(data: Any) -> str:
-    """A short, stable hash of JSON-able data (for fingerprints)."""
-    blob = json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import yaml
 from pydantic import (
@@ -31,6 +31,17 @@ from pydantic import (
 
 from evalloop.errors import FixtureError
 from evalloop.suites.jsonlines import not_utf8, open_jsonl, parse_line
+from evalloop.suites.split import (
+    HELD_OUT,
+    LEARN,
+    NEAR_DUPLICATE,
+    NearCheck,
+    Split,
+    bucket,
+    input_digest,
+    near_duplicates,
+    split_cases,
+)
 from evalloop.validation import first_error
 
 SUITE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -66,6 +77,8 @@ class Case(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     expect: Literal["pass", "fail"] | dict[str, Literal["pass", "fail"]] = "pass"
     output: Any = None  # a fixed output (given, even as null): graded in place of the target's
+    #: cases with the same group are on the same side of every split (:mod:`evalloop.suites.split`)
+    group: str | None = None
 
     def expects_fail(self, scorer: str) -> bool:
         """Whether this case is a negative control (known-bad) for the given scorer."""
@@ -107,6 +120,15 @@ class Case(BaseModel):
     def _tags_list(cls, v: Any) -> Any:
         return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
 
+    @field_validator("group", mode="before")
+    @classmethod
+    def _group_text(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("a case's group must not be empty (leave it out for none)")
+        return v
+
 
 class ScorerRef(BaseModel):
     """A scorer as a suite uses it: a registered name, parameters, and an optional threshold.
@@ -142,19 +164,22 @@ class TargetRef(BaseModel):
 
 
 def holdout_bucket(case_id: str, salt: str = "") -> float:
-    """Where a case id falls in [0, 1): the first 8 bytes of SHA-256 of ``salt + case_id`` (UTF-8),
-    big-endian, over 2**64. A case is held out when its bucket is below the fraction (compared
-    exactly, as integers: the 8 bytes below ``int(fraction * 2**64)``), so a case never changes
-    sides when other cases are added or removed."""
-    digest = hashlib.sha256(f"{salt}{case_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    """Where a case id (or a group's key) falls in [0, 1): the first 8 bytes of SHA-256 of
+    ``salt + case_id`` (UTF-8), big-endian, over 2**64 (:func:`evalloop.suites.split.bucket`). A
+    group is held out when its bucket is below the fraction (compared exactly, as integers: the 8
+    bytes below ``int(fraction * 2**64)``), so a case never changes sides when other cases are
+    added or removed, unless one of them joins its group."""
+    return int.from_bytes(bucket(case_id, salt), "big") / 2**64
 
 
 class Holdout(BaseModel):
     """Which cases are held out of learning: never in a lesson, and what generalisation is measured on.
 
-    ``fraction`` of the cases by :func:`holdout_bucket` (default 0.3; 0 holds nothing out), or,
-    when ``tags`` are given, exactly the cases carrying one of them. In a suite file:
+    ``fraction`` of the case groups by their key's :func:`holdout_bucket` (default 0.3; 0 holds
+    nothing out), or, when ``tags`` are given, the groups of the cases carrying one of them.
+    Cases with the same normalised input or the same ``group`` are one group
+    (:mod:`evalloop.suites.split`). ``near_duplicate`` is the cosine from which two cases on
+    different sides are reported as near duplicates (None: no check). In a suite file:
     ``holdout: 0.3``, ``holdout: {tags: [held-out]}`` or ``holdout: {fraction: 0.25, salt: v2}``.
     """
 
@@ -163,6 +188,7 @@ class Holdout(BaseModel):
     fraction: float = Field(default=0.3, ge=0.0, lt=1.0)
     tags: list[str] = Field(default_factory=list)
     salt: str = ""
+    near_duplicate: float | None = Field(default=NEAR_DUPLICATE, gt=0.0, le=1.0)
 
     @model_validator(mode="before")
     @classmethod
@@ -173,16 +199,31 @@ class Holdout(BaseModel):
             return {"tags": [t.strip() for t in v.split(",") if t.strip()]}
         if isinstance(v, list):
             return {"tags": v}
+        if isinstance(v, dict) and v.get("near_duplicate") is False:
+            return {**v, "near_duplicate": None}
         return v
 
+    def parts(self) -> list[tuple[str, float]]:
+        """The two parts as :func:`~evalloop.suites.split.split_cases` takes them (by tags: none by hash)."""
+        held = 0.0 if self.tags else self.fraction
+        return [(HELD_OUT, held), (LEARN, 1.0 - held)]
+
+    def split(self, cases: Iterable[Any], identity: Callable[[Any], str] | None = None) -> Split:
+        """The held-out / learn split of ``cases``, grouped (:func:`~evalloop.suites.split.split_cases`)."""
+        wanted = set(self.tags)
+        pin = (lambda c: HELD_OUT if wanted.intersection(c.tags) else None) if wanted else None
+        return split_cases(cases, self.parts(), salt=self.salt, pinned=pin, identity=identity)
+
     def held_out(self, case_id: str, tags: list[str] | tuple[str, ...] = ()) -> bool:
-        """Whether a case (by id, or by its tags when the split is by tags) is held out."""
+        """Whether a case *on its own* is held out (by its id's hash, or by its tags): the rule for a
+        case in no group. A suite's cases are split together (:meth:`Suite.held_out_ids`)."""
         if self.tags:
             return any(t in self.tags for t in tags)
         return bool(self.held_out_of((case_id,)))
 
     def held_out_of(self, ids: Iterable[str]) -> set[str]:
-        """The held-out ids among ``ids`` by the hash (the same rule as :meth:`held_out`, in one loop)."""
+        """The held-out ids among ``ids`` by the hash, each case on its own (no groups: see
+        :meth:`Suite.held_out_ids`)."""
         if self.fraction <= 0:
             return set()
         # the first 8 digest bytes against the cut's 8 big-endian bytes: the integer comparison of
@@ -194,6 +235,15 @@ class Holdout(BaseModel):
     def describe(self) -> str:
         return f"tags {', '.join(self.tags)}" if self.tags else f"fraction {self.fraction:g}" + \
             (f", salt {self.salt!r}" if self.salt else "")
+
+
+class _SplitRow(NamedTuple):
+    """What the split reads of a case, kept from the validating pass: its input as a digest."""
+
+    id: str
+    input: str
+    group: str | None
+    tags: tuple[str, ...]
 
 
 class Suite(BaseModel):
@@ -222,6 +272,8 @@ class Suite(BaseModel):
     #: count, and a small JSONL file's cases (kept for the run; None for a larger file or inline
     #: cases)
     _checked: tuple[Any, int, list[Case] | None] | None = PrivateAttr(default=None)
+    #: the last split (:meth:`split`) and what it was computed from
+    _split: tuple[Any, Split] | None = PrivateAttr(default=None)
 
     @field_validator("target", mode="before")
     @classmethod
@@ -293,12 +345,39 @@ class Suite(BaseModel):
             else:
                 yield from map(operator.itemgetter(1), jsonl_cases(self.cases_file))
 
+    def split(self) -> Split:
+        """The suite's held-out / learn split, grouped (:mod:`evalloop.suites.split`); computed once
+        while the cases and the ``holdout`` setting are unchanged (:meth:`validate_cases` computes
+        it in its own pass, so a checked suite's cases are not read again for it)."""
+        key = self._split_key(self._stamp())
+        if self._split is None or self._split[0] != key:
+            self._split = (key, self.holdout.split(self.iter_cases()))
+        return self._split[1]
+
+    def _split_key(self, stamp: Any) -> tuple[Any, ...]:
+        return (stamp, id(self.cases), self.holdout.model_dump_json())
+
     def held_out_ids(self, ids: Iterable[str] | None = None) -> set[str]:
-        """The ids of the held-out cases (of ``ids`` when given and the split is by hash: no case
-        is read then)."""
-        if ids is not None and not self.holdout.tags:
-            return self.holdout.held_out_of(ids)
-        return {c.id for c in self.iter_cases() if self.holdout.held_out(c.id, c.tags)}
+        """The ids of the held-out cases (among ``ids`` when given)."""
+        held = self.split().ids(HELD_OUT)
+        return held if ids is None else held.intersection(ids)
+
+    def near_duplicates(self) -> NearCheck | None:
+        """Near-duplicate cases on both sides of the held-out split (None: the check is off, or
+        nothing is held out)."""
+        split = self.split()
+        if self.holdout.near_duplicate is None or not split.ids(HELD_OUT):
+            return None
+        return near_duplicates(split, self.iter_cases(), self.holdout.near_duplicate)
+
+    def near_duplicate_notice(self) -> str | None:
+        """:meth:`near_duplicates` as one line for a run or ``suites validate`` (None: nothing to
+        say). It never raises: a check that cannot run (no embedder model) says so."""
+        try:
+            check = self.near_duplicates()
+        except Exception as exc:  # noqa: BLE001 - a missing embedder model must not stop a run
+            return f"suite '{self.name}': near-duplicate check of the held-out split not run: {exc}"
+        return check.notice(self.name) if check is not None else None
 
     def _stamp(self) -> Any:
         """What says the cases are unchanged since they were checked: the JSONL file's size and time."""
@@ -321,8 +400,11 @@ class Suite(BaseModel):
         keep: list[Case] | None = None
         if self.cases_file is not None and stamp != ("missing",) and stamp[0][0] <= KEEP_PARSED_BYTES:
             keep = []  # a small file is read once: the run takes its cases from the check
-        count = self._validate_cases(keep)
+        rows: list[_SplitRow] = []  # what the split needs of each case, read in the same pass
+        count = self._validate_cases(keep, rows)
         self._checked = (stamp, count, keep)
+        if stamp != ("missing",):
+            self._split = (self._split_key(stamp), self.holdout.split(rows, identity=operator.attrgetter("input")))
         return count
 
     def _sources(self) -> Iterator[tuple[int | None, Case]]:
@@ -330,7 +412,7 @@ class Suite(BaseModel):
             return jsonl_cases(self.cases_file)
         return ((None, c) for c in self.iter_cases())
 
-    def _validate_cases(self, keep: list[Case] | None = None) -> int:
+    def _validate_cases(self, keep: list[Case] | None = None, rows: list[_SplitRow] | None = None) -> int:
         """Every case parsed and checked (into ``keep`` when given); duplicate ids found from 8-byte
         hashes of the ids (a second pass names the duplicate only when two hashes are equal), not
         from a set of them."""
@@ -342,9 +424,13 @@ class Suite(BaseModel):
             for _, case in jsonl_cases(self.cases_file):
                 if keep is not None:
                     keep.append(case)
+                if rows is not None:
+                    rows.append(_SplitRow(case.id, input_digest(case.input), case.group, tuple(case.tags)))
                 hashes.append(hash(case.id))
         else:
             for case in self.iter_cases():
+                if rows is not None:
+                    rows.append(_SplitRow(case.id, input_digest(case.input), case.group, tuple(case.tags)))
                 hashes.append(hash(case.id))
         if not hashes:
             raise FixtureError("suite has no cases", where=where_file, hint="add at least one case")
