@@ -36,7 +36,7 @@ from evalloop.history.identity import VOLATILE_KEYS, stable
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 
 __all__ = ["NOT_A_BASELINE", "RULE", "RULE_KEY", "VOLATILE_KEYS", "accepted", "base_fingerprint",
-           "baseline_eligible", "eligible_now", "judged_by_rule", "measured", "measured_as",
+           "baseline_eligible", "eligible_now", "judged_by_rule", "measured", "measured_as", "of_measurement",
            "stored_significant_drop", "verdict_reason"]
 
 
@@ -71,15 +71,20 @@ def verdict_reason(summary: ScorerSummary) -> str:
     return str(evidence.get("reason") or "")
 
 
-def measured(run: Run, summary: ScorerSummary | None, *, measurement: str | None = None) -> bool:
+def measured(run: Run, summary: ScorerSummary | None) -> bool:
     """Whether this scorer of a run measured the suite at all: the run completed, is valid, ran
-    every case, and the scorer graded a case with a finite mean (whatever its verdict); with
-    ``measurement``, measured so (a bridge only of the measurement it was graded by)."""
-    if summary is None or (run.bridge_of is not None and (measurement is None or summary.measurement != measurement)):
-        return False
-    return (run.status == RunStatus.COMPLETED and bool(run.valid) and not run.partial
+    every case, and the scorer graded a case with a finite mean (whatever its verdict)."""
+    return (summary is not None and run.status == RunStatus.COMPLETED and bool(run.valid) and not run.partial
             and not summary.skipped and summary.n > 0 and summary.mean is not None
-            and math.isfinite(summary.mean) and measured_as(summary, measurement))
+            and math.isfinite(summary.mean))
+
+
+def of_measurement(run: Run, summary: ScorerSummary, measurement: str | None) -> bool:
+    """Whether a scorer of a run may stand beside runs measured as ``measurement`` says: measured
+    the same way (:func:`measured_as`), and a bridge only of the measurement it was graded by."""
+    if run.bridge_of is not None and (measurement is None or summary.measurement != measurement):
+        return False
+    return measured_as(summary, measurement)
 
 
 def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, kept_out: bool | None = None) -> bool:
@@ -133,11 +138,7 @@ def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: s
     With ``measurement``: of a run whose scorer is measured so — only runs measured the same way
     are (a run measured otherwise enters through its *bridge*, its outputs re-graded). A bridge
     is never a baseline but of the measurement it was graded by."""
-    if summary is None or run.status != RunStatus.COMPLETED:
-        return False
-    if run.bridge_of is not None and (measurement is None or summary.measurement != measurement):
-        return False
-    if not measured_as(summary, measurement):
+    if summary is None or run.status != RunStatus.COMPLETED or not of_measurement(run, summary, measurement):
         return False
     if accepted(summary) is not None:
         return True

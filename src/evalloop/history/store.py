@@ -299,11 +299,11 @@ class HistoryStore(metaclass=_MappedErrors):
         every run that measured the suite so (:func:`history.eligibility.measured`), whatever its
         verdict — the runs a drop's soundness is judged against.
         """
-        from evalloop.history.eligibility import accepted, baseline_eligible, measured
+        from evalloop.history.eligibility import accepted, baseline_eligible, measured, of_measurement
 
         def takes(run: Run, summary: ScorerSummary) -> bool:
             if measured_only:
-                return measured(run, summary, measurement=measurement)
+                return measured(run, summary) and of_measurement(run, summary, measurement)
             return baseline_eligible(run, summary, measurement=measurement)
 
         query = (
