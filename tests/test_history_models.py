@@ -27,10 +27,10 @@ BEFORE = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").rea
 # what came after f3594c2, added (never changed) and so migrated in place: issue 27's prompt-cache and
 # batch columns of runs, and the batches a batch run submitted; issue 24's traceback of a target's
 # exception on case_results; issue 36's product fingerprint and bridge link of runs (and its index) and
-# the measurement of a scorer's summary
+# the measurement of a scorer's summary; issue 39's size and hash of a truncated output
 ADDED_COLUMNS = {"runs": ("cache_write_tokens", "cache_read_tokens", "batched_calls", "product_fingerprint",
                           "bridge_of"),
-                 "scorer_summaries": ("measurement",), "case_results": ("traceback",)}
+                 "scorer_summaries": ("measurement",), "case_results": ("traceback", "output_bytes", "output_sha256")}
 ADDED_INDEXES = ("ix_runs_bridge_of",)
 ADDED_TABLES = ("run_batches", "evalloop_schema")  # issue 27; issue 28: the shared schema's version
 ADDED_DDL = ["CREATE TABLE run_batches", "CREATE INDEX ix_run_batches_run_id",
@@ -38,7 +38,9 @@ ADDED_DDL = ["CREATE TABLE run_batches", "CREATE INDEX ix_run_batches_run_id",
              "ALTER TABLE runs ADD COLUMN product_fingerprint VARCHAR",
              "ALTER TABLE runs ADD COLUMN bridge_of VARCHAR", "CREATE INDEX ix_runs_bridge_of",
              "ALTER TABLE scorer_summaries ADD COLUMN measurement VARCHAR",
-             "ALTER TABLE case_results ADD COLUMN traceback VARCHAR"]
+             "ALTER TABLE case_results ADD COLUMN traceback VARCHAR",
+             "ALTER TABLE case_results ADD COLUMN output_bytes INTEGER",
+             "ALTER TABLE case_results ADD COLUMN output_sha256 VARCHAR"]
 SRC = Path(__file__).resolve().parents[1] / "src" / "evalloop"
 TINY = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
         "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}

@@ -93,6 +93,8 @@ class Settings(BaseModel):
     window: int = Field(default=5, ge=1, le=100)
     concurrency: int = Field(default=16, ge=1, le=1024)
     errored_limit: float = Field(default=0.2, ge=0.0, le=1.0)
+    #: bytes of a case's output stored (its JSON); past it the history keeps its size and hash (0: no cap)
+    max_output_bytes: int = Field(default=1_000_000, ge=0)
     engine: Literal["auto", "local", "llm"] = "auto"
     model: str | None = None
     judge_model: str | None = None
@@ -177,6 +179,7 @@ _ENV = {
     "EVALLOOP_WINDOW": "window",
     "EVALLOOP_CONCURRENCY": "concurrency",
     "EVALLOOP_ERRORED_LIMIT": "errored_limit",
+    "EVALLOOP_MAX_OUTPUT_BYTES": "max_output_bytes",
     "EVALLOOP_ENGINE": "engine",
     "EVALLOOP_MODEL": "model",
     "EVALLOOP_JUDGE_MODEL": "judge_model",

@@ -127,7 +127,10 @@ def run(
             resume, suite, repeat = _resumed(resume, suite, all_suites, project)
             epochs, limit = epochs or repeat.get("epochs"), limit or repeat.get("limit")
         unloaded: list[EvalloopError] = []
-        settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project, unloaded)
+        # --limit without a case filter: a YAML suite is read only as far as its first N cases
+        head = limit if not (case or tag or held_out) else None
+        settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project, unloaded,
+                                                     limit=head)
         from evalloop.history.engine import get_engine
 
         get_engine(settings.database_url)  # the history opens with the set-up: its driver, its schema check
@@ -182,7 +185,8 @@ def run(
 
 def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: list[str] | None,
              tag: list[str] | None, project: Path | None,
-             unloaded: list[EvalloopError]) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
+             unloaded: list[EvalloopError], limit: int | None = None,
+             ) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
     """The settings, scorers and suites of a run, and the case filter. Every suite is checked
     before any runs; one that does not load (a bad file, a scorer of a broken ``scorers/`` file)
     goes to ``unloaded`` and the others run (a nightly ``--all`` survives one bad file)."""
@@ -204,7 +208,7 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
     suites: list[Suite] = []
     for name in names:
         try:
-            loaded = find_suite(name, settings.project_dir)
+            loaded = find_suite(name, settings.project_dir, limit=limit)
             prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
                     verdict_defaults=settings.verdict.model_dump(exclude_none=True))
         except EvalloopError as exc:

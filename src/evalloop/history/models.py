@@ -168,6 +168,8 @@ class CaseResult(TableModel, table=True):
     input_tokens: int = 0
     output_tokens: int = 0
     traceback: str | None = None  # the target's exception: its own frames (evalloop's left out)
+    output_bytes: int | None = None  # a truncated output's full size (bytes of its JSON); None: stored whole
+    output_sha256: str | None = None  # a truncated output's SHA-256 (history.outputs)
 
 
 class CaseScore(TableModel, table=True):

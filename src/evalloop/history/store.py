@@ -490,7 +490,7 @@ def _insert_all(conn: Any, records: Sequence[TableModel]) -> None:
 
 #: the columns of a case result and of a case score, in the order a tuple row gives them
 CASE_RESULT_COLUMNS = ("run_id", "case_id", "epoch", "tags", "output", "error", "failure", "latency_ms",
-                       "cost_usd", "input_tokens", "output_tokens", "traceback")
+                       "cost_usd", "input_tokens", "output_tokens", "traceback", "output_bytes", "output_sha256")
 CASE_SCORE_COLUMNS = ("run_id", "case_id", "epoch", "scorer", "value", "errored", "skipped", "message", "meta")
 
 

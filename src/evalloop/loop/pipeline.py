@@ -52,11 +52,11 @@ class RunReport:
         return self.prepared.suite
 
 
-def load(suite: str | Path | Suite, settings: Settings) -> Suite:
-    """A suite by name, by path, or as given."""
+def load(suite: str | Path | Suite, settings: Settings, limit: int | None = None) -> Suite:
+    """A suite by name, by path, or as given (``limit``: read no further than its first N cases)."""
     if isinstance(suite, Suite):
         return suite
-    return find_suite(str(suite), settings.project_dir)
+    return find_suite(str(suite), settings.project_dir, limit=limit)
 
 
 async def arun_suite(
@@ -96,7 +96,7 @@ async def arun_suite(
     """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
-    suite_obj = load(suite, settings)
+    suite_obj = load(suite, settings, limit if select is None else None)
     notices: list[str] = []
     owned = services is None
     if services is None:
@@ -113,6 +113,16 @@ async def arun_suite(
         notices = [n for n in notices if not n.startswith(NO_LLM_NOTICE)]
     report.notices[:0] = notices
     return report
+
+
+def _judge_stop(suite: Suite, store: HistoryStore, settings: Settings) -> Any:
+    """The early-stop rule of a suite with ``early_stop`` (:mod:`evalloop.verdicts.early_stop`), else None."""
+    if suite.early_stop is None:
+        return None
+    from evalloop.verdicts.early_stop import SequentialStop
+
+    return SequentialStop(store, suite.window or settings.window, kind=suite.early_stop.spending,
+                          power_loss=suite.early_stop.power_loss)
 
 
 def needs_llm(prepared: PreparedRun) -> bool:
@@ -163,6 +173,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         concurrency=concurrency, default_concurrency=settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
         progress=progress, select=select, max_cost=max_cost, on_begin=on_begin,
+        max_output_bytes=settings.max_output_bytes,
+        judge_stop=_judge_stop(suite_obj, store, settings),
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
                **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
                **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {})},
@@ -203,6 +215,10 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if settings.learn and comparison.has_regression and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")
+    elif settings.learn and suite_obj.head_only is not None:  # its split is not the suite's (suites.yamlhead)
+        if comparison.has_regression:
+            report.notices.append("no failure memory written: a --limit run read only the suite's first "
+                                  f"{suite_obj.head_only} cases, so which of them are held out is not known")
     elif settings.learn and not teaches(report):
         if comparison.has_regression:
             report.notices.append("no failure memory written: the run has no learn case (held-out cases "
