@@ -78,7 +78,8 @@ def show(
 
 
 def _incidents(settings: Settings, suite: str, run_id: str) -> list[dict[str, Any]]:
-    """The suite's open incidents and those this run moved: one line each, chronic cases apart."""
+    """The suite's active incidents (open, held, promoted) and those this run moved: one line
+    each, chronic cases apart."""
     if not settings.memory_url and not settings.memory_file.exists():
         return []
     from evalloop.learning import incidents as learning
@@ -96,7 +97,7 @@ def _incidents(settings: Settings, suite: str, run_id: str) -> list[dict[str, An
     shown = []
     for record in found:
         meta = record.metadata
-        if meta.get("status") == "open" or run_id in (meta.get("eval_run_ids") or []) \
+        if meta.get("status") in learning.ACTIVE or run_id in (meta.get("eval_run_ids") or []) \
                 or run_id in (meta.get("resolved_run_id"), meta.get("accepted_run_id")):
             shown.append({"id": record.id, "scorer": meta.get("scorer"), "status": meta.get("status"),
                           "failing_cases": meta.get("failing_cases") or [],

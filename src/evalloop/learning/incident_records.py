@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from evalloop.learning import feedback
-from evalloop.learning.incident_machine import Seen, State
+from evalloop.learning.incident_machine import Cause, Incident, Level, Seen, State
 from evalloop.verdicts.baseline import Comparison, ScorerComparison
 
 KIND = "eval-failure"
@@ -82,19 +82,25 @@ def record_text(comparison: Comparison, s: ScorerComparison, seen: Seen, shown: 
         patterns=feedback.common_patterns(every)))
 
 
+#: what a closed or held record says about how it left ``open``; dropped when it is open again
+CLOSING_KEYS = ("resolved_run_id", "resolved_at", "accepted_run_id", "accepted_reason", "accepted_at",
+                "held_run_id", "held_at", "promoted_at", "promoted_reason")
+
+
 def record_metadata(comparison: Comparison, s: ScorerComparison, seen: Seen, remembered: list[str],
                     chronic: list[str], before: Mapping[str, Any] | None, details: Details,
-                    shown: list[str]) -> dict[str, Any]:
+                    shown: list[str], state: State = State.OPEN) -> dict[str, Any]:
     """The metadata of an incident after this run (``before``: what it held; ``shown``: the cases
-    its text lists, :func:`~evalloop.learning.incident_machine.shown_cases`)."""
+    its text lists, :func:`~evalloop.learning.incident_machine.shown_cases`; ``state``: its state
+    after the run)."""
     run, now = comparison.run, now_of(comparison)
     before = before or {}
     runs = [*(before.get("eval_run_ids") or []), run.id][-MAX_RUNS:]
     still = [c for c in remembered if c in seen.failing]
+    kept = CLOSING_KEYS if state is State.OPEN else CLOSING_KEYS[:5]
     return {
-        **{k: v for k, v in before.items() if k not in ("resolved_run_id", "resolved_at", "accepted_run_id",
-                                                         "accepted_reason", "accepted_at")},
-        "kind": KIND, "eval_name": run.suite, "eval_suite": run.suite, "scorer": s.scorer, "status": State.OPEN.value,
+        **{k: v for k, v in before.items() if k not in kept},
+        "kind": KIND, "eval_name": run.suite, "eval_suite": run.suite, "scorer": s.scorer, "status": state.value,
         # the numbers the memory's text says (set again only when the text is written again)
         "baseline_score": before.get("baseline_score", s.baseline),
         "current_score": before.get("current_score", s.current),
@@ -110,6 +116,38 @@ def record_metadata(comparison: Comparison, s: ScorerComparison, seen: Seen, rem
     }
 
 
+def level_fields(levels: Mapping[str, Level], noise: float | None = None,
+                 window: list[str] | None = None) -> dict[str, Any]:
+    """What an incident stores of its cases before it: each case's mean, pass rate and runs in the
+    baseline window (``levels_before``), one grade's noise there, and the window's runs."""
+    out: dict[str, Any] = {"levels_before": {c: [round(v.mean, 6), round(v.passed, 6), v.runs]
+                                             for c, v in levels.items()}}
+    if noise is not None:
+        out["noise"] = round(noise, 6)
+    if window is not None:
+        out["baseline_run_ids"] = list(window)
+    return out
+
+
+def view(record: Any) -> Incident:
+    """The state machine's view of a stored incident (without its runs: the history has those)."""
+    meta = meta_of(record)
+    levels = {}
+    for case, value in (meta.get("levels_before") or {}).items():
+        if isinstance(value, list) and len(value) == 3:
+            levels[str(case)] = Level(float(value[0]), float(value[1]), int(value[2]))
+    return Incident(state=State(meta.get("status") or State.OPEN), cause=Cause(meta.get("cause") or Cause.REGRESSION),
+                    remembered=list(meta.get("failing_cases") or []), chronic=list(meta.get("chronic_cases") or []),
+                    before=levels, noise=float(meta.get("noise") or 0.0),
+                    window_runs=len(meta.get("baseline_run_ids") or []))
+
+
+def since_run(record: Any) -> str | None:
+    """The run that opened (or last reopened) the incident: its evidence starts there."""
+    meta = meta_of(record)
+    return meta.get("since_run_id") or meta.get("reopened_run_id") or meta.get("eval_run_id")
+
+
 def describe(record: Any) -> str | None:
     """One line for an incident (None for any other memory): scorer, state, its cases, its chronic
     cases kept apart, how often it came back."""
@@ -121,8 +159,11 @@ def describe(record: Any) -> str | None:
         return f"({len(ids)}) {', '.join(ids[:8])}{f' and {len(ids) - 8} more' if len(ids) > 8 else ''}" \
             if ids else "(0)"
 
-    line = (f"{meta.get('scorer')}: {meta.get('status')}, runs seen {meta.get('runs_seen', 1)}; "
-            f"regression cases {listed(list(meta.get('failing_cases') or []))}")
+    status = meta.get("status")
+    shown = State(status).label if status in list(State) else status
+    cause = "floor" if meta.get("cause") == Cause.FLOOR else "regression"
+    line = (f"{meta.get('scorer')}: {shown}, runs seen {meta.get('runs_seen', 1)}; "
+            f"{cause} cases {listed(list(meta.get('failing_cases') or []))}")
     if meta.get("chronic_cases"):
         line += f"; chronic, failing before it too {listed(list(meta['chronic_cases']))}"
     if meta.get("reopened"):

@@ -19,6 +19,7 @@ from evalloop.errors import EvalloopError
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
 from evalloop.history.store import FIRE_ENV, HistoryStore
+from evalloop.learning.incident_machine import triggers
 from evalloop.run import batchmode
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
@@ -43,6 +44,7 @@ class RunReport:
     notices: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
     held_out: set[str] = field(default_factory=set)  # the held-out cases of the run (never in a lesson)
+    ablation: RunReport | None = None  # the ablation run this run started for held incidents, if any
 
     @property
     def suite(self) -> Suite:
@@ -123,7 +125,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None,
                select: Callable[[Case], bool] | None = None, max_cost: float | None = None,
-               resume: str | None = None, nightly: bool = False) -> RunReport:
+               resume: str | None = None, nightly: bool = False, ablation: list[str] | None = None) -> RunReport:
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
@@ -155,10 +157,11 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         prepared, store, services=services, epochs=epochs, limit=limit,
         concurrency=concurrency, default_concurrency=settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
-        progress=progress, select=select, max_cost=max_cost, on_begin=on_begin,
+        progress=progress, select=select, max_cost=max_cost, on_begin=on_begin, partial=bool(ablation),
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
                **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
-               **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {})},
+               **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {}),
+               **({"ablation": ablation} if ablation else {})},
     )
     if resume:
         notices.append(batchmode.resume_notice(services, resume))
@@ -182,19 +185,53 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     rate = comparison.target_failures
     if rate is not None and (rate.failures or rate.baseline_failures):
         report.notices.append(rate.describe())
-    if settings.learn and comparison.has_regression and comparison.invalid:
+    opens = triggers(comparison)  # a regression or a scorer below its floor
+    if settings.learn and opens and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")
-    elif settings.learn and (comparison.has_regression or (_has_memories(settings) and not unreadable)):
+    elif settings.learn and (opens or (_has_memories(settings) and not unreadable)):
         learned = _learn(settings, report, store)
         if learned:
             report.extras["memories"] = learned
+        wanted = sorted({c for m in learned for c in m.get("ablate") or []})
+        if wanted and not ablation:
+            report.extras["ablation"] = await _ablate(
+                report, [m["memory_id"] for m in learned if m.get("ablate")], wanted, settings, registry, store,
+                services, epochs, concurrency, max_cost)
     if settings.run_log:
         try:
             runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices, outcome.results)
         except OSError as exc:
             report.notices.append(f"run log not written: {exc}")
     return report
+
+
+async def _ablate(report: RunReport, incidents: list[str], cases: list[str], settings: Settings,
+                  registry: Registry, store: HistoryStore, services: Services, epochs: int | None,
+                  concurrency: int | None, max_cost: float | None) -> dict[str, Any]:
+    """The ablation of held incidents: their remembered cases run again with lessons off (a
+    partial run, never a baseline), whose learning step resolves an incident whose product is
+    back without its lesson (:mod:`evalloop.learning.incident_machine`). Its cost is printed."""
+    keys = ("failure_patterns", "failure_memory_ids", "failure_memories")
+    saved = {k: services.extras.get(k) for k in keys}
+    services.extras.update(failure_patterns=None, failure_memory_ids=[], failure_memories=[])
+    wanted = set(cases)
+    try:
+        sub = await _run(report.suite, settings.model_copy(update={"inject_failures": False}), registry, store,
+                         services, epochs, None, concurrency, None, None, select=lambda case: case.id in wanted,
+                         max_cost=max_cost, ablation=incidents)
+    finally:
+        services.extras.update(saved)
+    report.ablation = sub
+    run = sub.outcome.run
+    moved = [m for m in sub.extras.get("memories") or [] if m.get("memory_id") in incidents]
+    said = "; ".join(f"{m['scorer']}: {'resolved' if m['action'] == 'resolved' else 'still held by lesson'}"
+                     for m in moved) or "no incident moved"
+    report.notices.append(f"ablation run {run.id}: {len(wanted)} remembered case(s) run again without lessons "
+                          f"(${run.cost_usd:.4f}): {said}")
+    report.notices += [n for n in sub.notices if n.startswith(("failure memor", "resolved failure memory"))]
+    return {"run_id": run.id, "cases": len(wanted), "incidents": incidents, "cost_usd": run.cost_usd,
+            "memories": moved}
 
 
 def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str, Any]]:
@@ -238,15 +275,18 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     return details
 
 
-VERBS = {"opened": "stored", "reopened": "reopened", "updated": "updated", "resolved": "resolved"}
+VERBS = {"opened": "stored", "reopened": "reopened", "updated": "updated", "resolved": "resolved",
+         "held": "held by lesson:", "released": "the lesson no longer holds: reopened", "kept": "still held by lesson:",
+         "keep": "still held by lesson:", "ablated": "ablation kept held:"}
 
 
 def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[dict[str, Any]]:
-    """One learning step under the suite's lock: open, update, reopen or resolve failure memories,
-    then keep this run out of the baseline for every scorer whose incident is still open. A
-    failing store is reported, never raised."""
+    """One learning step under the suite's lock: move the suite's incidents through their
+    states, then keep this run out of the baseline for every scorer whose incident keeps it out
+    (an active regression, a held lesson). A failing store is reported, never raised."""
     from evalloop.learning import incidents as learning
     from evalloop.learning import injection
+    from evalloop.learning.evidence import StoredHistory
 
     comparison, notices = report.comparison, report.notices
     store = store or HistoryStore(settings.database_url)
@@ -255,10 +295,13 @@ def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = N
         with learning.step_lock(store.engine, suite):
             adapter = injection.open_adapter(settings)
             try:
-                learned = learning.learn(comparison, adapter, **_case_details(report, store))
+                every = report.suite.ablation_every
+                learned = learning.learn(comparison, adapter, **_case_details(report, store),
+                                         history=StoredHistory(store),
+                                         ablation_every=settings.learning.ablation_every if every is None else every)
                 still_open: set[str] = set()
                 if not learned or any(not item.error for item in learned):  # not an unreachable store
-                    still_open = learning.open_scorers(adapter, suite) & {s.scorer for s in comparison.scorers}
+                    still_open = learning.kept_out_scorers(adapter, suite) & {s.scorer for s in comparison.scorers}
             finally:
                 injection.close_adapter(adapter)
             if still_open:  # an open incident: this run is no baseline, so the regression is not absorbed
@@ -271,9 +314,8 @@ def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = N
         if item.error:
             notices.append(f"failure memory for {item.scorer} not stored: {item.error}")
             continue
-        state = "resolved" if item.action == "resolved" else "open"
         notices.append(f"{VERBS[item.action]} failure memory {item.memory_id} for {item.scorer} "
-                       f"(suite:{suite}, status:{state})")
+                       f"(suite:{suite}, status:{item.state})")
         if item.chronic and item.action in ("opened", "reopened"):
             notices.append(f"{item.scorer}: {len(item.chronic)} case(s) failed before this regression too "
                            f"(chronic, kept apart from it): {', '.join(item.chronic[:5])}")

@@ -201,6 +201,7 @@ async def execute(
     select: Callable[[Case], bool] | None = None,
     max_cost: float | None = None,
     on_begin: Callable[[Run], None] | None = None,
+    partial: bool = False,
 ) -> RunOutcome:
     """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
 
@@ -208,7 +209,8 @@ async def execute(
     compared like ``--limit`` but never a baseline. ``max_cost`` (else the suite's) is the run's
     cost budget in USD (:mod:`evalloop.llm.budget`): once spent, no new case starts, the cases
     in flight finish, and the run is marked invalid saying what it spent. ``on_begin`` is told
-    the run once it is stored (batch mode records its batches under it)."""
+    the run once it is stored (batch mode records its batches under it). ``partial`` marks the run
+    partial whatever it ran (an ablation: never a baseline)."""
     suite = prepared.suite
     services = services or Services()
     epochs = epochs or suite.epochs
@@ -224,7 +226,7 @@ async def execute(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
         base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)),
-        n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
+        n_cases=n_cases, epochs=epochs, partial=partial or n_cases < prepared.n_cases,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
     if on_begin is not None:

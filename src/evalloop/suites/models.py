@@ -179,6 +179,7 @@ class Suite(BaseModel):
     max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
     batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
     holdout: Holdout = Field(default_factory=Holdout)
+    ablation_every: int | None = Field(default=None, ge=0)  # else [learning] ablation_every (docs/incidents.md)
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None

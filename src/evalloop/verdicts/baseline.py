@@ -54,6 +54,7 @@ class ScorerComparison:
     newly_failing: list[tuple[str, str]] = field(default_factory=list)
     newly_passing: list[str] = field(default_factory=list)
     previous_run: str | None = None
+    baseline_runs: list[str] = field(default_factory=list)  # the window's runs, oldest first
     evidence: Verdict | None = None
     first_error: str = ""
     grades: int = 0
@@ -337,6 +338,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     out.status, out.reason = evidence.status, evidence.reason
     if prior:
         out.previous_run = prior[-1][0].id
+        out.baseline_runs = [r.id for r, _ in prior]
     messages = store.case_messages(run.id, summary.scorer, evidence.newly_failing[:MAX_LISTED])
     out.newly_failing = [(c, messages.get(c, "")) for c in evidence.newly_failing]
     out.newly_passing = list(evidence.newly_passing)
