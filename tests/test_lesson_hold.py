@@ -28,11 +28,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def answer(input, lessons=""):
     """The FAQ bot: while BROKEN exists, the cases listed in it are answered wrong unless a
-    lesson shows the right answer (the lesson holds the product)."""
+    lesson, or its own prompt file, shows the right answer (the lesson holds the product)."""
     n = input["id"].split("-")[1]
     right = f"answer-{n}-zebra"
-    path = os.path.join(HERE, "BROKEN")
-    if os.path.exists(path) and input["id"] in open(path).read().split() and right not in lessons:
+    path, prompt = os.path.join(HERE, "BROKEN"), os.path.join(HERE, "prompt.md")
+    own = open(prompt).read() if os.path.exists(prompt) else ""
+    if os.path.exists(path) and input["id"] in open(path).read().split() and right not in lessons + own:
         return f"wrong-{n}-zebra"
     return right
 '''
@@ -88,3 +89,29 @@ def test_a_lesson_that_holds_the_product_stays_until_the_product_holds_without_i
         after.append(lessons_now(root))
     assert after[-1] == "", after                                 # retired within three runs
     assert "resolved" in cli(root, "memories", "list", "--tag", "eval-failure").stdout
+
+
+def test_a_promoted_lesson_is_confirmed_by_a_run_without_it_or_injected_again(tmp_path):
+    """``evalloop lessons promote``: the lesson is folded into the prompt, so it is no longer
+    injected; a run without it that regresses injects it again, one that passes retires it."""
+    root, broken = init_project(tmp_path / "proj")
+    for _ in range(3):
+        assert cli(root, "run", "-s", "faq").returncode == 0
+    (root / "BROKEN").write_text("\n".join(broken))
+    assert cli(root, "run", "-s", "faq").returncode == 1
+    assert cli(root, "run", "-s", "faq").returncode == 0                 # held by the lesson
+    lesson = lessons_now(root)
+
+    done = cli(root, "lessons", "promote", "faq", "--reason", "not folded in after all")
+    assert done.returncode == 0 and "promoted" in done.stdout, done.stderr
+    assert lessons_now(root) == ""                                       # no longer injected
+    assert cli(root, "run", "-s", "faq").returncode == 1                 # the prompt does not hold it
+    assert lessons_now(root) == lesson                                   # injected again
+
+    (root / "prompt.md").write_text(lesson)                              # folded into the prompt
+    done = cli(root, "lessons", "promote", "faq", "--json")
+    assert done.returncode == 0 and [r["was"] for r in json.loads(done.stdout)] == ["open"], done.stdout
+    report = json.loads(cli(root, "run", "-s", "faq", "--json").stdout)
+    assert [m["action"] for m in report["memories"]] == ["resolved"]     # the prompt holds the product
+    assert lessons_now(root) == ""
+    assert "nothing to promote" in cli(root, "lessons", "promote", "faq").stdout

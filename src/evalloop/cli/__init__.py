@@ -29,6 +29,7 @@ from evalloop.cli import (  # noqa: F401  (they register commands)
     doctor,
     history,
     learn,
+    lessons,
     memories,
     report,
     run,
