@@ -2,61 +2,62 @@
 
 This module owns the lifecycle's rules and nothing that touches a store: the states
 (:class:`State`), what an incident holds (:class:`Incident`: its cause, remembered cases, their
-levels before it, the runs it saw since it opened), what one run says about one scorer
-(:class:`Seen`), the evidence rules (:func:`back`, :func:`joining`) and the table below
+levels before it, its runs since it opened), what one run says about one scorer (:class:`Seen`),
+the evidence rules (:func:`back`, :func:`joining`, :func:`keeps_out`) and the table below
 (:func:`transition`). :mod:`evalloop.learning.incident_records` writes what an incident says;
-:mod:`evalloop.learning.incidents` reads and writes the records in the memory store and the
-runs from the history.
+:mod:`evalloop.learning.incidents` moves the records in the memory store, reading the runs from
+the history (:mod:`evalloop.learning.evidence`); :mod:`evalloop.loop.pipeline` runs the ablations.
 
-Words. *failing*: graded (not errored, not skipped, not a control) and not passing the suite's
-pass mark (:func:`evalloop.verdicts.outcome.passes`). *newly failing*: failing now and passing
-in the baseline's last run (the verdict's list); *chronic*: failing now and in the baseline's
-last run too. *remembered*: the incident's cases. *with lesson*: the incident's lesson was
-injected into the target of this run (the fingerprint's ``injected`` memories name it); a run
-*without* it is *clean*: a full run without the lesson, or an *ablation* (the remembered cases
-run again with lessons off, a partial run evalloop starts itself for a held incident). *trigger*:
-the scorer's verdict is ``regressed`` or ``below floor``. *back*: :func:`back` — the product is
-at its level before the incident, with evidence. Only valid runs move an incident; an ablation
-only moves the incidents it was run for, and never opens one.
+Words. *failing*: graded (not errored, not skipped, not a control) and not passing the pass
+mark (:func:`evalloop.verdicts.outcome.passes`). *newly failing*: failing now, passing in the
+baseline's last run (the verdict's list); *chronic*: failing now and then. *trigger*: the
+verdict is ``regressed`` or ``below floor`` (:data:`TRIGGERS`). *remembered*: the incident's
+cases — a regression's newly failing cases (chronic ones kept apart), a floor's failing cases —
+each with its mean and pass rate in the baseline window before it (:class:`Level`). *with
+lesson*: the run's target got the incident's lesson (the fingerprint's ``injected`` memories name
+it). *clean*: a full run without the lesson, or an *ablation* (the remembered cases — every learn
+case for a floor, or a regression that remembers none — run again with lessons off: a partial
+run the pipeline starts after a full run of a held incident, every ``ablation_every``-th, never a
+baseline). *back* (:func:`back`): the run's verdict is not ``regressed`` and shows no significant
+drop, and for a regression (not ``below floor`` either, unless an ablation: a floor is the whole
+suite's) the remembered cases' mean shortfall against their levels, over the last 1, 2 or 3
+clean runs (runs with the lesson, for *held*), is at most half the scorer's threshold of their
+level, and its upper bound (:data:`Z_BACK` standard errors; the noise is the baseline window's
+within-case spread) under the whole threshold; a case with no level must pass; a run that did not
+grade every remembered case is no evidence. For a floor: the scorer's mean is at or above its
+floor. *joins* (:func:`joining`): on a full run, a failing case that is neither remembered nor
+chronic, whose failures in the incident's last :data:`JOIN_RUNS` full runs are improbable
+(≤ :data:`JOIN_ALPHA`) at its failure rate before the incident. Only valid runs move an
+incident; an ablation moves only the incidents it ran for, and opens none.
 
-==================  ===========================================================  ==============
-from                transition (the first row that applies)                       to
-==================  ===========================================================  ==============
-none, resolved,     a trigger on a run that is no ablation: a closed incident     open
-accepted            sharing a newly failing case is reopened, else a new one
-                    (``previous_id`` links the newest closed one). A regression
-                    remembers the newly failing cases (chronic ones kept apart)
-                    and each one's mean and pass rate in the baseline window; a
-                    ``below floor`` verdict remembers every failing case
-open, held,         a trigger on a run that is no ablation                        open
-promoted            (a held lesson stopped holding; a promoted one is injected
-                    again)
-open, held,         a clean run that is back                                      resolved
+===========  ================================================================  ===========
+from         transition (the first that applies)                               to
+===========  ================================================================  ===========
+none,        a trigger (no ablation): a closed incident sharing one of its     open
+resolved,    cases reopens, else a new one (``previous_id``: the newest
+accepted     closed one)
+open, held,  a trigger (no ablation); a floor incident that regresses          open
+promoted     remembers the regression's cases too (its cause becomes
+             ``regression``)
+open, held,  a clean run that is back                                          resolved
 promoted
-open                a full run with the lesson that is back: the lesson holds     held (by lesson)
-                    the product; it stays injected and the run is green
-open, held,         ``evalloop lessons promote`` (:func:`promote`): the lesson    promoted
-                                                                                   (not injected)
-                    is folded into the prompt
-open, held,         ``evalloop accept``: the failure is the intended normal      accepted
+open         a full run with the lesson that is back: the lesson holds the     held
+             product, stays injected, and the run is green
+held         an ablation that is not back; a full run with the lesson          held
+open, held   ``evalloop lessons promote`` (:func:`~evalloop.learning.          promoted
+             incidents.promote_incidents`): the lesson is in the prompt now
+open, held,  ``evalloop accept``: the failure is the intended normal           accepted
 promoted
-open, held,         a full run in which a case that is not remembered failed      unchanged
-promoted            consistently (:func:`joining`): it joins; or a remembered     (updated)
-                    case is failing
-any                 anything else                                                 unchanged
-==================  ===========================================================  ==============
+open, held,  a case joins, or a remembered case is failing (not an ablation)   (updated)
+promoted
+any          anything else                                                     unchanged
+===========  ================================================================  ===========
 
-*Back* (:func:`back`): the run's verdict does not fail and shows no significant drop, and —
-for a regression — over the last 1, 2 or 3 clean runs (or runs with the lesson, for ``held``)
-the remembered cases' mean shortfall against their mean before the incident is at most half
-the scorer's threshold (relative to that mean) and its upper bound at :data:`Z_BACK` standard
-errors (from the within-case spread of the baseline window) is under the whole threshold; for a
-``below floor`` incident, the scorer's mean is at or above its floor. A run that did not grade
-every remembered case is no evidence. *Joining* (:func:`joining`): a case joins when its failures
-in the incident's last :data:`JOIN_RUNS` full runs are improbable (≤ :data:`JOIN_ALPHA`) at its
-failure rate before the incident; one noisy night never adds a case. States in which runs are
-kept out of the baseline: open, held, promoted (:attr:`State.active`); whose lesson is injected:
-open, held (:attr:`State.injected`).
+Open and held incidents are injected (:attr:`State.injected`). An active regression (open,
+held, promoted) and any held incident keep their scorer's runs out of the baseline
+(:func:`keeps_out`): a lasting regression is not absorbed, and runs a lesson holds are not the
+product's normal; a floor incident that no lesson holds does not (below its floor is the
+product's normal, only not good enough), so nothing freezes.
 """
 
 from __future__ import annotations

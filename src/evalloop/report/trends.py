@@ -131,7 +131,7 @@ class MemoryNote(BaseModel):
     scorer: str | None = None
     run_id: str | None = None
     created_at: datetime | None = None
-    status: str = "open"  # open, resolved, accepted (evalloop.learning.incidents.State; else its status: tag)
+    status: str = "open"  # open, held, promoted, resolved, accepted (learning.incident_machine.State; else its tag)
     chronic_cases: list[str] = Field(default_factory=list)  # failing before the regression too: kept apart
 
     @property
