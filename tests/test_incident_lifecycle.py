@@ -235,3 +235,17 @@ def test_a_scorer_below_its_floor_opens_an_incident_that_keeps_no_run_from_the_b
     assert again.extras["memories"][0]["action"] == "updated"
     assert run(root).extras["memories"][0]["action"] == "resolved"   # back at its floor
     assert records(root, "open") == []
+
+
+def test_a_remembered_case_gone_from_the_suite_does_not_keep_its_incident_open(tmp_path, monkeypatch):
+    """A remembered case the suite no longer has is never graded again: it is not waited for."""
+    import yaml
+
+    root = project(tmp_path, monkeypatch)
+    good_runs(root)
+    assert run(root, dict.fromkeys(BROKEN, 0.0)).comparison.has_regression
+    path = root / "fixtures" / "inc.yaml"
+    suite = yaml.safe_load(path.read_text())
+    suite["cases"] = [c for c in suite["cases"] if c["id"] != BROKEN[-1]]
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    assert run(root).extras["memories"][0]["action"] == "resolved"

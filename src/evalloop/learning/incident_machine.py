@@ -167,6 +167,7 @@ class Seen:
     threshold: float = 0.1
     lesson: bool = False  # this incident's lesson was injected into the run's target
     ablation: bool = False  # an ablation run for this incident
+    ran: frozenset[str] | None = None  # every case of the run, graded or not (None: not known)
 
     @functools.cached_property
     def scores(self) -> dict[str, float]:
@@ -255,10 +256,11 @@ def back(incident: Incident, seen: Seen, *, lesson: bool = False) -> bool:
         return seen.at_floor and not seen.below_floor
     if seen.below_floor and not seen.ablation:
         return False
-    if any(c not in seen.scores for c in incident.remembered):
-        return False  # a remembered case errored or did not run: this run is no evidence
-    before = {c: incident.before[c] for c in incident.remembered if c in incident.before}
-    if any(not seen.passed(c) for c in incident.remembered if c not in before):
+    cases = [c for c in incident.remembered if seen.ran is None or c in seen.ran]  # not a case gone from the suite
+    if any(c not in seen.scores for c in cases):
+        return False  # a remembered case errored: this run is no evidence
+    before = {c: incident.before[c] for c in cases if c in incident.before}
+    if any(not seen.passed(c) for c in cases if c not in before):
         return False  # no level before the incident (an older record, a new case): it must pass
     if not before:
         return True
@@ -359,7 +361,7 @@ def shown_cases(seen: Seen, remembered: Sequence[str]) -> list[str]:
 
 def seen_in(comparison: Comparison, s: ScorerComparison, scores: Mapping[str, float],
             baseline: Mapping[str, float] | None = None, held_out: Collection[str] = (), *,
-            lesson: bool = False, ablation: bool = False) -> Seen:
+            lesson: bool = False, ablation: bool = False, ran: Collection[str] | None = None) -> Seen:
     """The lifecycle's view of one scorer of one run (held-out cases are not in it). Whether the
     scorer is at its floor is the verdict's own test (:func:`~evalloop.verdicts.verdict.floor_sentence`)."""
     ev = s.evidence
@@ -368,4 +370,4 @@ def seen_in(comparison: Comparison, s: ScorerComparison, scores: Mapping[str, fl
                 newly_failing=[c for c, _ in s.newly_failing if c not in held_out], baseline=baseline or {},
                 status=s.status, significant_drop=bool(ev is not None and ev.significant_drop),
                 at_floor=ev is None or floor_sentence(ev) is None, threshold=s.threshold,
-                lesson=lesson, ablation=ablation)
+                lesson=lesson, ablation=ablation, ran=None if ran is None else frozenset(ran))

@@ -111,7 +111,7 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
           reasons: Mapping[str, Mapping[str, str]] | None = None,
           baseline: Callable[[ScorerComparison], Mapping[str, float]] | None = None,
           held_out: Collection[str] = (), history: History | None = None,
-          ablation_every: int = 1) -> list[Learned]:
+          ablation_every: int = 1, ran: Collection[str] | None = None) -> list[Learned]:
     """Move this run's incidents through the table of :mod:`~evalloop.learning.incident_machine`;
     failures are returned, not raised.
 
@@ -122,7 +122,8 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
     case), ``outputs`` (id → output text) and ``reasons`` (scorer → id → message) give the failing
     cases their details; ``baseline(s)`` gives the baseline's last run's graded scores (for chronic
     cases); ``history`` the incident's earlier runs and the baseline window's scores (without it,
-    this run is the only evidence). A held incident asks for an ablation (``Learned.ablate``) after
+    this run is the only evidence); ``ran`` every case id of the run (a remembered case the suite
+    no longer has is not waited for). A held incident asks for an ablation (``Learned.ablate``) after
     every ``ablation_every``-th full run with its lesson (0: never). Call it under :func:`step_lock`.
     """
     if comparison.invalid:
@@ -134,7 +135,8 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
         if s.status in (VerdictStatus.SKIPPED, VerdictStatus.INVALID, VerdictStatus.SCORER_BROKEN):
             continue
         try:
-            item = _learn_one(comparison, s, adapter, details, history, ablation_every)
+            item = _learn_one(comparison, s, adapter, details, history, ablation_every,
+                              None if ran is None else frozenset(ran))
         except Exception as exc:  # noqa: BLE001 - a memory service failure never fails the run
             text = exc.one_line() if isinstance(exc, EvalloopError) else f"{type(exc).__name__}: {exc}"
             item = Learned(scorer=s.scorer, action="failed", error=text)
@@ -144,7 +146,7 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
 
 
 def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, details: Details,
-               history: History | None, ablation_every: int) -> Learned | None:
+               history: History | None, ablation_every: int, ran: frozenset[str] | None) -> Learned | None:
     run, suite = comparison.run, comparison.run.suite
     records = [without_held_out(getattr(r, "record", r), details.held_out)
                for r in incidents(adapter, suite, s.scorer, status=None)]
@@ -154,10 +156,11 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
         return None  # an ablation moves only the incidents it was run for
     scores = details.scores.get(s.scorer, {})
     lesson = current is not None and current.id in injected_ids(run)
-    quick = seen_in(comparison, s, scores, held_out=details.held_out, lesson=lesson, ablation=bool(ablation))
+    quick = seen_in(comparison, s, scores, held_out=details.held_out, lesson=lesson, ablation=bool(ablation),
+                    ran=ran)
     wanted = quick.failing and s.previous_run is not None and details.baseline is not None
     seen = seen_in(comparison, s, scores, details.baseline(s) if wanted and details.baseline else None,
-                   details.held_out, lesson=lesson, ablation=bool(ablation)) if wanted else quick
+                   details.held_out, lesson=lesson, ablation=bool(ablation), ran=ran) if wanted else quick
     incident = None
     if current is not None:
         incident = view(current)

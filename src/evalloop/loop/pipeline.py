@@ -227,9 +227,10 @@ async def _ablate(report: RunReport, incidents: list[str], cases: list[str], set
     moved = [m for m in sub.extras.get("memories") or [] if m.get("memory_id") in incidents]
     said = "; ".join(f"{m['scorer']}: {'resolved' if m['action'] == 'resolved' else 'still held by lesson'}"
                      for m in moved) or "no incident moved"
-    report.notices.append(f"ablation run {run.id}: {len(wanted)} remembered case(s) run again without lessons "
+    report.notices.append(f"ablation run {run.id}: {len(wanted)} case(s) run again without lessons "
                           f"(${run.cost_usd:.4f}): {said}")
-    report.notices += [n for n in sub.notices if n.startswith(("failure memor", "resolved failure memory"))]
+    report.notices += [n for n in sub.notices if n.startswith(("failure memor", "resolved failure memory"))
+                       and not n.endswith(VERBS["ablated"])]  # the line above says it
     return {"run_id": run.id, "cases": len(wanted), "incidents": incidents, "cost_usd": run.cost_usd,
             "memories": moved}
 
@@ -261,10 +262,13 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     """Every scorer's graded scores, and the inputs, expected answers, outputs and scorer reasons
     of the run's failing cases (the baseline's last run is read only when learning needs it)."""
     run_id = report.outcome.run.id
+    from evalloop.verdicts.outcome import passes
+
+    results = list(report.outcome.results.values())
     details: dict[str, Any] = {"scores": {name: r.scores for name, r in report.outcome.results.items()},
                                "baseline": lambda s: store.case_scores(s.previous_run, s.scorer),
-                               "held_out": report.held_out}
-    failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if v < r.pass_mark}
+                               "held_out": report.held_out, "ran": list(results[0].ids) if results else None}
+    failing = {c for r in results for c, v in r.scores.items() if not passes(v, r.pass_mark)}
     if not failing:
         return details
     details["cases"] = {c.id: c for c in report.suite.iter_cases() if c.id in failing}
@@ -275,9 +279,11 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     return details
 
 
+#: what a run's notice says each learning action did (the failure memory's id and tags follow)
 VERBS = {"opened": "stored", "reopened": "reopened", "updated": "updated", "resolved": "resolved",
-         "held": "held by lesson:", "released": "the lesson no longer holds: reopened", "kept": "still held by lesson:",
-         "keep": "still held by lesson:", "ablated": "ablation kept held:"}
+         "held": "the run passed with its lesson injected: held (still injected, until its cases pass without it)",
+         "released": "the lesson no longer holds the product: open again",
+         "keep": "still held by its lesson", "ablated": "its cases still fail without the lesson: held"}
 
 
 def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[dict[str, Any]]:
@@ -314,8 +320,10 @@ def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = N
         if item.error:
             notices.append(f"failure memory for {item.scorer} not stored: {item.error}")
             continue
-        notices.append(f"{VERBS[item.action]} failure memory {item.memory_id} for {item.scorer} "
-                       f"(suite:{suite}, status:{item.state})")
+        what = f"failure memory {item.memory_id} for {item.scorer} (suite:{suite}, status:{item.state})"
+        verb = VERBS.get(item.action, item.action)
+        notices.append(f"{verb} {what}" if item.action in ("opened", "reopened", "updated", "resolved")
+                       else f"{what}: {verb}")
         if item.chronic and item.action in ("opened", "reopened"):
             notices.append(f"{item.scorer}: {len(item.chronic)} case(s) failed before this regression too "
                            f"(chronic, kept apart from it): {', '.join(item.chronic[:5])}")
