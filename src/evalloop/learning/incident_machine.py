@@ -329,6 +329,20 @@ def transition(incident: Incident | None, seen: Seen) -> Step:
     return Step(None, state)
 
 
+def ablation_cases(incident: Incident, seen: Seen, step: Step, every: int) -> list[str]:
+    """The cases to run again without lessons after this run (none: no ablation now): after a
+    full run that leaves the incident held, when ``every`` (≥ 1) full runs passed since its last
+    ablation. Its remembered cases; every learn case of the run for a floor incident (a floor is
+    the whole scorer's), or a regression that remembers none."""
+    if step.state is not State.HELD or not seen.full or seen.ablation or every <= 0:
+        return []
+    since = next((i for i, p in enumerate(incident.past) if p.ablation), len(incident.past))
+    if since + 1 < every:
+        return []
+    cases = {*incident.remembered, *step.joined}
+    return sorted(seen.scores) if incident.cause is Cause.FLOOR or not cases else sorted(cases)
+
+
 def levels(window: Sequence[Mapping[str, float]], cases: Sequence[str], pass_mark: float) -> dict[str, Level]:
     """Each case's mean and pass rate over the baseline window's runs (graded runs only)."""
     out = {}

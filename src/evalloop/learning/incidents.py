@@ -36,9 +36,11 @@ from evalloop.learning.incident_machine import (
     ACTIVE,
     INJECTED,
     Cause,
+    Incident,
     Level,
     Seen,
     State,
+    ablation_cases,
     keeps_out,
     levels,
     noise,
@@ -161,16 +163,7 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
     wanted = quick.failing and s.previous_run is not None and details.baseline is not None
     seen = seen_in(comparison, s, scores, details.baseline(s) if wanted and details.baseline else None,
                    details.held_out, lesson=lesson, ablation=bool(ablation), ran=ran) if wanted else quick
-    incident = None
-    if current is not None:
-        incident = view(current)
-        past = history.since(suite, since_run(current) or "", s.scorer, current.id, run) if history else []
-        window: dict[str, Level] = {}
-        candidates = sorted(seen.failing - set(incident.remembered) - set(incident.chronic))
-        if history is not None and candidates and seen.full and not ablation and len(past) >= 2:
-            ids = list(current.metadata.get("baseline_run_ids") or [])
-            window = levels(history.scores(ids, s.scorer), candidates, s.pass_mark) if ids else {}
-        incident = dataclasses.replace(incident, past=past, window=window)
+    incident = _read(current, seen, s, history, run) if current is not None else None
     step = transition(incident, seen)
     if step.action is None:
         return None
@@ -195,13 +188,21 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
             cases += [c for c in newly if c not in cases]
         item = _update(comparison, s, seen, adapter, current, details, action=_ACTIONS[step.action],
                        state=step.state, joined=cases, levels_joined=joined, fresh=fresh)
-    if step.state is State.HELD and seen.full and not ablation and ablation_every > 0:
-        fulls_since = next((i for i, p in enumerate(incident.past) if p.ablation), len(incident.past))
-        if fulls_since + 1 >= ablation_every:
-            cases = [*incident.remembered, *step.joined]  # a floor is the whole scorer's, and so is a
-            everything = incident.cause is Cause.FLOOR or not cases  # regression that remembers no case
-            item.ablate = sorted(seen.scores) if everything else sorted(set(cases))
+    item.ablate = ablation_cases(incident, seen, step, ablation_every)
     return item
+
+
+def _read(current: Any, seen: Seen, s: ScorerComparison, history: History | None, run: Any) -> Incident:
+    """The machine's view of the active incident: its record, its runs since it opened, and the
+    levels before it of the cases that may join (read only when some may)."""
+    incident = view(current)
+    past = history.since(run.suite, since_run(current) or "", s.scorer, current.id, run) if history else []
+    window: dict[str, Level] = {}
+    candidates = sorted(seen.failing - set(incident.remembered) - set(incident.chronic))
+    ids = list(current.metadata.get("baseline_run_ids") or [])
+    if history is not None and candidates and ids and seen.full and not seen.ablation and len(past) >= 2:
+        window = levels(history.scores(ids, s.scorer), candidates, s.pass_mark)
+    return dataclasses.replace(incident, past=past, window=window)
 
 
 _ACTIONS = {"update": "updated", "release": "released", "hold": "held"}
