@@ -65,6 +65,9 @@ def test_back_with_the_lesson_reads_the_runs_that_had_it():
     inc = incident(past=lessoned, noise=0.0)
     assert back(inc, seen(dict.fromkeys(CASES, 0.7)))                  # clean: this run (and p2) back
     assert back(inc, seen(dict.fromkeys(CASES, 0.7), lesson=True), lesson=True)  # j = 1 already back
+    # to hold, the estimate is enough (holding retires nothing); to resolve, its bound must be too
+    one = dict.fromkeys(CASES, 0.64)
+    assert back(incident(), seen(one, lesson=True), lesson=True) and not back(incident(), seen(one))
 
 
 def test_a_case_joins_only_when_it_fails_consistently():

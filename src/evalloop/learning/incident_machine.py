@@ -22,8 +22,9 @@ baseline). *back* (:func:`back`): the run's verdict is not ``regressed`` and sho
 drop, and for a regression (not ``below floor`` either, unless an ablation: a floor is the whole
 suite's) the remembered cases' mean shortfall against their levels, over the last 1, 2 or 3
 clean runs (runs with the lesson, for *held*), is at most half the scorer's threshold of their
-level, and its upper bound (:data:`Z_BACK` standard errors; the noise is the baseline window's
-within-case spread) under the whole threshold; a case with no level must pass; a run that did not
+level, and — to resolve; to hold, the estimate is enough — its upper bound (:data:`Z_BACK`
+standard errors; the noise is the baseline window's within-case spread) under the whole
+threshold; a case with no level must pass; a run that did not
 grade every remembered case is no evidence. For a floor: the scorer's mean is at or above its
 floor. *joins* (:func:`joining`): on a full run, a failing case that is neither remembered nor
 chronic, whose failures in the incident's last :data:`JOIN_RUNS` full runs are improbable
@@ -248,8 +249,10 @@ def shortfall(before: Mapping[str, Level], runs: Sequence[Mapping[str, float]]) 
 
 def back(incident: Incident, seen: Seen, *, lesson: bool = False) -> bool:
     """Whether the product is at its level before the incident, with evidence (the module's
-    definition): on clean runs, or with ``lesson`` on the runs that had the lesson. An ablation of
-    a regression's cases is not held to the scorer's floor (a floor is the whole suite's)."""
+    definition): on clean runs, or with ``lesson`` on the runs that had the lesson — where the
+    shortfall's point estimate is enough (holding retires nothing; resolving needs the bound
+    too). An ablation of a regression's cases is not held to the scorer's floor (a floor is the
+    whole suite's)."""
     if seen.regressed or seen.significant_drop:
         return False
     if incident.cause is Cause.FLOOR:
@@ -272,8 +275,8 @@ def back(incident: Incident, seen: Seen, *, lesson: bool = False) -> bool:
     for j in range(1, len(runs) + 1):
         gap = shortfall(before, runs[:j])
         se = incident.noise * math.sqrt(1 / (n * j) + 1 / (n * w))
-        if gap <= delta / 2 and gap + Z_BACK * se <= delta:
-            return True
+        if gap <= delta / 2 and (lesson or gap + Z_BACK * se <= delta):  # holding retires nothing:
+            return True                                                  # its point estimate suffices
     return False
 
 
