@@ -164,7 +164,7 @@ class IncidentMachine(RuleBasedStateMachine):
                 cause, chronic, cases = "floor", set(), set(failing)
             again = next((rid for rid, r in self.records.items() if r["status"] in CLOSED and r["cases"] & cases),
                          None)
-            window = list(f["s"].baseline_runs)
+            window = list(f["s"].window)
             fresh = {"status": "open", "cases": cases, "cause": cause, "window": window, "past": [],
                      "levels": {c: lv for c in cases if (lv := self.level(window, c)) is not None}}
             if again is not None:
@@ -186,7 +186,7 @@ class IncidentMachine(RuleBasedStateMachine):
             joined = set(self.joining(inc, f))
             levels = {c: lv for c in joined if (lv := self.level(inc["window"], c)) is not None}
             if f["regressed"] and inc["cause"] == "floor":  # a floor incident that regresses escalates
-                inc["cause"], inc["window"] = "regression", list(f["s"].baseline_runs)
+                inc["cause"], inc["window"] = "regression", list(f["s"].window)
                 newly = {c for c in f["newly"] if c in failing and c not in set(f["chronic"])}
                 levels.update({c: lv for c in newly if (lv := self.level(inc["window"], c)) is not None})
                 joined |= newly

@@ -69,8 +69,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from evalloop.score import passes
 from evalloop.verdicts.baseline import Comparison, ScorerComparison
-from evalloop.verdicts.outcome import passes
 from evalloop.verdicts.verdict import VerdictStatus, floor_sentence
 
 #: clean runs (or runs with the lesson) read as evidence that an incident is back, newest first

@@ -260,7 +260,7 @@ def _opening(comparison: Comparison, s: ScorerComparison, seen: Seen, history: H
         cases = [c for c in seen.newly_failing if c in seen.failing and c not in chronic]
     else:  # below the floor: every failing case is what the scorer is short of
         cause, chronic, cases = Cause.FLOOR, [], sorted(seen.failing)
-    window = list(s.baseline_runs)
+    window = list(s.window)
     runs = history.scores(window, s.scorer) if history is not None and window else []
     fields = level_fields({}, noise(runs, sorted(seen.scores)), window)
     del fields["levels_before"]

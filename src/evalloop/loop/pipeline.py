@@ -24,6 +24,7 @@ from evalloop.run import batchmode
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
+from evalloop.score import passes
 from evalloop.scoring.registry import Registry, discover
 from evalloop.scoring.scorevec import Vector
 from evalloop.suites.lookup import find_suite
@@ -262,8 +263,6 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     """Every scorer's graded scores, and the inputs, expected answers, outputs and scorer reasons
     of the run's failing cases (the baseline's last run is read only when learning needs it)."""
     run_id = report.outcome.run.id
-    from evalloop.verdicts.outcome import passes
-
     results = list(report.outcome.results.values())
     details: dict[str, Any] = {"scores": {name: r.scores for name, r in report.outcome.results.items()},
                                "baseline": lambda s: store.case_scores(s.previous_run, s.scorer),
