@@ -155,11 +155,16 @@ class IncidentMeta(BaseModel):
         return {**self.levels_before, **{c: [round(v.mean, 6), round(v.passed, 6), v.runs] for c, v in levels.items()}}
 
     def dump(self) -> dict[str, Any]:
-        """The metadata to store (keys without a value left out)."""
-        out = self.model_dump(mode="json", exclude_none=True)
-        if not self.rewrite:
-            out.pop("rewrite")
-        return out
+        """The metadata to store: every key an incident always had, the others when they have a value."""
+        out = self.model_dump(mode="json")
+        return {k: v for k, v in out.items() if k in ALWAYS or (v is not None and (k != "rewrite" or v))}
+
+
+#: the keys every incident record has carried (null or not), as readers of older versions expect them
+ALWAYS = frozenset({"kind", "eval_name", "eval_suite", "scorer", "status", "baseline_score", "current_score",
+                    "drop_percentage", "latest_score", "latest_drop", "eval_run_id", "last_run_id", "eval_run_ids",
+                    "runs_seen", "code_version", "first_seen", "last_seen", "timestamp", "pass_mark",
+                    "failing_cases", "failing_count", "chronic_cases", "corrections", "still_failing"})
 
 
 def meta(record: Any) -> IncidentMeta | None:
