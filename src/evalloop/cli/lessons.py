@@ -33,12 +33,14 @@ def promote(
     [bold]evalloop lessons promote faq --reason "rule 4 added to prompts/faq.md"[/bold]
     """
     from evalloop.learning import incidents
+    from evalloop.learning.incident_records import meta
     from evalloop.learning.promotion import promote_lessons
 
     found = promote_lessons(settings_for(project), suite, scorer, reason)
     if json_out:
-        print(json.dumps([{"id": r.id, "scorer": r.metadata.get("scorer"), "was": r.metadata.get("status")}
-                          for r in found], indent=2))
+        was = [(r.id, meta(r)) for r in found]
+        print(json.dumps([{"id": rid, "scorer": m.scorer if m else None, "was": m.status if m else None}
+                          for rid, m in was], indent=2))
         return
     if not found:
         out().print(f"no open or held incident of {suite}{f' ({scorer})' if scorer else ''}: nothing to promote",

@@ -52,11 +52,11 @@ from evalloop.learning.incident_records import (
     KIND,
     MAX_RUNS,
     Details,
+    IncidentMeta,
     describe,
     failure_tags,
     learn_only,
-    level_fields,
-    meta_of,
+    meta,
     now_of,
     record_metadata,
     record_text,
@@ -98,13 +98,13 @@ def incidents(adapter: Any, suite: str, scorer: str | None = None,
     for tag in [None] if wanted is None else sorted(wanted):
         tags = [KIND, f"suite:{suite}"] + ([f"status:{tag}"] if tag else [])
         for record in adapter.list(tags=tags, limit=limit):
-            meta = meta_of(record)
-            if meta.get("kind") != KIND or meta.get("eval_suite") != suite:
+            m = meta(record)
+            if m is None or m.eval_suite != suite:
                 continue
-            if (scorer is not None and meta.get("scorer") != scorer) or (wanted and meta.get("status") not in wanted):
+            if (scorer is not None and m.scorer != scorer) or (wanted and m.status not in wanted):
                 continue
-            found.append(record)
-    return sorted(found, key=lambda r: str(meta_of(r).get("last_seen") or ""), reverse=True)
+            found.append((m.last_seen or "", record))
+    return [r for _, r in sorted(found, key=lambda x: x[0], reverse=True)]
 
 
 def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | None = None,
@@ -152,7 +152,7 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
     run, suite = comparison.run, comparison.run.suite
     records = [without_held_out(getattr(r, "record", r), details.held_out)
                for r in incidents(adapter, suite, s.scorer, status=None)]
-    current = next((r for r in records if r.metadata.get("status") in ACTIVE), None)
+    current = next((r for r in records if _meta(r).status in ACTIVE), None)
     ablation = ablation_ids(run)
     if ablation and (current is None or current.id not in ablation):
         return None  # an ablation moves only the incidents it was run for
@@ -170,10 +170,10 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
     if current is None or step.action == "open":
         return _open(comparison, s, seen, adapter, records, details, history)
     if step.action == "resolve":
-        meta = {**current.metadata, "status": State.RESOLVED.value, "resolved_run_id": run.id,
-                "resolved_at": now_of(comparison)}
+        done = _meta(current).model_copy(update={"status": State.RESOLVED.value, "resolved_run_id": run.id,
+                                                 "resolved_at": now_of(comparison)})
         adapter.update(current.id, current.information, tags=failure_tags(suite, s.scorer, State.RESOLVED),
-                       metadata=meta)
+                       metadata=done.dump())
         return Learned(scorer=s.scorer, action="resolved", memory_id=current.id, state=State.RESOLVED.value)
     assert incident is not None and step.state is not None
     if step.action in ("ablated", "keep"):
@@ -183,7 +183,7 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
         cases, fresh = list(step.joined), None
         if step.escalate:  # a floor incident that regresses remembers the regression as one would
             _, newly, _, found, fresh = _opening(comparison, s, seen, history)
-            fresh.pop("since_run_id")
+            del fresh["since_run_id"]
             joined.update(found)
             cases += [c for c in newly if c not in cases]
         item = _update(comparison, s, seen, adapter, current, details, action=_ACTIONS[step.action],
@@ -199,7 +199,7 @@ def _read(current: Any, seen: Seen, s: ScorerComparison, history: History | None
     past = history.since(run.suite, since_run(current) or "", s.scorer, current.id, run) if history else []
     window: dict[str, Level] = {}
     candidates = sorted(seen.failing - set(incident.remembered) - set(incident.chronic))
-    ids = list(current.metadata.get("baseline_run_ids") or [])
+    ids = _meta(current).baseline_run_ids
     if history is not None and candidates and ids and seen.full and not seen.ablation and len(past) >= 2:
         window = levels(history.scores(ids, s.scorer), candidates, s.pass_mark)
     return dataclasses.replace(incident, past=past, window=window)
@@ -210,44 +210,52 @@ _ACTIONS = {"update": "updated", "release": "released", "hold": "held"}
 
 def _update(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any, record: Any,
             details: Details, action: str = "updated", state: State = State.OPEN, joined: Sequence[str] = (),
-            levels_joined: Mapping[str, Level] | None = None, fresh: Mapping[str, Any] | None = None) -> Learned:
-    before = dict(record.metadata)
-    rewrite = bool(before.pop("rewrite", False))
-    old = list(before.get("failing_cases") or [])
+            levels_joined: Mapping[str, Level] | None = None, fresh: Mapping[str, Any] | None = None,
+            before: IncidentMeta | None = None) -> Learned:
+    before = before or _meta(record)
+    old = list(before.failing_cases)
     remembered = old + [c for c in joined if c not in old]
-    cause = (fresh or {}).get("cause", before.get("cause"))
+    cause = (fresh or {}).get("cause", before.cause)
     chronic_now = set(seen.chronic) if cause != Cause.FLOOR else set()  # a floor remembers every failing case
-    chronic = sorted((set(before.get("chronic_cases") or []) | chronic_now) - set(remembered))
+    chronic = sorted((set(before.chronic_cases) | chronic_now) - set(remembered))
     shown = shown_cases(seen, remembered)
-    unchanged = action not in ("reopened", "opened") and not rewrite and \
-        (not shown or sorted(shown) == sorted(before.get("still_failing", old)))
+    shown_before = before.still_failing if before.still_failing is not None else old
+    unchanged = action not in ("reopened", "opened") and not before.rewrite and \
+        (not shown or sorted(shown) == sorted(shown_before))
     text = record.information if unchanged else record_text(comparison, s, seen, shown, details)
-    meta = record_metadata(comparison, s, seen, remembered, chronic, before, details, shown, state=state)
+    after = record_metadata(comparison, s, seen, remembered, chronic, before, details, shown, state=state)
+    update: dict[str, Any] = dict(fresh or {})
     if not unchanged:  # the text says this run's numbers: so does the metadata
-        meta.update(baseline_score=s.baseline, current_score=s.current, drop_percentage=s.drop)
-    if fresh:
-        meta.update(fresh)
+        update.update(baseline_score=s.baseline, current_score=s.current, drop_percentage=s.drop)
     added = {c: v for c, v in (levels_joined or {}).items() if c in remembered and c not in old}
     if added:  # a case that joins brings its level before the incident
-        meta["levels_before"] = {**(meta.get("levels_before") or {}), **level_fields(added)["levels_before"]}
+        update["levels_before"] = after.model_copy(update=update).with_levels(added)
     if action == "held":
-        meta.update(held_run_id=comparison.run.id, held_at=now_of(comparison))
+        update.update(held_run_id=comparison.run.id, held_at=now_of(comparison))
     if action == "reopened":
-        closed = f"{before.get('status')}:{before.get('resolved_run_id') or before.get('accepted_run_id') or '?'}"
-        meta.update(reopened=int(before.get("reopened") or 0) + 1, reopened_run_id=comparison.run.id,
-                    reopened_at=now_of(comparison), closed=[*(before.get("closed") or []), closed][-MAX_RUNS:])
-    _write(adapter, record, text, failure_tags(comparison.run.suite, s.scorer, state), meta)
+        closed = f"{before.status}:{before.resolved_run_id or before.accepted_run_id or '?'}"
+        update.update(reopened=before.reopened + 1, reopened_run_id=comparison.run.id,
+                      reopened_at=now_of(comparison), closed=[*before.closed, closed][-MAX_RUNS:])
+    _write(adapter, record, text, failure_tags(comparison.run.suite, s.scorer, state), after.model_copy(update=update))
     return Learned(scorer=s.scorer, action=action, memory_id=record.id, chronic=chronic, state=state.value)
 
 
-def _write(adapter: Any, record: Any, text: str, tags: list[str], meta: dict[str, Any]) -> None:
+def _meta(record: Any) -> IncidentMeta:
+    """A listed incident's metadata (:func:`incidents` lists incidents only)."""
+    found = meta(record)
+    assert found is not None, "incidents() lists incident records only"
+    return found
+
+
+def _write(adapter: Any, record: Any, text: str, tags: list[str], after: IncidentMeta) -> None:
     """Update a record; a text another memory already holds keeps the record's own text."""
+    data = after.dump()
     try:
-        adapter.update(record.id, text, tags=tags, metadata=meta)
+        adapter.update(record.id, text, tags=tags, metadata=data)
     except ConfigError:
         if text == record.information:
             raise
-        adapter.update(record.id, record.information, tags=tags, metadata=meta)
+        adapter.update(record.id, record.information, tags=tags, metadata=data)
 
 
 def _opening(comparison: Comparison, s: ScorerComparison, seen: Seen, history: History | None,
@@ -262,32 +270,30 @@ def _opening(comparison: Comparison, s: ScorerComparison, seen: Seen, history: H
         cause, chronic, cases = Cause.FLOOR, [], sorted(seen.failing)
     window = list(s.window)
     runs = history.scores(window, s.scorer) if history is not None and window else []
-    fields = level_fields({}, noise(runs, sorted(seen.scores)), window)
-    del fields["levels_before"]
     return cause, cases, chronic, levels(runs, cases, seen.pass_mark), \
-        {**fields, "cause": cause.value, "since_run_id": comparison.run.id}
+        {"noise": round(noise(runs, sorted(seen.scores)), 6), "baseline_run_ids": window, "cause": cause.value,
+         "since_run_id": comparison.run.id}
 
 
 def _open(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any, records: list[Any],
           details: Details, history: History | None) -> Learned:
     """A trigger with no active incident: reopen the closed one it recurs from, else a new one."""
     cause, cases, chronic, found, fresh = _opening(comparison, s, seen, history)
-    fresh["levels_before"] = level_fields(found)["levels_before"]
-    closed = [r for r in records if r.metadata.get("status") in (State.RESOLVED, State.ACCEPTED)]
-    again = next((r for r in closed if set(r.metadata.get("failing_cases") or []) & set(cases)), None)
+    fresh["levels_before"] = IncidentMeta().with_levels(found)
+    closed = [r for r in records if _meta(r).status in (State.RESOLVED, State.ACCEPTED)]
+    again = next((r for r in closed if set(_meta(r).failing_cases) & set(cases)), None)
     if again is not None:
         return _reopen(comparison, s, seen, adapter, again, details, cases, chronic, fresh)
     shown = shown_cases(seen, cases)
-    meta = {**record_metadata(comparison, s, seen, cases, chronic, None, details, shown), **fresh}
-    if closed:
-        meta["previous_id"] = closed[0].id
+    new = record_metadata(comparison, s, seen, cases, chronic, None, details, shown).model_copy(
+        update={**fresh, "previous_id": closed[0].id if closed else None})
     memory_id = adapter.store(record_text(comparison, s, seen, shown, details),
-                              tags=failure_tags(comparison.run.suite, s.scorer), metadata=meta)
+                              tags=failure_tags(comparison.run.suite, s.scorer), metadata=new.dump())
     known = next((r for r in records if r.id == memory_id), None)
     if known is None and callable(getattr(adapter, "get", None)):
         got = adapter.get(memory_id)
-        known = got if got is not None and meta_of(got).get("kind") == KIND \
-            and meta_of(got).get("last_run_id") != comparison.run.id else None
+        other = meta(got) if got is not None else None
+        known = got if other is not None and other.last_run_id != comparison.run.id else None
     if known is not None:  # the store de-duplicated the text onto an existing record: open that one
         return _reopen(comparison, s, seen, adapter, known, details, cases, chronic, fresh)
     return Learned(scorer=s.scorer, action="opened", memory_id=memory_id, chronic=list(chronic))
@@ -296,9 +302,10 @@ def _open(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any,
 def _reopen(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any, record: Any,
             details: Details, cases: list[str], chronic: list[str], fresh: Mapping[str, Any]) -> Learned:
     """A closed incident recurs: the same record, open again, remembering this trigger's cases."""
-    blank = record.model_copy(update={"metadata": {**record.metadata, "failing_cases": [], "chronic_cases": chronic,
-                                                   "still_failing": None, "levels_before": {}}})
-    return _update(comparison, s, seen, adapter, blank, details, action="reopened", joined=cases, fresh=fresh)
+    blank = _meta(record).model_copy(update={"failing_cases": [], "chronic_cases": chronic, "still_failing": None,
+                                             "levels_before": {}})
+    return _update(comparison, s, seen, adapter, record, details, action="reopened", joined=cases, fresh=fresh,
+                   before=blank)
 
 
 def _close(adapter: Any, suite: str, scorer: str | None, states: Collection[str], state: State,
@@ -307,9 +314,9 @@ def _close(adapter: Any, suite: str, scorer: str | None, states: Collection[str]
     done = []
     for found in incidents(adapter, suite, scorer, status=states):
         record = getattr(found, "record", found)
-        meta = {**record.metadata, "status": state.value, **fields}
-        adapter.update(record.id, record.information, tags=failure_tags(suite, meta["scorer"], state),
-                       metadata=meta)
+        after = _meta(record).model_copy(update={"status": state.value, **fields})
+        adapter.update(record.id, record.information, tags=failure_tags(suite, str(after.scorer), state),
+                       metadata=after.dump())
         done.append(record.id)
     return done
 
@@ -334,13 +341,13 @@ def promote_incidents(adapter: Any, suite: str, scorer: str | None = None, reaso
 
 def active_scorers(adapter: Any, suite: str) -> set[str]:
     """The scorers of ``suite`` with an active incident (open, held or promoted)."""
-    return {str(meta_of(r).get("scorer")) for r in incidents(adapter, suite, status=ACTIVE)}
+    return {str(_meta(r).scorer) for r in incidents(adapter, suite, status=ACTIVE)}
 
 
 def kept_out_scorers(adapter: Any, suite: str) -> set[str]:
     """The scorers of ``suite`` whose runs stay out of the baseline now
     (:func:`~evalloop.learning.incident_machine.keeps_out`)."""
-    return {str(meta_of(r).get("scorer")) for r in incidents(adapter, suite, status=ACTIVE) if keeps_out(view(r))}
+    return {str(_meta(r).scorer) for r in incidents(adapter, suite, status=ACTIVE) if keeps_out(view(r))}
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ from evalloop.suites.models import Case, Suite
 from evalloop.verdicts.baseline import Comparison, compare_run
 
 if TYPE_CHECKING:
+    from evalloop.learning.incidents import Learned
     from evalloop.llm.cache import CacheMode
 
 
@@ -192,12 +193,12 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                               "so its verdicts cannot be trusted to teach anything")
     elif settings.learn and (opens or (_has_memories(settings) and not unreadable)):
         learned = _learn(settings, report, store)
-        if learned:
-            report.extras["memories"] = learned
-        wanted = sorted({c for m in learned for c in m.get("ablate") or []})
+        if learned:  # the cases an ablation reruns are not reported: the ablation says how many
+            report.extras["memories"] = [item.model_dump(exclude={"ablate"}) for item in learned]
+        wanted = sorted({c for item in learned for c in item.ablate})
         if wanted and not ablation:
             report.extras["ablation"] = await _ablate(
-                report, [m["memory_id"] for m in learned if m.get("ablate")], wanted, settings, registry, store,
+                report, [str(item.memory_id) for item in learned if item.ablate], wanted, settings, registry, store,
                 services, epochs, concurrency, max_cost)
     if settings.run_log:
         try:
@@ -285,7 +286,7 @@ VERBS = {"opened": "stored", "reopened": "reopened", "updated": "updated", "reso
          "keep": "still held by its lesson", "ablated": "its cases still fail without the lesson: held"}
 
 
-def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[dict[str, Any]]:
+def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[Learned]:
     """One learning step under the suite's lock: move the suite's incidents through their
     states, then keep this run out of the baseline for every scorer whose incident keeps it out
     (an active regression, a held lesson). A failing store is reported, never raised."""
@@ -326,7 +327,7 @@ def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = N
         if item.chronic and item.action in ("opened", "reopened"):
             notices.append(f"{item.scorer}: {len(item.chronic)} case(s) failed before this regression too "
                            f"(chronic, kept apart from it): {', '.join(item.chronic[:5])}")
-    return [item.model_dump() for item in learned]
+    return learned
 
 
 def run_suite(suite: str | Path | Suite, **kwargs: Any) -> RunReport:
