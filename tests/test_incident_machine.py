@@ -98,10 +98,10 @@ class IncidentMachine(RuleBasedStateMachine):
         return sum(values) / len(values), sum(passes(v, self.pass_mark) for v in values) / len(values), len(values)
 
     def back(self, inc: dict[str, Any], f: dict[str, Any]) -> bool:
-        if f["regressed"] or f["sigdrop"]:
-            return False
         if inc["cause"] == "floor":
-            return f["at_floor"] and not f["below"]
+            return not f["regressed"] and not f["sigdrop"] and f["at_floor"] and not f["below"]
+        if f["regressed"] or (f["sigdrop"] and not f["ablation"]):
+            return False
         if f["below"] and not f["ablation"]:
             return False
         for c in inc["cases"]:

@@ -52,6 +52,7 @@ def test_back_needs_a_clean_verdict_and_every_remembered_case_graded():
     good = dict.fromkeys(CASES, 0.9)
     assert not back(incident(), seen(good, regressed=True))
     assert not back(incident(), seen(good, significant_drop=True))
+    assert back(incident(), seen(good, significant_drop=True, ablation=True))  # its cases' shortfall decides
     assert not back(incident(), seen({c: 0.9 for c in CASES[1:]}))      # c0 errored: no evidence
     assert back(incident(), seen({c: 0.9 for c in CASES[1:]}, ran=frozenset(CASES[1:])))  # c0 gone from the suite
     assert not back(incident(), seen(good, status=VerdictStatus.BELOW_FLOOR))

@@ -8,28 +8,29 @@ the evidence rules (:func:`back`, :func:`joining`, :func:`keeps_out`) and the ta
 :mod:`evalloop.learning.incidents` moves the records in the memory store, reading the runs from
 the history (:mod:`evalloop.learning.evidence`); :mod:`evalloop.loop.pipeline` runs the ablations.
 
-Words. *failing*: graded (not errored, not skipped, not a control) and not passing the pass
-mark (:func:`evalloop.verdicts.outcome.passes`). *newly failing*: failing now, passing in the
+Words. *failing*: graded (not errored, not skipped, not a control) and not passing the pass mark
+(:func:`evalloop.verdicts.outcome.passes`). *newly failing*: failing now, passing in the
 baseline's last run (the verdict's list); *chronic*: failing now and then. *trigger*: the
 verdict is ``regressed`` or ``below floor`` (:data:`TRIGGERS`). *remembered*: the incident's
 cases — a regression's newly failing cases (chronic ones kept apart), a floor's failing cases —
 each with its mean and pass rate in the baseline window before it (:class:`Level`). *with
-lesson*: the run's target got the incident's lesson (the fingerprint's ``injected`` memories name
-it). *clean*: a full run without the lesson, or an *ablation* (the remembered cases — every learn
-case for a floor, or a regression that remembers none — run again with lessons off: a partial
-run the pipeline starts after a full run of a held incident, every ``ablation_every``-th, never a
-baseline). *back* (:func:`back`): the run's verdict is not ``regressed`` and shows no significant
-drop, and for a regression (not ``below floor`` either, unless an ablation: a floor is the whole
-suite's) the remembered cases' mean shortfall against their levels, over the last 1, 2 or 3
-clean runs (runs with the lesson, for *held*), is at most half the scorer's threshold of their
-level, and — to resolve; to hold, the estimate is enough — its upper bound (:data:`Z_BACK`
-standard errors; the noise is the baseline window's within-case spread) under the whole
-threshold; a case with no level must pass; a run that did not
-grade every remembered case is no evidence. For a floor: the scorer's mean is at or above its
-floor. *joins* (:func:`joining`): on a full run, a failing case that is neither remembered nor
-chronic, whose failures in the incident's last :data:`JOIN_RUNS` full runs are improbable
-(≤ :data:`JOIN_ALPHA`) at its failure rate before the incident. Only valid runs move an
-incident; an ablation moves only the incidents it ran for, and opens none.
+lesson*: the run's target got the incident's lesson (the fingerprint's ``injected`` memories
+name it). *clean*: a full run without the lesson, or an *ablation* (the remembered cases — every
+learn case for a floor, or a regression that remembers none — run again with lessons off: a
+partial run the pipeline starts after a full run of a held incident, every
+``ablation_every``-th, never a baseline). *back* (:func:`back`): the run's verdict is not
+``regressed`` and shows no significant drop (an ablation of a regression's cases: not
+``regressed``; their shortfall decides), and for a regression (not ``below floor`` either,
+unless an ablation: a floor is the whole suite's) the remembered cases' mean shortfall against
+their levels, over the last 1, 2 or 3 clean runs (runs with the lesson, for *held*), is at most
+half the scorer's threshold of their level, and — to resolve; to hold, the estimate is enough —
+its upper bound (:data:`Z_BACK` standard errors; the noise is the baseline window's within-case
+spread) under the whole threshold; a case with no level must pass; a run that did not grade
+every remembered case is no evidence. For a floor: the scorer's mean is at or above its floor.
+*joins* (:func:`joining`): on a full run, a failing case that is neither remembered nor chronic,
+whose failures in the incident's last :data:`JOIN_RUNS` full runs are improbable (≤
+:data:`JOIN_ALPHA`) at its failure rate before the incident. Only valid runs move an incident;
+an ablation moves only the incidents it ran for, and opens none.
 
 ===========  ================================================================  ===========
 from         transition (the first that applies)                               to
@@ -253,10 +254,10 @@ def back(incident: Incident, seen: Seen, *, lesson: bool = False) -> bool:
     shortfall's point estimate is enough (holding retires nothing; resolving needs the bound
     too). An ablation of a regression's cases is not held to the scorer's floor (a floor is the
     whole suite's)."""
-    if seen.regressed or seen.significant_drop:
-        return False
-    if incident.cause is Cause.FLOOR:
-        return seen.at_floor and not seen.below_floor
+    if incident.cause is Cause.FLOOR:  # the scorer's whole: a full run, or an ablation of every learn case
+        return not seen.regressed and not seen.significant_drop and seen.at_floor and not seen.below_floor
+    if seen.regressed or (seen.significant_drop and not seen.ablation):  # an ablation's verdict covers
+        return False  # only the remembered cases, against a window they were picked from: the shortfall decides
     if seen.below_floor and not seen.ablation:
         return False
     cases = [c for c in incident.remembered if seen.ran is None or c in seen.ran]  # not a case gone from the suite

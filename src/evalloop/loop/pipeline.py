@@ -19,7 +19,6 @@ from evalloop.errors import EvalloopError
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
 from evalloop.history.store import FIRE_ENV, HistoryStore
-from evalloop.learning.incident_machine import triggers
 from evalloop.run import batchmode
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
@@ -187,7 +186,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     rate = comparison.target_failures
     if rate is not None and (rate.failures or rate.baseline_failures):
         report.notices.append(rate.describe())
-    opens = triggers(comparison)  # a regression or a scorer below its floor
+    opens = _opens_incident(comparison)
     if settings.learn and opens and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")
@@ -254,6 +253,16 @@ def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str
         means[name] = float(values.mean()) if values.size else None
     return held, {"split": suite.holdout.describe(), "n": len(held), "of": len(ids), "means": means,
                   "whole": {name: r.mean for name, r in outcome.results.items()}}
+
+
+def _opens_incident(comparison: Comparison) -> bool:
+    """Whether a verdict of the run opens an incident (a regression, a scorer below its floor);
+    the learning package is imported only for a run with a failing verdict."""
+    if not any(s.fails for s in comparison.scorers):
+        return False
+    from evalloop.learning.incident_machine import triggers
+
+    return triggers(comparison)
 
 
 def _has_memories(settings: Settings) -> bool:
