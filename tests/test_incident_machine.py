@@ -265,9 +265,9 @@ class IncidentMachine(RuleBasedStateMachine):
             and next((i for i, (_, kind) in enumerate(before) if kind == "ablation"), len(before)) + 1 >= self.every
         assert (report.ablation is not None) == due, (report.extras.get("ablation"), due)
         if report.ablation is not None:
-            self.ablated(report)
+            self.ablated(report, list(errored))
 
-    def ablated(self, report: Any) -> None:
+    def ablated(self, report: Any, errored: list[str]) -> None:
         """The ablation the run started: the held incident's cases again, lessons off."""
         event("ablation run")
         inc = self.records[self.current]
@@ -276,7 +276,7 @@ class IncidentMachine(RuleBasedStateMachine):
         whole = inc["cause"] == "floor" or not inc["cases"]  # every case of the run: the scorer's whole
         cases = sorted(self.graded[report.outcome.run.id]) if whole else sorted(inc["cases"])
         assert report.extras["ablation"]["cases"] == len(cases)
-        graded = self.scores_of(self.broken, [], cases, lesson=False)
+        graded = self.scores_of(self.broken, errored, cases, lesson=False)  # the same answers, no lesson
         assert dict(sub.outcome.results[SCORER].scores.items()) == graded  # no lesson reached it
         self.graded[sub.outcome.run.id] = graded
         summary = HistoryStore(load_settings(self.root).database_url).summaries(sub.outcome.run.id)[SCORER]
