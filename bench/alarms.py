@@ -35,12 +35,14 @@ import argparse
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -61,6 +63,11 @@ SCENARIOS: dict[str, dict] = {
         ("unchanged, 0.02 over the floor", 30, 0.0, True),
         ("10 points under the floor", 4, "floor-10", True)]},
     "judge-50-lucky": {"kind": "judge", "n": 50, "lucky": 0.10, "phases": [("unchanged", 30, 0.0, True)]},
+    # the learning loop on (incidents opened, kept out of the baseline, injected): no windup through it
+    "judge-50-lucky-learn": {"kind": "judge", "n": 50, "lucky": 0.10, "learn": True,
+                             "phases": [("unchanged", 30, 0.0, True)]},
+    "judge-50-learn": {"kind": "judge", "n": 50, "learn": True, "phases": [
+        ("unchanged", 30, 0.0, True), ("drop 15%", 10, 0.15, True)]},
     "passfail-20": {"kind": "pass-fail", "n": 20, "phases": [
         ("unchanged", 30, 0.0, True), ("drop 10% (threshold)", 6, 0.10, True), ("drop 15%", 6, 0.15, True)]},
     "passfail-50": {"kind": "pass-fail", "n": 50, "phases": [
@@ -83,19 +90,30 @@ def _scale_for(mean: float, rng) -> float:
     return (low + high) / 2
 
 
+def _copy(path: Path, into: sqlite3.Connection) -> sqlite3.Connection:
+    """A SQLite file's content, copied into ``into`` (a memory store is saved beside the history)."""
+    with closing(sqlite3.connect(path)) as source:
+        source.backup(into)
+    return into
+
+
 def worker(spec: dict) -> Iterator[dict]:
     """Trials of one scenario under one rule; one JSON-able record per trial."""
     import numpy as np
     import yaml
     from verdict_lab import Lab
 
-    from evalloop import run_suite
+    from evalloop import load_settings, run_suite
 
     scenario = SCENARIOS[spec["scenario"]]
     kind, n, floor = scenario["kind"], scenario["n"], scenario.get("floor")
     nightly = spec["rule"] != "single"
     root = Path(tempfile.mkdtemp(prefix="alarms-"))
     lab = Lab(root, kind)
+    if scenario.get("learn"):  # incidents as a team has them (the lab turns learning off)
+        (root / "evalloop.toml").write_text("run_log = false\nlearn = true\n")
+        lab.settings = load_settings(root)
+    memories = lab.settings.memory_file
     rng = np.random.default_rng(spec["seed"])
     scale = _scale_for(scenario["mean"], np.random.default_rng(0)) if "mean" in scenario else 1.0
 
@@ -126,14 +144,22 @@ def worker(spec: dict) -> Iterator[dict]:
             def draw(drop, shift=0.0, p=p) -> dict[str, float]:
                 return {f"c{i}": float(v) for i, v in enumerate(rng.random(n) < p * (1 - drop))}
         lab.reset()
+        for leftover in (memories, memories.with_name(memories.name + "-wal")):
+            leftover.unlink(missing_ok=True)
         night(draw(0.0, scenario.get("lucky", 0.0)))
         for _ in range(WARM - 1):
             night(draw(0.0))
         snap = lab.save()
+        kept = _copy(memories, sqlite3.connect(":memory:")) if memories.exists() else None
         record = {}
         for label, nights, drop, fresh in scenario["phases"]:
             if fresh:
                 lab.restore(snap)
+                for leftover in (memories, memories.with_name(memories.name + "-wal")):
+                    leftover.unlink(missing_ok=True)
+                if kept is not None:
+                    with closing(sqlite3.connect(memories)) as target:
+                        kept.backup(target)
             record[label] = [night(draw(drop)) for _ in range(nights)]
         yield record
 
