@@ -67,7 +67,7 @@ def test_a_damaged_history_database_is_one_line_and_no_completed_run(tmp_path, h
     db = settings.history_dir / "evalloop.db"
     damage_case_pages(db, how)
     proc = cli(root, "run", "--suite", "s")
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # an environment error (#40 item 10), never the verdict code
     (line,) = errors(proc)
     assert line.startswith(f"error: {db}: the history database is damaged") and "evalloop doctor" in line, line
     assert "evalloop history import" in line and "permission" not in line
@@ -141,7 +141,7 @@ def test_a_history_file_of_random_bytes_is_one_line_naming_it(tmp_path):
     db.parent.mkdir(parents=True)
     db.write_bytes(os.urandom(64 * 1024))
     proc = cli(root, "run", "--suite", "s")
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     (line,) = errors(proc)
     assert line.startswith(f"error: {db}: the history database is damaged (file is not a database)"), line
     assert "evalloop doctor --repair" in line and "run logs" in line, line

@@ -57,7 +57,7 @@ def test_two_schedulers_on_one_database_never_overlap_a_suite(project, tmp_path)
     for before, after in zip(runs, runs[1:], strict=False):
         assert after.started_at >= before.ended_at, (before, after)
     entries = ledger.entries(settings.database_url, "tick")
-    assert {e.status for e in entries} <= {"completed", "skipped"}
+    assert {e.status for e in entries} <= {"completed", "skipped", "coalesced"}  # late fires are said (#40)
     assert sum(e.status == "completed" for e in entries) == len(runs)
 
 

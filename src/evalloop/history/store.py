@@ -15,6 +15,7 @@ import logging
 import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Row, Select, Table, func, insert, update
@@ -35,6 +36,7 @@ from evalloop.history.models import (
     TableModel,
     utcnow,
 )
+from evalloop.history.outage import Backlog, outlast
 from evalloop.redact import redact_text
 
 #: how long a run's lease lasts without a heartbeat (settings ``heartbeat_seconds`` ×
@@ -98,6 +100,7 @@ class HistoryStore(metaclass=_MappedErrors):
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         self.url = url
         self.readonly = readonly
+        self.backlog = Backlog()  # case results kept while the database is away (history/outage.py)
         if readonly:
             from evalloop.history.readonly import readonly_engine
 
@@ -110,11 +113,22 @@ class HistoryStore(metaclass=_MappedErrors):
         return Session(self.engine, expire_on_commit=False)
 
     # -- writing -----------------------------------------------------------------------
+    def now(self, default: datetime | None = None) -> datetime:
+        """The time a run is stamped with: on a server database (a team's history) the
+        database's clock, so that no host's clock orders runs, picks baselines or decides
+        which run is the latest; on SQLite (one host writes it) ``default`` or this host's."""
+        if self.engine.dialect.name == "sqlite":
+            return default or utcnow()
+        from evalloop.history.locks import database_time
+
+        return datetime.fromtimestamp(database_time(self.engine), UTC)
+
     def begin_run(self, run: Run) -> Run:
         """Store a new run and hold its lease (a heartbeat keeps it while this process lives)."""
         from evalloop.history.locks import process_owner
 
         owner = process_owner()
+        run.started_at = self.now(run.started_at)
         try:
             notes = json.loads(run.notes or "{}")
         except ValueError:
@@ -160,6 +174,10 @@ class HistoryStore(metaclass=_MappedErrors):
         if not cases and not scores:
             return
         cases, scores = _redacted(cases, "error", CASE_RESULT_COLUMNS), _redacted(scores, "message", CASE_SCORE_COLUMNS)
+        self.backlog.push(functools.partial(self._insert_results, cases, scores))
+
+    def _insert_results(self, cases: Sequence[Mapping[str, Any] | tuple[Any, ...]],
+                        scores: Sequence[Mapping[str, Any] | tuple[Any, ...]]) -> None:
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
                 # The DB-API is several times faster than Core's parameter handling for these
@@ -187,17 +205,25 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def finish_run(self, run_id: str, summaries: Iterable[ScorerSummary],
                    vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
-        """Write the summaries, score vectors and the run's final fields in one transaction."""
-        with self.engine.begin() as conn:
-            run = _run_by_id(conn, run_id)
-            assert run is not None, run_id
-            for key, value in fields.items():
-                setattr(run, key, redact_text(value) if isinstance(value, str) else value)
-            run.ended_at = run.ended_at or utcnow()
-            _insert_all(conn, list(vectors))
-            _insert_all(conn, list(summaries))
-            changed = {key: getattr(run, key) for key in (*fields, "ended_at")}
-            conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(**changed))
+        """Write the summaries, score vectors and the run's final fields in one transaction,
+        after the case results kept while the database was away; an outage is waited out."""
+        self.backlog.drain()
+        summaries, vectors = list(summaries), list(vectors)
+
+        def write() -> Run:
+            with self.engine.begin() as conn:
+                run = _run_by_id(conn, run_id)
+                assert run is not None, run_id
+                for key, value in fields.items():
+                    setattr(run, key, redact_text(value) if isinstance(value, str) else value)
+                run.ended_at = self.now(run.ended_at)
+                _insert_all(conn, vectors)
+                _insert_all(conn, summaries)
+                changed = {key: getattr(run, key) for key in (*fields, "ended_at")}
+                conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(**changed))
+            return run
+
+        run = outlast(write, self.backlog.seconds)
         self._end_lease(run_id)
         return run
 
@@ -207,7 +233,7 @@ class HistoryStore(metaclass=_MappedErrors):
             with self.engine.begin() as conn:
                 done = conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(
                     status=status, valid=False, invalid_reason=redact_text(reason or status.value),
-                    ended_at=utcnow()))
+                    ended_at=self.now()))
             if done.rowcount == 0:
                 return
         except SQLAlchemyError:  # the database went away: the lease lapses and a reaper marks it

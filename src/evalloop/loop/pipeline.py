@@ -167,22 +167,27 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         runlog.sync_suite(store, settings.history_dir, suite_obj.name)
     if on_start is not None:
         on_start(prepared)
-    on_begin = batchmode.wire(services, store, resume)
-    if on_begin is not None:  # every case in flight: a batch carries a whole stage of the run
-        concurrency = batchmode.BATCH_IN_FLIGHT
-        notices += batchmode.without_deadline(prepared)
-    outcome = await execute(
-        prepared, store, services=services, epochs=epochs, limit=limit,
-        concurrency=concurrency, default_concurrency=settings.concurrency,
-        code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
-        progress=progress, select=select, max_cost=max_cost, on_begin=on_begin, partial=bool(ablation),
-        max_output_bytes=settings.max_output_bytes,
-        judge_stop=_judge_stop(suite_obj, store, settings),
-        notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
-               **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
-               **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {}),
-               **({"ablation": ablation} if ablation else {})},
-    )
+    lease = batchmode.claim_resume(store, resume) if resume else None  # one resumer per run
+    try:
+        on_begin = batchmode.wire(services, store, resume)
+        if on_begin is not None:  # every case in flight: a batch carries a whole stage of the run
+            concurrency = batchmode.BATCH_IN_FLIGHT
+            notices += batchmode.without_deadline(prepared)
+        outcome = await execute(
+            prepared, store, services=services, epochs=epochs, limit=limit,
+            concurrency=concurrency, default_concurrency=settings.concurrency,
+            code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
+            progress=progress, select=select, max_cost=max_cost, on_begin=on_begin, partial=bool(ablation),
+            max_output_bytes=settings.max_output_bytes,
+            judge_stop=_judge_stop(suite_obj, store, settings),
+            notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
+                   **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
+                   **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {}),
+                   **({"ablation": ablation} if ablation else {})},
+        )
+    finally:
+        if lease is not None:
+            lease.release()
     if resume:
         notices.append(batchmode.resume_notice(services, resume))
     window = suite_obj.window or settings.window

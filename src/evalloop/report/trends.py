@@ -159,6 +159,17 @@ class SuiteTrend(BaseModel):
     memories: list[MemoryNote] = Field(default_factory=list)
     memory_note: str = ""
     strata: StrataReport | None = None  # the latest run's per-tag and per-scope means, if tagged
+    in_progress: int = 0  # runs of the suite still running: never shown or judged until they end
+
+    @property
+    def progress_note(self) -> str:
+        """``first run in progress`` for a suite with no finished run yet; ``1 run in progress``
+        beside finished ones; empty when nothing runs. Every report format says it the same."""
+        if not self.in_progress:
+            return ""
+        if not self.runs:
+            return "first run in progress"
+        return f"{self.in_progress} run{'s' if self.in_progress != 1 else ''} in progress"
 
     @property
     def outcome(self) -> RunOutcome:
@@ -250,8 +261,9 @@ def suite_trend(store: HistoryStore, suite: str, *, last: int = DEFAULT_LAST, wi
         strata = strata_means(store, shown[-1].id, order=scorers)
         if not strata.strata and not strata.scopes:
             strata = None
+    running = len(store.runs(suite, statuses=[RunStatus.RUNNING.value]))
     return SuiteTrend(suite=suite, runs=[_run_row(r, reader) for r in shown], scorers=trends,
-                      memories=memories, memory_note=note, strata=strata)
+                      memories=memories, memory_note=note, strata=strata, in_progress=running)
 
 
 def _scorer_names(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]]) -> list[str]:
