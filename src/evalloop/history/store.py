@@ -312,7 +312,7 @@ class HistoryStore(metaclass=_MappedErrors):
             return {summary.scorer: summary for summary, in as_models(rows, ScorerSummary)}
 
     def baseline_runs(self, suite: str, scorer: str, before: Run, n: int, product: str | None = None, *,
-                      measurement: str | None = None) -> list[tuple[Run, ScorerSummary]]:
+                      measurement: str | None = None, measured_only: bool = False) -> list[tuple[Run, ScorerSummary]]:
         """The last ``n`` runs before ``before`` that may serve as this scorer's baseline: runs
         that had *completed* before it started (a run of another host that was still going
         when this one began is never its baseline, even once it completed).
@@ -321,9 +321,16 @@ class HistoryStore(metaclass=_MappedErrors):
         the query only narrows the candidates. With ``product``, only runs of that product (a
         baseline restarted when the product changed). With ``measurement``, only runs whose scorer
         was measured so: its own runs graded so, and *bridges* (earlier runs' outputs re-graded
-        so); without, the product's own runs however measured, and no bridge.
+        so); without, the product's own runs however measured, and no bridge. ``measured_only``:
+        every run that measured the suite so (:func:`history.eligibility.measured`), whatever its
+        verdict — the runs a drop's soundness is judged against.
         """
-        from evalloop.history.eligibility import accepted, baseline_eligible
+        from evalloop.history.eligibility import accepted, baseline_eligible, measured, of_measurement
+
+        def takes(run: Run, summary: ScorerSummary) -> bool:
+            if measured_only:
+                return measured(run, summary) and of_measurement(run, summary, measurement)
+            return baseline_eligible(run, summary, measurement=measurement)
 
         query = (
             _measured(_with_summaries(suite, scorer, before), measurement)
@@ -337,7 +344,7 @@ class HistoryStore(metaclass=_MappedErrors):
         found: list[tuple[Run, ScorerSummary]] = []
         with self.engine.connect() as conn:
             for run, summary in as_models(conn.execute(query.execution_options(yield_per=64)), Run, ScorerSummary):
-                if baseline_eligible(run, summary, measurement=measurement):
+                if takes(run, summary):
                     found.append((run, summary))
                     if len(found) >= n or accepted(summary) is not None:
                         break  # an accepted run is the oldest any later baseline reaches back to

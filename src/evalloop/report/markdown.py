@@ -11,6 +11,7 @@ import html
 import re
 
 from evalloop.history.strata import MAX_SCOPE_ROWS, StrataReport
+from evalloop.learning.incident_machine import ACTIVE, State
 from evalloop.report.format import ms, num, pct
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
 from evalloop.verdicts.outcome import failure_name
@@ -148,11 +149,13 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
         lines += _failing(t)
         lines += _flips(t)
     if suite.memories:
-        opened = sum(m.status == "open" for m in suite.memories)
+        active = [m for m in suite.memories if m.status in ACTIVE]  # open, held by a lesson, promoted
+        states = ", ".join(f"{sum(m.status == s for m in active)} {State(s).label}" for s in ACTIVE
+                           if any(m.status == s for m in active)) or "0 open"
         lines += ["<details><summary>"
                   f"{len(suite.memories)} failure memor{'y' if len(suite.memories) == 1 else 'ies'} "
-                  f"stored for this suite: {opened} open, {len(suite.memories) - opened} resolved</summary>", ""]
-        for m in sorted(suite.memories, key=lambda m: m.status != "open")[:MAX_MEMORIES]:
+                  f"stored for this suite: {states}, {len(suite.memories) - len(active)} closed</summary>", ""]
+        for m in sorted(suite.memories, key=lambda m: m.status not in ACTIVE)[:MAX_MEMORIES]:
             about = " · ".join(x for x in (f"run {_code(m.run_id, cell=False)}" if m.run_id else "",
                                            _code(m.scorer, cell=False) if m.scorer else "") if x)
             cases = ", ".join(_code(c, cell=False) for c in m.chronic_cases[:8])

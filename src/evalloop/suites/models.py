@@ -280,6 +280,7 @@ class Suite(BaseModel):
     batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
     early_stop: EarlyStop | None = None  # judges stop once the verdict is settled (true: the defaults)
     holdout: Holdout = Field(default_factory=Holdout)
+    ablation_every: int | None = Field(default=None, ge=0)  # else [learning] ablation_every (docs/incidents.md)
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None
