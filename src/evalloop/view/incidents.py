@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from evalloop.learning.incident_machine import State
+from evalloop.learning.incident_records import IncidentMeta, meta
 from evalloop.learning.incidents import KIND, incidents
 from evalloop.learning.injection import lesson_records
 from evalloop.view.source import Source
@@ -36,6 +38,7 @@ class Incident(BaseModel):
     suite: str
     scorer: str | None
     status: str
+    active: bool = True  # open, held or promoted: its runs stay out of the baseline
     text: str
     first_seen: str | None = None
     last_seen: str | None = None
@@ -53,22 +56,25 @@ class Incident(BaseModel):
 
 
 def _incident(record: Any, suite: str) -> Incident:
-    meta = getattr(record, "metadata", None) or {}
-    status = str(meta.get("status") or "open")
-    closed_by = meta.get("resolved_run_id") or meta.get("accepted_run_id")
-    how = ""
-    if status == "resolved":
-        how = "resolved: its cases pass again"
-    elif status == "accepted":
-        how = f"accepted: {meta.get('accepted_reason') or 'the new normal'}"
+    """An incident as the pages show it, read through the one reader of its metadata
+    (:func:`evalloop.learning.incident_records.meta`)."""
+    m = meta(record) or IncidentMeta()
+    state = m.state
+    closed_by, closed_at, how = None, None, ""
+    if state is State.RESOLVED:
+        closed_by, closed_at, how = m.resolved_run_id, m.resolved_at, "resolved: its cases are back at their level"
+    elif state is State.ACCEPTED:
+        closed_by, closed_at = m.accepted_run_id, m.accepted_at
+        how = f"accepted: {m.accepted_reason or 'the new normal'}"
+    elif state is State.HELD:
+        closed_by, closed_at, how = m.held_run_id, m.held_at, "held: the lesson holds the product (still injected)"
+    elif state is State.PROMOTED:
+        closed_at, how = m.promoted_at, f"promoted into the prompt: {m.promoted_reason or 'the lesson'}"
     return Incident(
-        id=record.id, suite=suite, scorer=meta.get("scorer"), status=status, text=record.information,
-        first_seen=meta.get("first_seen"), last_seen=meta.get("last_seen"), opened_by=meta.get("eval_run_id"),
-        runs_seen=[str(r) for r in meta.get("eval_run_ids") or []],
-        failing_cases=[str(c) for c in meta.get("failing_cases") or []],
-        chronic_cases=[str(c) for c in meta.get("chronic_cases") or []],
-        reopened=int(meta.get("reopened") or 0), closed_by=closed_by,
-        closed_at=meta.get("resolved_at") or meta.get("accepted_at"), closed_how=how)
+        id=record.id, suite=suite, scorer=m.scorer, status=state.value, active=state.active, text=record.information,
+        first_seen=m.first_seen, last_seen=m.last_seen, opened_by=m.eval_run_id, runs_seen=list(m.eval_run_ids),
+        failing_cases=list(m.failing_cases), chronic_cases=list(m.chronic_cases), reopened=m.reopened,
+        closed_by=closed_by, closed_at=closed_at, closed_how=how)
 
 
 def injected_into(source: Source, suite: str) -> dict[str, list[InjectedRun]]:
@@ -104,8 +110,8 @@ def suite_incidents(source: Source, suite: str) -> tuple[list[Incident], str]:
         item.lesson_now = item.id in lesson_ids
         item.held_back = item.id in held
         found.append(item)
-    opened = [i for i in found if i.status == "open"]
-    rest = sorted((i for i in found if i.status != "open"), key=lambda i: str(i.last_seen or ""), reverse=True)
+    opened = [i for i in found if i.active]
+    rest = sorted((i for i in found if not i.active), key=lambda i: str(i.last_seen or ""), reverse=True)
     return opened + rest, "" if found else "no incidents: no regression of this suite was learned"
 
 
