@@ -280,3 +280,18 @@ def test_an_accepted_incident_says_who_closed_it_and_why(tmp_path):
         assert found and "accepted: the shorter answers are intended" in listed
         page = get(url, found[0]).text
         assert "Closed — accepted: the shorter answers are intended" in page and f"/runs/{ids[-1]}" in page
+
+
+def test_a_suite_whose_only_run_is_still_going_is_a_page_that_says_so(tmp_path):
+    from datetime import UTC, datetime
+
+    from evalloop.history.models import Run, RunStatus
+
+    settings, _ = regression_project(tmp_path)
+    store = HistoryStore(settings.database_url)
+    store.begin_run(Run(id="20990101T000000000-runnin", suite="fresh", status=RunStatus.RUNNING,
+                        started_at=datetime.now(UTC)))
+    with serving(settings) as url:
+        page = get(url, "/suites/fresh")
+        assert page.status_code == 200 and "first run in progress" in page.text, page.text[-1500:]
+        assert get(url, "/").status_code == 200
