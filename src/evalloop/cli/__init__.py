@@ -32,6 +32,7 @@ from evalloop.cli import (  # noqa: F401  (they register commands)
     learn,
     memories,
     report,
+    revise,
     run,
     scaffold,
     schedule,
