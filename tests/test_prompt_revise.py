@@ -5,6 +5,7 @@ reflection prompt it receives — it finds a lost rule only from a failure it is
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -158,6 +159,10 @@ def test_revise_finds_the_lost_rules_from_an_incident_and_the_written_prompt_is_
         injection.close_adapter(adapter)
     assert stored.metadata["revisions"][-1]["confirmation"]["gain"] == confirmation["gain"]
     assert result["stored_with"] == [incident]
+    if importlib.util.find_spec("evalloop.learning.promotion") is not None:   # the incident lifecycle of #37
+        assert result["promoted"] == [incident]                                 # folded in: no longer injected
+    else:
+        assert any("stay injected" in n for n in result["notices"]) and result["promoted"] == []
 
     # better on fresh cases it never saw: the old prompt and the written one, side by side
     fresh = cases(prefix="fresh-", start=500, same=12, dup=6, other=6)

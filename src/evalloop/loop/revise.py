@@ -321,7 +321,7 @@ def _promote(settings: Settings, suite: str, written: str) -> tuple[list[str], s
     """The lessons folded into the written prompt stop being injected: the suite's open incidents
     become ``promoted`` (:func:`evalloop.learning.promotion.promote_lessons`, branch ``incidents``)."""
     try:
-        from evalloop.learning.promotion import promote_lessons  # type: ignore[import-not-found,unused-ignore]
+        from evalloop.learning.promotion import promote_lessons  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:  # LEAD: the incident lifecycle of branch `incidents` brings promote_lessons
         return [], "the lessons stay injected: this version cannot promote them (`evalloop lessons promote`)"
     try:
