@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import signal
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evalloop.config import load_settings
 from evalloop.learning.revisions import Confirmation, Ledger, RevisionRecord
 from evalloop.loop.gepa_adapter import REFLECT_SYSTEM
 from evalloop.loop.revise_plan import alpha_for, revision_splits
 from evalloop.suites.lookup import find_suite
-from support.cli import cli
+from support.cli import EVALLOOP, cli
 from support.messages_server import LLMServer, Reflecting, Seen
 from support.revision import (
     BROKEN,
@@ -247,6 +253,27 @@ def test_the_search_stops_at_its_budget_in_metric_calls_and_resumes_from_its_sta
     assert len(missing.stderr.strip().splitlines()) == 1
 
 
+def test_an_interrupted_search_says_so_and_resumes_where_it_stopped(tmp_path):
+    root = make(tmp_path)
+    with LLMServer(Reflecting(rewording, coin(0.5), MARKER)) as server:
+        env = {**os.environ, **env_for(server), "NO_COLOR": "1"}
+        search = subprocess.Popen([EVALLOOP, "prompt", "revise", "prompts/decide.md", "-s", "decisions",
+                                   "--max-metric-calls", "5000"], cwd=root, env=env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert search.stderr is not None
+        for line in search.stderr:                                                 # wait for the search to go
+            if line.startswith("search: iteration 2 "):
+                done = int(re.search(r"· (\d+)/5000 metric calls", line).group(1))
+                break
+        search.send_signal(signal.SIGINT)                                          # Ctrl-C
+        _, rest = search.communicate(timeout=60)
+        assert search.returncode == 130 and "--resume" in rest
+        assert not (root / "prompts" / "decide.md.revised").exists()
+        resumed, _ = revise(root, "--resume", "--max-metric-calls", str(done + 40), env=env_for(server))
+    assert resumed["search"]["resumed"] and resumed["search"]["reflections"] >= 1  # it went on
+    assert resumed["search"]["metric_calls"] >= done + 40 and resumed["search"]["iterations"] > 2
+
+
 def test_a_useless_search_writes_nothing_and_the_next_revision_has_a_smaller_level(tmp_path):
     root = make(tmp_path)
     with LLMServer(Reflecting(rewording, coin(0.5), MARKER)) as server:
@@ -280,3 +307,28 @@ def test_revise_without_an_llm_or_a_prompt_file_is_one_line(tmp_path):
     assert len(no_key.stderr.strip().splitlines()) == 1
     missing = cli(root, "prompt", "revise", "prompts/nope.md", "-s", "decisions")
     assert missing.returncode != 0 and "cannot read prompt file" in missing.stderr
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sets(st.integers(0, 11), min_size=1), st.booleans()), max_size=12))
+def test_the_ledger_counts_uses_as_a_reference_model_does_and_their_levels_stay_within_alpha(tmp_path, steps):
+    """Each step is a revision: its test cases and whether it reached a confirmation. The ledger's
+    count of earlier uses is the reference's (confirmations sharing at least half of the cases),
+    and the levels one test split is confirmed at never add up past alpha."""
+    ledger = Ledger(Path(tempfile.mkdtemp(dir=tmp_path)), "s")                  # a new ledger per example
+    seen: list[set[str]] = []
+    spent: dict[frozenset[str], float] = {}
+    for ids, confirmed in steps:
+        test = sorted(f"c{i}" for i in ids)
+        expected = sum(1 for earlier in seen if len(set(test) & earlier) >= 0.5 * len(test))
+        assert ledger.uses(test) == expected
+        level = alpha_for(expected + 1, 0.05)
+        record = RevisionRecord(suite="s", prompt_file="p", start="failing cases", before_sha="a", test_ids=test,
+                                confirmation=Confirmation(n=len(test), current=0.5, candidate=0.5, gain=0.0,
+                                                          p_value=1.0, alpha=level, better=False)
+                                if confirmed else None)
+        ledger.append(record)
+        if confirmed:
+            seen.append(set(test))
+            spent[frozenset(test)] = spent.get(frozenset(test), 0.0) + level
+    assert all(total < 0.05 for total in spent.values())

@@ -77,10 +77,15 @@ def prompt_revise(
                if v is not None}
     options = settings.revise.model_copy(update=updates)
     console = err()
-    result = asyncio.run(arevise(prompt_file, suite, settings=settings, write=write, param=param, model=model,
-                                 reflection_model=reflection_model, options=options, incident=incident,
-                                 resume=resume, dry_run=dry_run,
-                                 say=lambda line: console.print(line, markup=False, highlight=False)))
+    try:
+        result = asyncio.run(arevise(prompt_file, suite, settings=settings, write=write, param=param, model=model,
+                                     reflection_model=reflection_model, options=options, incident=incident,
+                                     resume=resume, dry_run=dry_run,
+                                     say=lambda line: console.print(line, markup=False, highlight=False)))
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM): GEPA saved its state at the last iteration
+        console.print("interrupted: nothing written; the search is saved — run again with --resume to go on",
+                      markup=False, highlight=False)
+        raise typer.Exit(getattr(exc, "exit_code", 130)) from None
     if json_out:
         print(result.model_dump_json(indent=2))
         return

@@ -94,6 +94,7 @@ async def arevise(prompt_file: Path, suite: str, *, settings: Settings, write: b
     if param in base.target.params and Path(str(base.target.params[param])).name != prompt_file.name:
         raise ConfigError(f"the suite's target already sets {param}={base.target.params[param]!r}, not this file",
                           where=str(base.path or base.name), hint="revise that file, or name another --param")
+    _check_target(base, settings, param, prompt_file)
     splits = revision_splits(base, opts.validation)
     lesson, incident_ids = _lessons(settings, base, incident)
     ledger = Ledger(settings.history_dir, base.name)
@@ -209,6 +210,15 @@ def _tell_plan(tell: Callable[[str], None], revision: Revision) -> None:
          + (f", ${revision.max_cost:g} in all" if revision.max_cost else "") + f"; reflection starts from {seed}")
 
 
+def _check_target(suite: Suite, settings: Settings, param: str, prompt_file: Path) -> None:
+    """The suite's target takes the prompt parameter (one clear line before anything is said or
+    spent, not a failure of every case)."""
+    from evalloop.run.targets import resolve_target
+
+    resolve_target(suite.target.ref, {**suite.target.params, param: str(prompt_file.resolve())},
+                   project_dir=settings.project_dir)
+
+
 def _read(prompt_file: Path) -> str:
     try:
         return prompt_file.read_text(encoding="utf-8")
@@ -291,6 +301,7 @@ def _fresh_state(path: Path, resume: bool) -> None:
     if not resume and path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True, exist_ok=True)
+    (path / "gepa.stop").unlink(missing_ok=True)  # an interrupted search left it: resuming goes on
     ignore = path.parent.parent / ".gitignore"
     if not ignore.exists():
         ignore.write_text("# prompt revise's search state: local, never committed\n*\n", encoding="utf-8")
