@@ -60,6 +60,16 @@ def pair_of(seen: Seen) -> tuple[str, str] | None:
     return (found[0], found[1]) if len(found) == 2 else None
 
 
+def incident_of(root: Path, memory_id: str):
+    from evalloop.learning import injection
+
+    adapter = injection.open_adapter(load_settings(root))
+    try:
+        return next(r for r in adapter.list(limit=50) if r.id == memory_id)
+    finally:
+        injection.close_adapter(adapter)
+
+
 # -- the splits ---------------------------------------------------------------------------------------
 
 def test_the_test_split_is_the_held_out_split_and_train_and_validation_divide_the_learn_cases(tmp_path):
@@ -156,19 +166,18 @@ def test_revise_finds_the_lost_rules_from_an_incident_and_the_written_prompt_is_
         assert RULE_SAME in record["diff"] and record["confirmation"]["gain"] == confirmation["gain"]
         assert record["metric_calls"] == search["metric_calls"] and record["cost_usd"] > 0
         assert record["salt"] == "" and record["splits"]["test"] == confirmation["n"]
-    from evalloop.learning import injection
-
-    adapter = injection.open_adapter(load_settings(root))
-    try:
-        stored = next(r for r in adapter.list(limit=50) if r.id == incident)
-    finally:
-        injection.close_adapter(adapter)
-    assert stored.metadata["revisions"][-1]["confirmation"]["gain"] == confirmation["gain"]
+    assert incident_of(root, incident).metadata["revisions"][-1]["confirmation"]["gain"] == confirmation["gain"]
     assert result["stored_with"] == [incident]
     if importlib.util.find_spec("evalloop.learning.promotion") is not None:   # the incident lifecycle of #37
         assert result["promoted"] == [incident]                                 # folded in: no longer injected
     else:
         assert any("stay injected" in n for n in result["notices"]) and result["promoted"] == []
+
+    # the next run passes without the lesson; the incident moves on and keeps its record
+    with LLMServer(Reflecting(finding, task, MARKER)) as server:
+        assert cli(root, "run", "-s", "decisions", env=env_for(server)).returncode == 0
+    after = incident_of(root, incident)
+    assert after.metadata["status"] != "open" and after.metadata["revisions"][-1]["written"] == "prompts/decide.md"
 
     # better on fresh cases it never saw: the old prompt and the written one, side by side
     fresh = cases(prefix="fresh-", start=500, same=12, dup=6, other=6)
