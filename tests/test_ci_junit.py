@@ -49,8 +49,11 @@ def test_junit_json_and_exit_codes_on_a_steady_then_regressed_run(project):
     summary = json.loads((root / "out" / "s1.json").read_text())
     assert summary["regression"] is False and summary["suite"] == "controlled"
 
-    # c0 and c1 fail; the known-bad case now passes (the scorer would be broken)
-    write_answers(answers, {"c0": 0.0, "c1": 0.0, "c2": 1.0, "c3": 1.0, "c4": 1.0, "bad": 1.0})
+    # c0 and c1 fail; the scorer now passes the known-bad output of a control (it is broken)
+    suite = controlled_suite(5)
+    suite["cases"].append({"id": "bad", "input": {"id": "bad"}, "expect": "fail", "output": 1.0})
+    make_project(root, {"controlled": suite})
+    write_answers(answers, {"c0": 0.0, "c1": 0.0, "c2": 1.0, "c3": 1.0, "c4": 1.0, "bad": 0.0})
     result = cli(root, "run", "-s", "controlled", "--fail-on-regression", "--json",
                  "--junit", str(root / "out" / "j2.xml"), "--json-out", str(root / "out" / "s2.json"))
     assert result.exit_code == 1, result.output
@@ -62,7 +65,8 @@ def test_junit_json_and_exit_codes_on_a_steady_then_regressed_run(project):
     assert c0 is not None and c0.get("message").startswith("score 0.000 < 0.5")
     assert tcs[("controlled.value", "c2")].find("failure") is None
     control = tcs[("controlled.value", "bad")].find("failure")
-    assert control is not None and "known-bad case passed" in control.get("message")
+    assert control is not None and "known-bad output passed" in control.get("message")
+    assert control.get("type") == "control passed"
     verdict = tcs[("controlled.baseline", "value")].find("failure")
     assert verdict is not None and verdict.get("type") == "scorer broken"
     assert suite_el.get("failures") == "4" and suite_el.get("tests") == "7"

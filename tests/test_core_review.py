@@ -128,16 +128,21 @@ def test_usage_errors_are_one_line_and_json_takes_a_path(tmp_path):
 
 
 def test_a_run_whose_scorer_was_broken_is_not_that_scorers_baseline(tmp_path, monkeypatch):
-    suite = controlled_suite(4)
-    suite["cases"].append({"id": "bad", "input": {"id": "bad"}, "expect": "fail"})
-    root = make_project(tmp_path, {"controlled": suite})
+    def with_control(output: float) -> dict:
+        suite = controlled_suite(4)
+        suite["cases"].append({"id": "bad", "input": {"id": "bad"}, "expect": "fail", "output": output})
+        return suite
+
+    root = make_project(tmp_path, {"controlled": with_control(0.0)})
     answers = tmp_path / "answers.json"
     monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(answers))
-    write_answers(answers, {**{f"c{i}": 1.0 for i in range(4)}, "bad": 0.0})
+    write_answers(answers, {f"c{i}": 1.0 for i in range(4)})
     run_suite("controlled", settings=load_settings(root))
-    write_answers(answers, {**{f"c{i}": 0.2 for i in range(4)}, "bad": 1.0})  # broken: passes the control
+    make_project(tmp_path, {"controlled": with_control(1.0)})  # broken: passes the known-bad output
+    write_answers(answers, {f"c{i}": 0.2 for i in range(4)})
     broken = run_suite("controlled", settings=load_settings(root)).comparison.scorers[0]
     assert broken.verdict == "scorer broken"
-    write_answers(answers, {**{f"c{i}": 1.0 for i in range(4)}, "bad": 0.0})
+    make_project(tmp_path, {"controlled": with_control(0.0)})
+    write_answers(answers, {f"c{i}": 1.0 for i in range(4)})
     after = run_suite("controlled", settings=load_settings(root)).comparison.scorers[0]
     assert after.window_runs == 1 and after.baseline == 1.0

@@ -194,3 +194,16 @@ def test_a_case_is_judged_the_same_by_the_plugin_junit_and_show(pytester, monkey
     (tmp_path / "seen.json").unlink()
     report = run_suite("flip", settings=load_settings(root))
     assert "<failure" not in junit_xml([report], store).split('classname="flip.baseline"')[0]
+
+
+def test_a_fixed_output_control_is_a_test_only_for_the_scorers_it_tests(pytester, project):
+    """A control with a fixed output is graded by the scorers it names alone: one item, not one
+    per scorer (the other scorer has no grade of it to test)."""
+    suite = {**MIXED, "cases": [*MIXED["cases"], {"id": "fixed", "input": {"id": "fixed"},
+                                                  "expect": {"value": "fail"}, "output": 0.0}]}
+    make_project(project, {"mixed": suite}, scorers=SCORERS)
+    result = pytester.runpytest("--evalloop-suite", "mixed", "--collect-only", "-q")
+    assert "evalloop/mixed::fixed[value]" in result.stdout.str()
+    assert "evalloop/mixed::fixed[picky]" not in result.stdout.str()
+    result = pytester.runpytest("--evalloop-suite", "mixed", "-k", "fixed", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, deselected=10)

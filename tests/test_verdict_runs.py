@@ -100,12 +100,17 @@ def test_per_tag_overall_equals_the_run_mean_with_controls(tmp_path, answers):
 
 
 def test_limit_and_broken_runs_count_in_no_baseline_anywhere(tmp_path, answers):
-    spec = suite("elig", 6)
-    spec["cases"].append({"id": "neg", "input": {"id": "neg"}, "expect": "fail"})
-    root = make_project(tmp_path, {"elig": spec})
-    good = {**{f"c{i}": 0.8 for i in range(6)}, "neg": 0.0}
+    def with_control(output: float) -> dict:
+        spec = suite("elig", 6)
+        spec["cases"].append({"id": "neg", "input": {"id": "neg"}, "expect": "fail", "output": output})
+        return spec
+
+    root = make_project(tmp_path, {"elig": with_control(0.0)})
+    good = {f"c{i}": 0.8 for i in range(6)}
     run(root, "elig", answers, good)
-    run(root, "elig", answers, {**good, "neg": 1.0})  # the scorer passed a known-bad case
+    make_project(tmp_path, {"elig": with_control(1.0)})
+    assert run(root, "elig", answers, good).comparison.worst.value == "scorer broken"  # passed a known-bad output
+    make_project(tmp_path, {"elig": with_control(0.0)})
     run(root, "elig", answers, {f"c{i}": 0.1 for i in range(6)}, limit=3)  # --limit
     last = run(root, "elig", answers, good).comparison.scorers[0]
     assert last.window_runs == 1 and last.baseline == pytest.approx(0.8)
@@ -221,8 +226,8 @@ def test_one_verdict_everywhere_for_every_state(tmp_path, answers):
         name = state.replace(" ", "-")
         scorer = {"invalid run": "explodes", "skipped": "not-run"}.get(state, "value")
         spec = suite(name, 10, (scorer,))
-        if state == "scorer broken":
-            spec["cases"].append({"id": "neg", "input": {"id": "neg"}, "expect": "fail"})
+        if state == "scorer broken":  # a known-bad output the scorer passes
+            spec["cases"].append({"id": "neg", "input": {"id": "neg"}, "expect": "fail", "output": 1.0})
         suites[name] = spec
     root = make_project(tmp_path, suites, scorers=SCORERS + '''
 @scorer("not-run", kind="llm_judge")

@@ -1,13 +1,16 @@
-"""Scores and scorer kinds: the value a scorer returns, whose failure a failed case is, and the
-defaults each kind carries."""
+"""Scores and scorer kinds: the value a scorer returns, whose failure a failed case is, the
+defaults each kind carries, and whether a score meets its pass mark (:func:`passes`)."""
 
 from __future__ import annotations
 
 import math
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Failure(StrEnum):
@@ -79,6 +82,24 @@ class Score(BaseModel):
     def skip(cls, message: str) -> Score:
         """A scorer that did not run (left out of the run's comparison)."""
         return cls(value=0.0, message=message, skipped=True)
+
+
+def passes(value: float, pass_mark: float) -> bool:
+    """Whether a score meets the pass mark: the one comparison of a score with a pass mark
+    (a NaN, a case with no grade, never passes). What a pass *means* for a case — a known-bad
+    control fails when it passes, a case whose every grade errored is neither — is
+    :func:`evalloop.verdicts.outcome.case_outcome`."""
+    return value >= pass_mark
+
+
+def passes_many(values: np.ndarray, pass_mark: float) -> np.ndarray:
+    """:func:`passes` for every score of an array at once (NaN, no grade: False)."""
+    return values >= pass_mark
+
+
+def fails_many(values: np.ndarray, pass_mark: float) -> np.ndarray:
+    """The scores of an array that were graded (not NaN) and do not pass."""
+    return (values == values) & ~passes_many(values, pass_mark)  # NaN != NaN: not graded
 
 
 class ScoreOutOfRange(ValueError):

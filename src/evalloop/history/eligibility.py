@@ -10,14 +10,21 @@ clears the flag). So a lasting regression never drifts into its own baseline: th
 stays on the last good runs until the incident resolves, or until the change is *accepted*
 (``evalloop accept``), which makes that run eligible whatever its verdict and the oldest run
 any later baseline may reach back to. A scorer ``below floor`` stays eligible: it is the
-normal, only not good enough. The answer is stored on the summary when the run is judged;
-rows from older versions are judged here.
+normal, only not good enough.
+
+The answer is stored on the summary when the run is judged (``eligible``), together with the
+number of the rule that gave it (``details["eligibility_rule"]``, :data:`RULE`). A row judged by
+an older version — no number, or a lower one (a history from f3594c2 stored ``eligible`` true for
+its ``regressed`` runs) — is judged again here by the current rule on what the row holds (its
+verdict, and whether its p-value showed a drop); it can only lose eligibility so (a run the
+learning step kept out stays out). Bump :data:`RULE` whenever :func:`eligible_now` changes.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from evalloop.history.models import Run, RunStatus, ScorerSummary
@@ -28,6 +35,11 @@ VOLATILE_KEYS = frozenset({"cases", "injected"})
 
 #: verdicts that keep a run out of later baselines: a change nobody accepted, or untrustworthy grades
 NOT_A_BASELINE = frozenset({"regressed", "scorer broken", "invalid run"})
+
+#: the number of the eligibility rule (:func:`eligible_now`) this version judges by; stored on every
+#: judged summary under :data:`RULE_KEY`. Rows without it, or with a lower one, are judged again.
+RULE = 2
+RULE_KEY = "eligibility_rule"
 
 
 def accepted(summary: ScorerSummary) -> dict[str, Any] | None:
@@ -63,15 +75,40 @@ def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, signi
             and math.isfinite(summary.mean) and verdict not in NOT_A_BASELINE and not significant_drop)
 
 
+_RULE_OF = re.compile(rf'"{RULE_KEY}"\s*:\s*(\d+)')
+
+
+def judged_by_rule(summary: ScorerSummary) -> int:
+    """The eligibility rule a summary was judged by (0: an older version's row, before rules were
+    numbered). Read without parsing the details: every candidate of every baseline asks."""
+    found = _RULE_OF.search(summary.details or "")
+    return int(found.group(1)) if found else 0
+
+
+def stored_significant_drop(summary: ScorerSummary) -> bool:
+    """Whether a stored verdict showed a significant drop (its p-value under the policy's alpha, the
+    mean lower): what an older version's row says of the drop the current rule asks about."""
+    if summary.p_value is None or summary.drop is None or summary.drop <= 0:
+        return False
+    try:
+        alpha = float((json.loads(summary.details or "{}").get("policy") or {}).get("alpha", 0.05))
+    except (ValueError, TypeError, AttributeError):
+        alpha = 0.05
+    return summary.p_value < alpha
+
+
 def baseline_eligible(run: Run, summary: ScorerSummary | None) -> bool:
     """The one answer to "may this scorer of this run be part of a baseline?"."""
     if summary is None or run.status != RunStatus.COMPLETED:
         return False
     if accepted(summary) is not None:
         return True
-    if summary.eligible is not None:
-        return bool(summary.eligible) and bool(run.valid)
-    return eligible_now(run, summary, summary.verdict)
+    if summary.eligible is not None and not summary.eligible:
+        return False
+    if summary.eligible is not None and judged_by_rule(summary) >= RULE:
+        return bool(run.valid)
+    # judged by an older version (or never): the current rule, on what the row holds
+    return eligible_now(run, summary, summary.verdict, significant_drop=stored_significant_drop(summary))
 
 
 def base_fingerprint(fingerprint: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from evalloop.history import acceptance, linefile
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import RUNS, SCORES, HistoryStore, dumps, mapped
 from evalloop.redact import redact_text
+from evalloop.score import fails_many, passes
 
 FORMAT_VERSION = 1
 MESSAGE_CHARS = 300
@@ -100,7 +101,7 @@ def _from_results(store: HistoryStore, run: Run, summaries: dict[str, ScorerSumm
         details = json.loads(summary.details or "{}")
         pass_mark = float(details.get("pass_mark", 0.5))
         values = np.asarray(result.vector, dtype=np.float64)
-        failing = [result.ids[int(i)] for i in np.flatnonzero(values < pass_mark)]  # NaN: never below
+        failing = [result.ids[int(i)] for i in np.flatnonzero(fails_many(values, pass_mark))]
         messages = _first_messages(store, run.id, name, failing)
         logged = _Streamed(**summary.model_dump(mode="json", exclude=_SUMMARY_SKIP), details=details,
                            errored_cases=sorted(result.errored_ids),
@@ -159,7 +160,7 @@ def entry_for(store: HistoryStore, run: Run, results: Mapping[str, Any] | None =
             **summary.model_dump(mode="json", exclude=_SUMMARY_SKIP), details=details,
             cases=cases, errored_cases=sorted(errored[name] - cases.keys()),
             messages={c: first_message[(name, c)][:MESSAGE_CHARS] for c in sorted(cases)
-                      if cases[c] < pass_mark and (name, c) in first_message},
+                      if not passes(cases[c], pass_mark) and (name, c) in first_message},
         )
     return _entry(run, scorers)
 

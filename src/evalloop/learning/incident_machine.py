@@ -40,6 +40,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from evalloop.score import passes
 from evalloop.verdicts.baseline import Comparison, ScorerComparison
 
 
@@ -70,16 +71,16 @@ class Seen:
 
     @functools.cached_property
     def failing(self) -> set[str]:
-        return {c for c, v in self.scores.items() if v < self.pass_mark}
+        return {c for c, v in self.scores.items() if not passes(v, self.pass_mark)}
 
     def passed(self, case: str) -> bool:
         value = self.scores.get(case)
-        return value is not None and value >= self.pass_mark
+        return value is not None and passes(value, self.pass_mark)
 
     @functools.cached_property
     def chronic(self) -> list[str]:
         """Failing now and failing in the baseline's last run too: not part of any regression."""
-        return sorted(c for c in self.failing if c in self.baseline and self.baseline[c] < self.pass_mark)
+        return sorted(c for c in self.failing if c in self.baseline and not passes(self.baseline[c], self.pass_mark))
 
 
 def transition(state: State | None, remembered: Sequence[str], seen: Seen) -> str | None:

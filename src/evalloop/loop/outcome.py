@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from evalloop.verdicts.outcome import run_outcome
+from evalloop.verdicts.outcome import ORDER, failure_name, run_outcome
 from evalloop.verdicts.verdict import VerdictStatus
 
 if TYPE_CHECKING:
@@ -23,10 +23,6 @@ FAILED = 1
 USAGE = 2
 INTERRUPTED = 130
 TERMINATED = 143
-
-#: what a label is called in one line of "why it fails"
-_WHY = {VerdictStatus.INVALID: "invalid run in", VerdictStatus.SCORER_BROKEN: "scorer broken in",
-        VerdictStatus.REGRESSED: "regression in", VerdictStatus.BELOW_FLOOR: "below floor in"}
 
 
 def run_fails(comparison: Comparison) -> bool:
@@ -45,17 +41,16 @@ def exit_code_of(reports: Iterable[RunReport], *, fail_on_regression: bool = Tru
 
 
 def failure_lines(reports: Iterable[RunReport]) -> list[str]:
-    """Why the runs fail, one line per failing label (in :data:`ORDER`)."""
-    named: dict[VerdictStatus, list[str]] = {status: [] for status in _WHY}
+    """Why the runs fail, one line per failing label, worst first (the one order,
+    :data:`evalloop.verdicts.outcome.ORDER`)."""
+    named: dict[VerdictStatus, list[str]] = {status: [] for status in ORDER if status.fails}
     for r in reports:
         c = r.comparison
         present = {s.status for s in c.scorers}
         if c.invalid:
             reason = r.outcome.run.invalid_reason
             named[VerdictStatus.INVALID].append(f"{r.suite.name} ({reason})" if reason else r.suite.name)
-        for status in (VerdictStatus.SCORER_BROKEN, VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR):
-            if status in present:
+        for status in named:
+            if status is not VerdictStatus.INVALID and status in present:
                 named[status].append(r.suite.name)
-    order = [VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR, VerdictStatus.SCORER_BROKEN,
-             VerdictStatus.INVALID]
-    return [f"{_WHY[s]} {', '.join(named[s])}" for s in order if named[s]]
+    return [f"{failure_name(s)} in {', '.join(names)}" for s, names in named.items() if names]

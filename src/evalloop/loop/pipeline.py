@@ -23,6 +23,7 @@ from evalloop.run import batchmode
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
+from evalloop.score import passes
 from evalloop.scoring.registry import Registry, discover
 from evalloop.scoring.scorevec import Vector
 from evalloop.suites.lookup import find_suite
@@ -244,7 +245,7 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     details: dict[str, Any] = {"scores": {name: r.scores for name, r in report.outcome.results.items()},
                                "baseline": lambda s: store.case_scores(s.previous_run, s.scorer),
                                "held_out": report.held_out}
-    failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if v < r.pass_mark}
+    failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if not passes(v, r.pass_mark)}
     if not failing:
         return details
     if report.held_out and failing - report.held_out:  # a learn case fails: its output may quote a held-out one

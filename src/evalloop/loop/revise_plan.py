@@ -8,8 +8,9 @@ suite's own ``holdout`` setting: the held-out part first, then the learn cases d
 reflection minibatches). So the **test** split is exactly the suite's held-out cases — what
 ``learn check`` and ``run --held-out`` measure, what no lesson shows — and train + validation are
 exactly its learn cases: revision and the learning loop never select on each other's evidence.
-Cases with the same normalised input or ``group`` stay in one split. Known-bad controls
-(``expect: fail``) test scorers, not prompts: they are in no split.
+Cases with the same normalised input or ``group`` stay in one split. Known-bad cases
+(``expect: fail``) and cases with a fixed output test scorers or record a known failure, not the
+prompt: they are in no split.
 
 **The significance level.** The test split is reused by every revision of the suite; each use is
 a chance to write a useless prompt. The k-th confirmation on (mostly) the same test cases is a
@@ -87,8 +88,9 @@ def revision_splits(suite: Suite, validation: float) -> Splits:
 
 
 def _plain(case: Case) -> bool:
-    """A case that grades the prompt: not a known-bad control of any scorer."""
-    return case.expect == "pass"
+    """A case that grades the prompt: not known-bad for any scorer (a control, or an expected
+    failure of the product), and not one with a fixed output (the target is not called for it)."""
+    return case.expect == "pass" and not case.fixed_output
 
 
 def alpha_for(use: int, alpha: float) -> float:

@@ -42,6 +42,7 @@ class CaseScoreView(BaseModel):
     errored: bool = False
     skipped: bool = False
     control: bool = False
+    tests_scorer: bool = False  # a control with a fixed output (else an expected failure of the product)
     message: str = ""
 
 
@@ -106,7 +107,8 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
         first = rows[0]
         case = fixture.get(case_id)
         per_scorer = [_grade(name, items, marks.get(name, 0.5),
-                             control=bool(case is not None and case.expects_fail(name)))
+                             control=bool(case is not None and case.expects_fail(name)),
+                             tests_scorer=bool(case is not None and case.tests_scorer(name)))
                       for name, items in grades[case_id].items()]
         # the one rule (evalloop.verdicts.outcome): a target failure is a real 0 in every scorer's grades
         passed = all(g.passed for g in per_scorer if g.passed is not None)
@@ -125,12 +127,13 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
     return views
 
 
-def _grade(name: str, items: Sequence[CaseScore], pass_mark: float, *, control: bool) -> CaseScoreView:
+def _grade(name: str, items: Sequence[CaseScore], pass_mark: float, *, control: bool,
+           tests_scorer: bool = False) -> CaseScoreView:
     usable = [s.value for s in items if not s.errored and not s.skipped]
     graded = case_outcome(usable, pass_mark, errored=sum(1 for s in items if s.errored), control=control)
     value = graded.value
     passed = None if value is None else graded.passed
-    return CaseScoreView(scorer=name, value=value, passed=passed, control=control,
+    return CaseScoreView(scorer=name, value=value, passed=passed, control=control, tests_scorer=tests_scorer,
                          errored=any(s.errored for s in items) and value is None,
                          skipped=all(s.skipped for s in items), message=items[0].message)
 
@@ -219,12 +222,20 @@ def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | Non
         for s in v.scores:
             value = num(s.value)
             state = ("errored" if s.errored else "skipped" if s.skipped else
-                     ("ok" if s.passed else "fail") + (" (known-bad control)" if s.control else ""))
+                     ("ok" if s.passed else "fail") + _control_label(s))
             message = f" — {_short(s.message, 200)}" if s.message else ""
             note(console, f"{s.scorer}: {value} {state}{message}", hang=4)
     left = (total if total is not None else len(views)) - len(shown)
     if left > 0:
         note(console, f"{left} more case(s) not shown (use --limit or filter with -k/--tag)", indent=0)
+
+
+def _control_label(s: CaseScoreView) -> str:
+    """What kind of known-bad case a score is of: a control of the scorer (a fixed output) or an
+    expected failure of the product (it ran through the target)."""
+    if not s.control:
+        return ""
+    return " (known-bad output: a control of the scorer)" if s.tests_scorer else " (expected to fail)"
 
 
 def _escape(text: str) -> str:

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from evalloop.errors import EvalloopError
 from evalloop.history.models import Run
 from evalloop.history.store import HistoryStore
+from evalloop.score import passes
 
 
 class ScorerDelta(BaseModel):
@@ -56,8 +57,8 @@ def diff_runs(store: HistoryStore, a: Run, b: Run) -> RunDiff:
             scorer=name, mean_a=mean_a, mean_b=mean_b, delta=delta,
             relative=delta / mean_a if delta is not None and mean_a else None,
             pass_mark=pass_mark, common_cases=len(common), **_evidence(ca, cb, sorted(common)),
-            newly_failing=sorted(c for c in common if ca[c] >= pass_mark > cb[c]),
-            newly_passing=sorted(c for c in common if cb[c] >= pass_mark > ca[c])))
+            newly_failing=sorted(c for c in common if passes(ca[c], pass_mark) and not passes(cb[c], pass_mark)),
+            newly_passing=sorted(c for c in common if passes(cb[c], pass_mark) and not passes(ca[c], pass_mark))))
     return RunDiff(run_a=a.id, run_b=b.id, suite_a=a.suite, suite_b=b.suite, scorers=deltas)
 
 

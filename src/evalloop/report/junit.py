@@ -18,7 +18,8 @@ from sqlalchemy import select
 from evalloop.history.store import RESULTS, SCORES, HistoryStore
 from evalloop.loop.pipeline import RunReport
 from evalloop.report.format import num
-from evalloop.verdicts.outcome import case_outcome
+from evalloop.verdicts.outcome import case_outcome, passes
+from evalloop.verdicts.verdict import VerdictStatus
 
 
 @dataclass
@@ -54,7 +55,7 @@ def write_junit(path: str | Path, reports: Sequence[RunReport], store: HistorySt
 
 def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
     run = report.outcome.run
-    cells, latency = _load(store, run.id)
+    cells, latency = _load(store, run.id, {b.name: b.pass_mark for b in report.prepared.scorers})
     controls = {case.id: case for case in report.suite.iter_cases() if case.expect != "pass"}
     elapsed = (run.ended_at - run.started_at).total_seconds() if run.ended_at else 0.0
     suite_el = ET.Element("testsuite", name=run.suite, id=run.id,
@@ -73,7 +74,8 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
             el = ET.SubElement(suite_el, "testcase", classname=classname, name=case_id,
                                time=f"{latency.get(case_id, 0.0) / 1000.0:.3f}")
             counts["tests"] += 1
-            _grade(el, cell, bound.pass_mark, control, counts)
+            _grade(el, cell, bound.pass_mark, control, counts,
+                   tests_scorer=bool(case is not None and case.tests_scorer(bound.name)))
     for s in report.comparison.scorers:
         el = ET.SubElement(suite_el, "testcase", classname=f"{run.suite}.baseline", name=s.scorer)
         counts["tests"] += 1
@@ -89,7 +91,7 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
             ET.SubElement(el, "skipped", message=s.reason or "scorer did not run")
             counts["skipped"] += 1
         ET.SubElement(el, "system-out").text = line
-    if not run.valid and not any(s.status.value == "invalid run" for s in report.comparison.scorers):
+    if not run.valid and not any(s.status is VerdictStatus.INVALID for s in report.comparison.scorers):
         el = ET.SubElement(suite_el, "testcase", classname=f"{run.suite}.baseline", name="run")
         counts["tests"] += 1
         ET.SubElement(el, "failure", message=f"invalid run: {run.invalid_reason or 'invalid'}",
@@ -101,7 +103,7 @@ def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
 
 
 def _grade(el: ET.Element, cell: _Cell, pass_mark: float, control: bool,
-           counts: dict[str, int]) -> None:
+           counts: dict[str, int], *, tests_scorer: bool = False) -> None:
     graded = case_outcome(cell.values, pass_mark, errored=cell.errored, control=control)
     if graded.state == "errored":
         ET.SubElement(el, "error", message=cell.message or "grading errored", type="errored")
@@ -114,10 +116,15 @@ def _grade(el: ET.Element, cell: _Cell, pass_mark: float, control: bool,
     value = graded.value
     if not graded.failed:
         return
-    if control:
+    if control and tests_scorer:
         ET.SubElement(el, "failure", type="control passed",
-                      message=f"known-bad case passed (score {value:.3f} ≥ {pass_mark:g}): "
-                              "the scorer may be broken")
+                      message=f"known-bad output passed (score {value:.3f} ≥ {pass_mark:g}): "
+                              "the scorer is broken")
+        counts["failures"] += 1
+    elif control:
+        ET.SubElement(el, "failure", type="expected failure passed",
+                      message=f"expected to fail, but scored {value:.3f} ≥ {pass_mark:g}: the product's "
+                              "answer to this known-bad case changed (give it a fixed output to test the scorer)")
         counts["failures"] += 1
     else:
         message = cell.failing_message or cell.message or "below pass mark"
@@ -127,7 +134,8 @@ def _grade(el: ET.Element, cell: _Cell, pass_mark: float, control: bool,
         counts["failures"] += 1
 
 
-def _load(store: HistoryStore, run_id: str) -> tuple[dict[str, dict[str, _Cell]], dict[str, float]]:
+def _load(store: HistoryStore, run_id: str,
+          marks: dict[str, float]) -> tuple[dict[str, dict[str, _Cell]], dict[str, float]]:
     cells: dict[str, dict[str, _Cell]] = defaultdict(lambda: defaultdict(_Cell))
     latency: dict[str, list[float]] = defaultdict(list)
     scores, results = SCORES.c, RESULTS.c
@@ -143,7 +151,7 @@ def _load(store: HistoryStore, run_id: str) -> tuple[dict[str, dict[str, _Cell]]
                 cell.errored += 1
             else:
                 cell.values.append(value)
-                if value < 0.5 and message and not cell.failing_message:
+                if message and not cell.failing_message and not passes(value, marks.get(scorer, 0.5)):
                     cell.failing_message = message
             cell.message = cell.message or message
         for case_id, ms in conn.execute(

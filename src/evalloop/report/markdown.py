@@ -13,6 +13,7 @@ import re
 from evalloop.history.strata import MAX_SCOPE_ROWS, StrataReport
 from evalloop.report.format import ms, num, pct
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
+from evalloop.verdicts.outcome import failure_name
 from evalloop.verdicts.verdict import VerdictStatus
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -83,11 +84,9 @@ def _verdict(p: TrendPoint | None) -> str:
 
 
 def _what(suite: SuiteTrend) -> str:
-    """What fails in a suite's latest run, in the one vocabulary."""
-    statuses = {t.latest.status for t in suite.latest_failures if t.latest is not None}
-    if VerdictStatus.REGRESSED in statuses:
-        return "regression"
-    return "scorer broken" if VerdictStatus.SCORER_BROKEN in statuses else "invalid run"
+    """What a failing suite's latest run is, in the one vocabulary: its run outcome's status."""
+    status = suite.outcome.status
+    return failure_name(status) if status is not None else "no verdict"
 
 
 def render_markdown(report: TrendReport, title: str = "evalloop") -> str:
@@ -99,8 +98,8 @@ def render_markdown(report: TrendReport, title: str = "evalloop") -> str:
     ), ""]
     for suite in report.suites:
         lines += _suite(suite, report.window)
-    lines.append(f"<sub>last {report.last} runs per suite · baseline = mean of the "
-                 f"{report.window} valid runs before · generated "
+    lines.append(f"<sub>last {report.last} runs per suite · baseline = mean of the eligible runs "
+                 f"before each run (up to {report.window}), as its verdict read them · generated "
                  f"{report.generated_at:%Y-%m-%d %H:%M} UTC by evalloop</sub>")
     return "\n".join(lines) + "\n"
 

@@ -58,6 +58,7 @@ def run_summary(report: RunReport) -> dict[str, Any]:
                 "first_error": s.first_error or None,
                 "newly_failing": [{"case": c, "message": m} for c, m in s.newly_failing],
                 "newly_passing": s.newly_passing,
+                "expected_failures_passed": _expected_failures_passed(report, s.scorer),
                 "evidence": s.evidence.model_dump(
                     mode="json", exclude={"newly_failing", "newly_passing", "status"})
                 if s.evidence else None,
@@ -67,6 +68,12 @@ def run_summary(report: RunReport) -> dict[str, Any]:
         "notices": report.notices,
         **report.extras,
     }
+
+
+def _expected_failures_passed(report: RunReport, scorer: str) -> list[str]:
+    """The known-bad cases that ran through the target and passed (see ScorerResult)."""
+    result = report.outcome.results.get(scorer)
+    return result.expected_failures_passed if result is not None else []
 
 
 def _failures(report: RunReport) -> dict[str, Any] | None:

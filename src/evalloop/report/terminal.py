@@ -24,6 +24,8 @@ VERDICT_STYLE = {
     "scorer broken": "bold magenta", "below floor": "red",
 }
 MAX_FLIPS_SHOWN = 5
+#: verdicts that already acted on the run: no power line under them
+_CAUGHT = frozenset({"regressed", "invalid run", "scorer broken", "skipped"})
 #: from this many columns on, the run table shows every column
 WIDE_COLUMNS = 120
 
@@ -54,6 +56,11 @@ def print_run(report: RunReport, console: Console) -> None:
              "are resampled together, not as independent cases")
     for s in report.comparison.scorers:
         _print_details(s, console)
+        result = report.outcome.results.get(s.scorer)
+        if result is not None and result.expected_failures_passed:
+            note(console, f"{s.scorer}: expected to fail, but passed: {some(result.expected_failures_passed, 5)} — "
+                          "the product's answer to these known-bad cases changed (not the scorer's doing: "
+                          "a case with a fixed output tests the scorer)")
     held = report.extras.get("held_out") or {}
     if held.get("n") and held["n"] < held.get("of", 0) and any(m is not None for m in held["means"].values()):
         shown = [f"{s} {num(m)} (whole {num(held['whole'].get(s))})" for s, m in held["means"].items()]
@@ -133,6 +140,22 @@ def closing_line(reports: Sequence[RunReport], seconds: float) -> str:
     return f"{verdict}: {', '.join(parts)} in {seconds:.1f}s"
 
 
+def power_line(s: ScorerComparison) -> str | None:
+    """What a reader should know of the run's power, only where it changes what to do: a run that
+    was compared and did not already fail on a drop, yet would miss a regression well past the
+    threshold (:func:`evalloop.verdicts.power.too_coarse`)."""
+    from evalloop.verdicts.power import too_coarse
+
+    ev = s.evidence
+    if ev is None or ev.baseline_mean is None or s.verdict in _CAUGHT or not too_coarse(ev.mdd, s.threshold):
+        return None
+    if ev.mdd is None:
+        return (f"{s.scorer}: this run cannot show a regression: even a total drop would go unnoticed "
+                f"at {s.n} cases; add cases (or epochs) before relying on its verdict")
+    return (f"{s.scorer}: this run can miss a real regression: it catches a drop 90% of the time only "
+            f"from {pct(ev.mdd)} (threshold {pct(s.threshold)}); more cases or epochs make that smaller")
+
+
 def _print_details(s: ScorerComparison, console: Console) -> None:
     if s.verdict not in ("steady", "improved", "no baseline yet"):
         note(console, f"{s.scorer}: {s.reason}")
@@ -142,9 +165,9 @@ def _print_details(s: ScorerComparison, console: Console) -> None:
         removed = f"{ev.removed} removed (mean {num(ev.removed_mean)})" if ev.removed else ""
         note(console, f"{s.scorer}: compared on {ev.n_paired} shared cases; "
              + ", ".join(x for x in (added, removed) if x))
-    if ev is not None and ev.baseline_mean is not None:
-        mdd = "none (even a total drop would go unnoticed)" if ev.mdd is None else pct(ev.mdd)
-        note(console, f"{s.scorer}: smallest drop this run would catch 90% of the time: {mdd}", style="dim")
+    line = power_line(s)
+    if line:
+        note(console, line)
     if s.errored and s.first_error:
         note(console, f"{s.scorer}: {s.errored} errored grade(s); first: {s.first_error}")
     if ev is not None and ev.flaky:

@@ -1,8 +1,9 @@
 """Trend data for reports: per suite and scorer, the last N runs with band, threshold and flips.
 
 Both the HTML and the Markdown report render a :class:`TrendReport`; nothing here knows how it
-is drawn. The band around each point is the range (min..max) of the scorer's means over the
-``window`` completed, valid runs before it — the same runs its rolling baseline is the mean of.
+is drawn. The band around each point is the range (min..max) of the scorer's means over the runs
+its verdict was judged against — the window the verdict stored (:mod:`evalloop.history.window`),
+after an acceptance or a restarted baseline too; nothing here rebuilds a window of its own.
 The threshold line is ``baseline × (1 − threshold)``: a mean below it is a regression.
 """
 
@@ -21,7 +22,9 @@ from evalloop.history.eligibility import baseline_eligible, verdict_reason
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
 from evalloop.history.strata import StrataReport, strata_means
+from evalloop.history.window import verdict_window
 from evalloop.report.failing import CaseReader, FailingCase, FlippedCase
+from evalloop.verdicts.outcome import RunOutcome, outcome_of_labels
 from evalloop.verdicts.verdict import VerdictStatus
 
 DEFAULT_LAST = 20
@@ -153,6 +156,16 @@ class SuiteTrend(BaseModel):
     strata: StrataReport | None = None  # the latest run's per-tag and per-scope means, if tagged
 
     @property
+    def outcome(self) -> RunOutcome:
+        """What the latest run sums up to, by the one rule (:mod:`evalloop.verdicts.outcome`): the
+        worst of its scorers' verdicts, ``invalid run`` for a run judged invalid."""
+        if not self.runs:
+            return RunOutcome(None)
+        latest = self.runs[-1]
+        labels = [t.latest.verdict for t in self.scorers if t.latest is not None and t.latest.run_id == latest.run_id]
+        return outcome_of_labels(labels, valid=latest.valid or latest.status != RunStatus.COMPLETED)
+
+    @property
     def latest_regressions(self) -> list[ScorerTrend]:
         return [s for s in self.scorers if s.latest is not None and s.latest.regression]
 
@@ -191,7 +204,7 @@ class TrendReport(BaseModel):
     @property
     def failing_suites(self) -> list[SuiteTrend]:
         """Suites whose latest run fails CI — the same test as ``evalloop run``'s exit code."""
-        return [s for s in self.suites if s.latest_failures]
+        return [s for s in self.suites if s.outcome.fails]
 
 
 def build_trends(store: HistoryStore, suites: Sequence[str] | None = None, *, last: int = DEFAULT_LAST,
@@ -218,15 +231,14 @@ def build_trends(store: HistoryStore, suites: Sequence[str] | None = None, *, la
 
 def suite_trend(store: HistoryStore, suite: str, *, last: int = DEFAULT_LAST, window: int = 5,
                 memory_file: Path | None = None) -> SuiteTrend:
-    """One suite's trend: the last ``last`` finished runs, plus ``window`` earlier ones for bands."""
-    finished = [r for r in store.runs(suite, limit=last + window * 4)
-                if r.status != RunStatus.RUNNING]
-    finished.reverse()  # oldest first
-    shown = finished[-last:]
-    summaries = {r.id: store.summaries(r.id) for r in finished}
+    """One suite's trend: the last ``last`` finished runs, each with the window its verdict used
+    (``window``: the length for runs judged before verdicts recorded their window)."""
+    done = [s.value for s in RunStatus if s is not RunStatus.RUNNING]
+    shown = store.runs(suite, limit=last, statuses=done)[::-1]  # oldest first
+    summaries = {r.id: store.summaries(r.id) for r in shown}
     reader = CaseReader(store)
     scorers = _scorer_names(shown, summaries)
-    trends = [_scorer_trend(name, finished, shown, summaries, reader, window) for name in scorers]
+    trends = [_scorer_trend(store, name, shown, summaries, reader, window) for name in scorers]
     memories, note = read_memories(memory_file, suite)
     strata = None
     if shown and shown[-1].status == RunStatus.COMPLETED:
@@ -245,25 +257,16 @@ def _scorer_names(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSumm
     return list(seen)
 
 
-_eligible = baseline_eligible  # the one definition, shared with the verdicts
-
-
-def _scorer_trend(name: str, finished: list[Run], shown: list[Run],
+def _scorer_trend(store: HistoryStore, name: str, shown: list[Run],
                   summaries: dict[str, dict[str, ScorerSummary]], reader: CaseReader,
                   window: int) -> ScorerTrend:
-    shown_ids = {r.id for r in shown}
-    prior: list[tuple[Run, ScorerSummary]] = []  # eligible runs so far, oldest first
     points: list[TrendPoint] = []
     latest: ScorerSummary | None = None
-    for run in finished:
+    for run in shown:
         summary = summaries[run.id].get(name)
         if summary is not None:
             latest = summary
-        if run.id in shown_ids and summary is not None:
-            points.append(_point(run, summary, prior[-window:], reader))
-        if _eligible(run, summary):
-            assert summary is not None
-            prior.append((run, summary))
+            points.append(_point(run, summary, verdict_window(store, run, summary, window), reader))
     assert latest is not None
     mark = _pass_mark(latest)
     failing = reader.failing([p.run_id for p in points if not p.skipped], name, mark, _controls(latest))
@@ -299,7 +302,7 @@ def _point(run: Run, summary: ScorerSummary, window: list[tuple[Run, ScorerSumma
         baseline=baseline, band_low=min(means) if means else None,
         band_high=max(means) if means else None, window_runs=len(means),
         threshold_line=baseline * (1 - summary.threshold) if baseline is not None else None,
-        eligible=_eligible(run, summary), reason=verdict_reason(summary),
+        eligible=baseline_eligible(run, summary), reason=verdict_reason(summary),
     )
     if window and not summary.skipped:
         previous = window[-1][0]

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from evalloop.score import Score
+from evalloop.score import Score, passes
 
 if TYPE_CHECKING:
     from evalloop.run.bound import BoundScorer
@@ -28,7 +28,9 @@ class ScorerResult:
 
     ``vector`` holds each case's score averaged over its epochs, in case order, aligned to
     ``ids`` (NaN where a case has no grade: errored, skipped); known-bad control cases are in it
-    too, and held apart in ``controls``. ``scores`` is a case → score view without the controls.
+    too, and held apart in ``controls``; ``scorer_controls`` are those of them with a fixed output,
+    the only ones that test the scorer (the others are expected failures of the product).
+    ``scores`` is a case → score view without the controls.
     ``mean`` is the mean over the cases, ``n`` the number of cases, ``grades`` the number of
     grades taken (cases × epochs). Verdicts, history, reports, the run log and JUnit all read
     these numbers.
@@ -43,6 +45,7 @@ class ScorerResult:
     ids: Sequence[str] = ()
     vector: Any = None  # numpy float64 array aligned to ids
     controls: dict[str, float] = field(default_factory=dict)
+    scorer_controls: list[str] = field(default_factory=list)
     errored_ids: list[str] = field(default_factory=list)
     grades: int = 0
     errored: int = 0
@@ -83,12 +86,23 @@ class ScorerResult:
 
     @property
     def controls_passed(self) -> list[str]:
-        return sorted(c for c, v in self.controls.items() if v >= self.pass_mark)
+        """The negative controls that test the scorer (a fixed output) and passed: the scorer is broken."""
+        tests = set(self.scorer_controls)
+        return sorted(c for c, v in self.controls.items() if c in tests and passes(v, self.pass_mark))
+
+    @property
+    def expected_failures_passed(self) -> list[str]:
+        """The known-bad cases that ran through the target and passed: the product's answer to them
+        changed (an expected failure of the product that did not fail), never the scorer's fault."""
+        tests = set(self.scorer_controls)
+        return sorted(c for c, v in self.controls.items() if c not in tests and passes(v, self.pass_mark))
 
     def details(self) -> dict[str, Any]:
         """What the stored summary keeps beside its columns."""
         return {"pass_mark": self.pass_mark, "skip": self.skip_message, "first_error": self.first_error,
-                "controls": sorted(self.controls), "controls_passed": self.controls_passed,
+                "controls": sorted(self.controls), "scorer_controls": self.scorer_controls,
+                "controls_passed": self.controls_passed,
+                "expected_failures_passed": self.expected_failures_passed,
                 "policy": self.policy, "binary": self.binary, "invalid": self.invalid,
                 "grades": self.grades}
 
@@ -97,18 +111,19 @@ class _Grades:
     """One scorer's grades while a run goes: per-case sums and counts in two arrays indexed by
     the case's position (epochs are averaged at the end), so memory is 16 bytes per case."""
 
-    __slots__ = ("sums", "counts", "control_rows", "errored_rows", "grades", "errored", "skipped",
-                 "skip_message", "first_error")
+    __slots__ = ("sums", "counts", "control_rows", "scorer_control_rows", "errored_rows", "grades", "errored",
+                 "skipped", "skip_message", "first_error")
 
     def __init__(self, n_cases: int) -> None:
         self.sums = array("d", bytes(8 * n_cases))
         self.counts = array("d", bytes(8 * n_cases))
         self.control_rows: set[int] = set()
+        self.scorer_control_rows: set[int] = set()  # controls with a fixed output: they test the scorer
         self.errored_rows: set[int] = set()
         self.grades = self.errored = self.skipped = 0
         self.skip_message = self.first_error = ""
 
-    def add(self, row: int, score: Score, control: bool) -> None:
+    def add(self, row: int, score: Score, control: bool, tests_scorer: bool = False) -> None:
         if score.skipped:
             self.skipped += 1
             self.skip_message = self.skip_message or score.message
@@ -121,6 +136,8 @@ class _Grades:
             return
         if control:
             self.control_rows.add(row)
+            if tests_scorer:
+                self.scorer_control_rows.add(row)
         self.sums[row] += score.value
         self.counts[row] += 1
 
@@ -139,6 +156,7 @@ class _Grades:
             pass_mark=bound.pass_mark, policy=bound.policy, binary=bound.spec.binary or None,
             ids=ids, vector=vector,
             controls={ids[r]: float(vector[r]) for r in sorted(self.control_rows)},
+            scorer_controls=sorted(ids[r] for r in self.scorer_control_rows),
             errored_ids=[ids[r] for r in sorted(self.errored_rows) if counts[r] == 0],
             grades=self.grades, errored=self.errored, skipped=self.skipped,
             skip_message=self.skip_message, first_error=self.first_error, invalid=invalid,

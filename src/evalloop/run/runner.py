@@ -319,6 +319,9 @@ class _RunState:
         context — calls the target and the scorers in place, with no coroutine of their own, no
         context object and no thread: the per-case cost is the run's floor when the target is
         trivial. ``usage`` is the worker's open usage scope."""
+        if case.fixed_output:  # a negative control that tests the scorers: no target call
+            await self.fixed(case, epoch, row, usage)
+            return
         prepared, run_id, target = self.prepared, self.run_id, self.prepared.target
         case_id = case.id
         self.ids[row] = case_id
@@ -389,6 +392,36 @@ class _RunState:
             grades.add(row, score, not plain and case.expects_fail(name))
             score_rows.append((run_id, case_id, epoch, name, score.value, score.errored, score.skipped,
                                score.message, dumps(score.metadata) if score.metadata else None))
+        if len(self.case_rows) >= self.batch_size:
+            self.flush()
+        if self.progress is not None:
+            self.progress(1)
+
+    async def fixed(self, case: Case, epoch: int, row: int, usage: UsageTotals) -> None:
+        """A negative control with a fixed output: the target is not called; the scorers the case
+        is a control of grade that output, the others leave it ungraded (it is no product case)."""
+        case_id = case.id
+        self.ids[row] = case_id
+        ctx = CaseContext(self.prepared.suite.name, self.run_id, case, epoch, self.services) \
+            if self.wants_ctx else None
+        graded: list[tuple[_Grades, str, Score]] = []
+        for bound, name, grades in self.scoring:
+            if case.tests_scorer(name):
+                out = bound.grade(case, case.output, ctx)
+                graded.append((grades, name, out if isinstance(out, Score) else await out))
+        cost, input_tokens, output_tokens = 0.0, 0, 0
+        if usage.calls or usage.cache_hits or usage.retries:  # a judge graded it
+            cost, input_tokens, output_tokens = usage.cost_usd, usage.input_tokens, usage.output_tokens
+            self.count_usage(usage)
+        tags = case.tags
+        self.case_rows.append((self.run_id, case_id, epoch, ",".join(tags) or None, dumps(case.output), None,
+                               None, 0.0, cost, input_tokens, output_tokens, None))
+        if tags:
+            self.tagged = True
+        for grades, name, score in graded:
+            grades.add(row, score, True, tests_scorer=True)
+            self.score_rows.append((self.run_id, case_id, epoch, name, score.value, score.errored, score.skipped,
+                                    score.message, dumps(score.metadata) if score.metadata else None))
         if len(self.case_rows) >= self.batch_size:
             self.flush()
         if self.progress is not None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from collections import defaultdict
 
 from pydantic import BaseModel
 from sqlalchemy import insert, update
@@ -21,10 +21,27 @@ _LOCK = threading.Lock()
 
 #: statuses: running → completed | interrupted | error; skipped (suite busy for the whole misfire
 #: grace, or the scheduler stopping); cannot run (this worker could not run it: another may)
-#: least to most severe: the run outcome's one order (evalloop.verdicts.outcome.ORDER), then a fire that
-#: did not finish, then an invalid run (as Comparison.worst ranks it)
-SEVERITY = ["ok", "no scorers", "skipped", "cannot run", "no baseline yet", "steady", "improved", "watch",
-            "below floor", "regressed", "scorer broken", "interrupted", "error", "invalid run"]
+#: what a fire's outcome is when it has no verdict to rank (see :func:`severity`)
+NO_VERDICT = ("ok", "no scorers")
+
+
+@functools.cache
+def severity() -> tuple[str, ...]:
+    """Fire outcomes from least to most severe: the run outcome's one order
+    (:data:`evalloop.verdicts.outcome.ORDER`, read backwards), with a fire this worker could not
+    run beside a skipped one and a fire that did not finish just under an invalid run. Read on
+    first use: the verdicts' module (and numpy) is imported only when a fire is ranked."""
+    from evalloop.verdicts.outcome import ORDER
+    from evalloop.verdicts.verdict import VerdictStatus
+
+    ranked = list(NO_VERDICT)
+    for status in reversed(ORDER):
+        if status is VerdictStatus.INVALID:
+            ranked += ["interrupted", "error"]
+        ranked.append(status.value)
+        if status is VerdictStatus.SKIPPED:
+            ranked.append("cannot run")
+    return tuple(ranked)
 
 
 class LastFire(BaseModel):
@@ -144,5 +161,5 @@ def last_fires(url: str, job_ids: list[str]) -> dict[str, LastFire]:
 def worst(rows: list[LedgerEntry]) -> str:
     """The most severe outcome among the suites of one fire."""
     outcomes = [e.verdict or e.status for e in rows]
-    ranked = defaultdict(lambda: -1, {name: i for i, name in enumerate(SEVERITY)})
-    return max(outcomes, key=lambda o: ranked[o]) if outcomes else "—"
+    ranked = {name: i for i, name in enumerate(severity())}
+    return max(outcomes, key=lambda o: ranked.get(o, -1)) if outcomes else "—"

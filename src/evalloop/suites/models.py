@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from evalloop.errors import FixtureError
 from evalloop.suites.jsonlines import not_utf8, open_jsonl, parse_line
@@ -50,7 +59,13 @@ def scope_of(tags: Iterable[str]) -> str | None:
 
 
 class Case(BaseModel):
-    """One fixture: an input for the target, what is expected, and labels."""
+    """One fixture: an input for the target, what is expected, and labels.
+
+    ``expect: fail`` (or ``{scorer: fail}``) makes the case a *negative control*. With a fixed
+    ``output`` it tests the scorers: the target is not called, the scorers it names grade that
+    output, and a scorer that passes it is ``scorer broken``. Without one it runs through the
+    target like any case: an *expected failure* of the product, which never blames a scorer.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -62,12 +77,33 @@ class Case(BaseModel):
     expect: Literal["pass", "fail"] | dict[str, Literal["pass", "fail"]] = "pass"
     #: cases with the same group are on the same side of every split (:mod:`evalloop.suites.split`)
     group: str | None = None
+    output: Any = None  # a fixed output (given, even as null): graded in place of the target's
 
     def expects_fail(self, scorer: str) -> bool:
         """Whether this case is a negative control (known-bad) for the given scorer."""
         if isinstance(self.expect, dict):
             return self.expect.get(scorer, "pass") == "fail"
         return self.expect == "fail"
+
+    @property
+    def fixed_output(self) -> bool:
+        """Whether the case carries its own output (the target is not called for it)."""
+        return "output" in self.model_fields_set
+
+    def tests_scorer(self, scorer: str) -> bool:
+        """Whether this case is a negative control that tests ``scorer``: known-bad for it, with a
+        fixed output. Only such a case can show the scorer broken."""
+        return self.fixed_output and self.expects_fail(scorer)
+
+    @field_validator("output")
+    @classmethod
+    def _output_for_controls(cls, v: Any, info: ValidationInfo) -> Any:
+        expect = info.data.get("expect", "pass")
+        if expect == "pass" or (isinstance(expect, dict) and "fail" not in expect.values()):
+            raise ValueError("a fixed output is for a negative control that tests the scorer: add "
+                             "'expect: fail' (or 'expect: {scorer: fail}'), or drop 'output' to run "
+                             "the case through the target")
+        return v
 
     @field_validator("id", mode="before")
     @classmethod
@@ -458,7 +494,7 @@ def _case(data: Any, where: str) -> Case:
     except ValidationError as exc:
         case_id = data.get("id")
         raise FixtureError(first_error(exc, Case), where=f"{where} (case '{case_id}')" if case_id
-                           else where, hint="a case has id, input, expected, tags, metadata") from None
+                           else where, hint="a case has id, input, expected, tags, metadata, expect, output") from None
 
 
 def _yaml_case_lines(text: str) -> list[int]:

@@ -19,9 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from evalloop.history.eligibility import RULE as ELIGIBILITY_RULE
+from evalloop.history.eligibility import RULE_KEY as ELIGIBILITY_RULE_KEY
 from evalloop.history.eligibility import accepted, eligible_now, fingerprint_changes
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
+from evalloop.history.window import KEY as WINDOW_KEY
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Vector, align, from_mapping
 from evalloop.verdicts import sequential
@@ -59,6 +62,7 @@ class ScorerComparison:
     grades: int = 0
     pass_mark: float = 0.5  # a case scoring below it fails (the suite's, else the scorer's)
     chart: sequential.Chart | None = None  # the nightly rule's state after this run
+    window: list[str] = field(default_factory=list)  # the baseline's runs (ids, oldest first), as stored
 
     @property
     def verdict(self) -> str:
@@ -218,7 +222,7 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
                    "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
                    "eligible": eligible_now(run, summaries[r.scorer], r.verdict,
                                             significant_drop=_significant_drop(r)),
-                   "details": _with_evidence(summaries[r.scorer].details, r.evidence, change, r.chart)}
+                   "details": _with_evidence(summaries[r.scorer].details, r.evidence, change, r.chart, r.window)}
         for r in results
     })
     return Comparison(run, results, change, target)
@@ -264,8 +268,10 @@ def _policy(summary: ScorerSummary) -> VerdictPolicy:
 
 
 def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintChange | None,
-                   chart: sequential.Chart | None = None) -> str:
+                   chart: sequential.Chart | None = None, window: list[str] | None = None) -> str:
     data = json.loads(details or "{}")
+    data[WINDOW_KEY] = window or []  # what every report's band reads (evalloop.history.window)
+    data[ELIGIBILITY_RULE_KEY] = ELIGIBILITY_RULE  # the rule "eligible" is judged by (history.eligibility)
     if chart is not None:
         data["chart"] = chart.model_dump()
     if evidence is not None:
@@ -323,6 +329,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes, order=current.order)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
+                              scorer_controls=details.get("scorer_controls", []),
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
     if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
         evidence = _drift(store, run, summary, policy, current, evidence, prior, stored, scopes)
@@ -337,6 +344,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     out.status, out.reason = evidence.status, evidence.reason
     if prior:
         out.previous_run = prior[-1][0].id
+        out.window = [r.id for r, _ in prior]
     messages = store.case_messages(run.id, summary.scorer, evidence.newly_failing[:MAX_LISTED])
     out.newly_failing = [(c, messages.get(c, "")) for c in evidence.newly_failing]
     out.newly_passing = list(evidence.newly_passing)

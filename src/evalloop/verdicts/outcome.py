@@ -6,6 +6,9 @@ the exit code, the scheduler's ledger and log, the alarm sinks — and each is a
 * :func:`case_outcome`: did one case pass one scorer? Its score is the mean of its graded
   epochs; a case whose every grade errored is ``errored`` (not graded, never a pass or a fail);
   a case whose target failed is a real ``failed``; a known-bad control *fails* when it passes.
+  The comparison with the pass mark under it is :func:`passes` (:func:`passes_many` for an array
+  of scores), defined in :mod:`evalloop.score` so that the runner and the history, below this
+  package, use the same one.
 * :func:`run_outcome`: what does the run sum up to? The worst of its scorers' verdicts in one
   order (:data:`ORDER`) and whether it fails: exit 1, a JUnit failure, a red night, and an
   alarm to the sinks — one fact, :attr:`RunOutcome.fails` (a regression, a scorer under its
@@ -25,7 +28,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from evalloop.score import fails_many, passes, passes_many
 from evalloop.verdicts.verdict import VerdictStatus
+
+__all__ = ["ORDER", "CaseOutcome", "RunOutcome", "case_outcome", "fails_many", "failure_name", "outcome_of_labels",
+           "passes", "passes_many", "run_outcome", "worst"]
 
 
 class Judged(Protocol):
@@ -45,6 +52,11 @@ ORDER: tuple[VerdictStatus, ...] = (
 )
 
 
+def failure_name(status: VerdictStatus) -> str:
+    """What a failing status is called in a sentence ("regression in …", "below floor in …")."""
+    return "regression" if status is VerdictStatus.REGRESSED else status.value
+
+
 @dataclass(frozen=True)
 class CaseOutcome:
     """One case graded by one scorer: ``passed``, ``failed``, ``errored`` or ``skipped``."""
@@ -59,11 +71,6 @@ class CaseOutcome:
     @property
     def failed(self) -> bool:
         return self.state == "failed"
-
-
-def passes(value: float, pass_mark: float) -> bool:
-    """Whether a score meets the pass mark (the one comparison; a NaN never passes)."""
-    return value >= pass_mark
 
 
 def case_outcome(values: Sequence[float], pass_mark: float, *, errored: int = 0,

@@ -17,6 +17,19 @@ from evalloop.verdicts.stats import smallest_accepted
 
 _NORMAL = NormalDist()
 
+#: a run whose minimal detectable drop is more than this many thresholds is too coarse to rely on:
+#: a drop twice the size worth acting on would be missed more than 10 % of the time
+TOO_COARSE = 2.0
+
+
+def too_coarse(mdd: float | None, threshold: float) -> bool:
+    """Whether a run is too small or too noisy to catch a regression of the size that matters:
+    its minimal detectable drop (90 % detection) is over :data:`TOO_COARSE` × the threshold, or
+    not even a total drop would be caught (``mdd`` None). Under the default rule the minimal
+    detectable drop is always somewhat above the threshold (a drop is flagged once it is shown
+    to reach it), so only a multiple of it says the suite needs more cases or epochs."""
+    return mdd is None or mdd > TOO_COARSE * threshold
+
 
 class Calibration(BaseModel):
     """What a judge-noise calibration found for one suite and scorer."""

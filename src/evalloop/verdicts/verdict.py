@@ -27,8 +27,8 @@ A drop that is not significant is a ``watch``, never a regression, under every r
   significant.
 * ``"paired"``: a significant drop of at least ``min_effect`` (default a third of the threshold).
 
-Known-bad control cases are kept out of the statistics; passing one makes the verdict
-``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out. A mean under
+Known-bad control cases are kept out of the statistics; passing one with a fixed output makes the
+verdict ``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out. A mean under
 the scorer's absolute floor (``min_score``; by default the kind's target, 95 / 80 / 70 %) is
 ``below floor`` whatever the baseline says. Every verdict also carries ``z``, the drop in
 standard errors, which the nightly rule (:mod:`evalloop.verdicts.sequential`) accumulates across nights.
@@ -44,6 +44,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from evalloop.policy import TOLERANCE, VerdictPolicy
+from evalloop.score import passes, passes_many
 from evalloop.scoring import scorevec
 from evalloop.verdicts import stats
 from evalloop.verdicts.drop import (
@@ -160,7 +161,7 @@ def count_flips(runs: Sequence[Mapping[str, float]], pass_mark: float) -> dict[s
     flips: dict[str, int] = {}
     for run in runs:
         for case, score in run.items():
-            passed = score >= pass_mark
+            passed = passes(score, pass_mark)
             flips.setdefault(case, 0)
             if case in last and last[case] != passed:
                 flips[case] += 1
@@ -220,12 +221,14 @@ def decide(
     valid: bool = True,
     invalid_reason: str | None = None,
     scopes: Mapping[str, str] | None = None,
+    scorer_controls: Collection[str] | None = None,
 ) -> Verdict:
     """Judge ``current`` (case id → score) against ``window`` (earlier runs, oldest first);
     ``scopes`` (case id → its ``scope:<id>``) makes the statistics count whole scopes."""
     ids, values = scorevec.from_mapping(current)
     return decide_aligned(scorevec.align(ids, values, window, scopes), policy, binary=binary,
-                          known_bad=known_bad, valid=valid, invalid_reason=invalid_reason)
+                          known_bad=known_bad, valid=valid, invalid_reason=invalid_reason,
+                          scorer_controls=scorer_controls)
 
 
 def _zero_one(values: np.ndarray) -> bool:
@@ -255,7 +258,7 @@ def _flips(runs: np.ndarray, current: np.ndarray, pass_mark: float) -> np.ndarra
         last = np.full(block.shape[0], np.nan)
         for col in (*(block[:, j] for j in range(block.shape[1])), now):
             present = ~np.isnan(col)
-            state = np.where(present, (col >= pass_mark).astype(np.float64), np.nan)
+            state = np.where(present, passes_many(col, pass_mark).astype(np.float64), np.nan)
             out += present & ~np.isnan(last) & (state != last)
             last = np.where(present, state, last)
     return flips
@@ -269,9 +272,12 @@ def decide_aligned(
     known_bad: Collection[str] = (),
     valid: bool = True,
     invalid_reason: str | None = None,
+    scorer_controls: Collection[str] | None = None,
 ) -> Verdict:
     """:func:`decide` on scores lined up by case (see :mod:`evalloop.scoring.scorevec`): no per-case
-    dictionaries, so a 100,000-case run is judged in a few arrays."""
+    dictionaries, so a 100,000-case run is judged in a few arrays. ``known_bad`` cases are kept out
+    of the statistics; passing one of ``scorer_controls`` (the known-bad cases with a fixed
+    output; None: every known-bad case) makes the scorer broken."""
     ids, current = aligned.ids, aligned.current
     pm = policy.pass_mark
     present_runs = _any_graded(aligned.window, axis=0)  # a run with no finite score is no run
@@ -283,7 +289,9 @@ def decide_aligned(
     cm = ~np.isnan(current)
     bad = set(known_bad)
     badm = np.fromiter((c in bad for c in ids), dtype=bool, count=len(ids)) if bad else np.zeros(len(ids), bool)
-    broken = listed(cm & badm & (np.nan_to_num(current, nan=-np.inf) >= pm))
+    tests = bad if scorer_controls is None else bad & set(scorer_controls)  # the controls that test the scorer
+    testm = np.fromiter((c in tests for c in ids), dtype=bool, count=len(ids)) if tests else np.zeros(len(ids), bool)
+    broken = listed(cm & testm & passes_many(current, pm))
     flips = _flips(runs, current, pm)
     flaky = listed((flips > policy.flaky_flips) & ~badm)
     quarantined = flaky if policy.quarantine_flaky else []
@@ -310,8 +318,8 @@ def decide_aligned(
     if used_runs.shape[1]:
         last = used_runs[:, -1]
         both = usedm & ~np.isnan(last)
-        before = np.nan_to_num(last, nan=-np.inf) >= pm
-        now = np.nan_to_num(current, nan=-np.inf) >= pm
+        before = passes_many(last, pm)
+        now = passes_many(current, pm)
         newly_failing = listed(both & before & ~now)
         newly_passing = listed(both & now & ~before)
     used_n = len(used_values)
