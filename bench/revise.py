@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import math
 import os
 import sys
