@@ -105,10 +105,27 @@ def mean_on(root: Path, suite: str, ids: set[str] | None = None) -> float:
     return sum(values) / len(values)
 
 
+_WORKER: dict[str, Any] = {}
+
+
+def worker(url: str) -> dict[str, Any]:
+    """This process's event loop and LLM client (built once: a client's HTTPS set-up is not what
+    is measured), the reflecting model at ``url``; no response cache (each trial is a new project)."""
+    if not _WORKER:
+        os.environ.update({"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": url})
+        from evalloop import load_settings
+        from evalloop.run.services import build_services
+
+        home = Path(tempfile.mkdtemp(prefix="evalloop-revise-bench-worker-"))
+        services, _ = build_services(load_settings(home), engine="llm", cache="off")
+        _WORKER.update(loop=asyncio.new_event_loop(), services=services)
+    return _WORKER
+
+
 def trial(args: tuple[int, str, int, int, int, int, str]) -> dict[str, Any]:
     """One trial: a new project revised ``rounds`` times; what was written and the final scores."""
     t, kind, rounds, budget, n_cases, n_fresh, url = args
-    os.environ.update({"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": url})
+    here = worker(url)
     from evalloop import load_settings
     from evalloop.loop.revise import arevise
     from evalloop.suites.lookup import find_suite
@@ -124,7 +141,8 @@ def trial(args: tuple[int, str, int, int, int, int, str]) -> dict[str, Any]:
         for _ in range(rounds):
             if kind == "null-no-ledger":
                 (root / "history" / "revisions" / "decisions.jsonl").unlink(missing_ok=True)
-            result = asyncio.run(arevise(prompt, "decisions", settings=settings, write=True, options=options))
+            result = here["loop"].run_until_complete(arevise(prompt, "decisions", settings=settings, write=True,
+                                                             options=options, services=here["services"]))
             written += result.written is not None
             confirmed += result.confirmation is not None
         test = find_suite("decisions", root).held_out_ids()
@@ -175,8 +193,13 @@ def main() -> None:
             rounds = 1 if kind == "rule" else args.rounds
             started = time.perf_counter()
             jobs = [(t, kind, rounds, args.budget, args.cases, args.fresh, server.url) for t in range(args.trials)]
+            rows = []
             with ProcessPoolExecutor(args.jobs) as pool:
-                rows = list(pool.map(trial, jobs))
+                for row in pool.map(trial, jobs):
+                    rows.append(row)
+                    if len(rows) % 25 == 0:
+                        print(f"  {kind}: {len(rows)}/{len(jobs)} trials, "
+                              f"{sum(1 for r in rows if r['written'])} with a write", file=sys.stderr, flush=True)
             per_round = (time.perf_counter() - started) * args.jobs / (len(rows) * rounds)
             k = sum(1 for r in rows if r["written"])
             low, high = wilson(k, len(rows))

@@ -50,6 +50,7 @@ from evalloop.loop.revise_plan import (
     revision_splits,
 )
 from evalloop.loop.revise_search import Search
+from evalloop.run.context import Services
 from evalloop.scoring.registry import Registry, discover
 from evalloop.suites.lookup import find_suite
 from evalloop.suites.models import Suite
@@ -84,9 +85,11 @@ async def arevise(prompt_file: Path, suite: str, *, settings: Settings, write: b
                   param: str = "prompt_file", registry: Registry | None = None, engine: str | None = None,
                   model: str | None = None, reflection_model: str | None = None,
                   options: RevisionSettings | None = None, incident: str | None = None, resume: bool = False,
-                  dry_run: bool = False, say: Callable[[str], None] | None = None) -> Revision:
+                  dry_run: bool = False, say: Callable[[str], None] | None = None,
+                  services: Services | None = None) -> Revision:
     """Plan, search, confirm, record and (when better) write; see the module's text. ``options``
-    replace the project's ``[revise]`` settings; ``say`` is told the plan and the search's progress."""
+    replace the project's ``[revise]`` settings; ``say`` is told the plan and the search's progress;
+    ``services`` (the LLM clients, kept open) replace those built from the settings."""
     opts = options or settings.revise
     tell = say or (lambda _line: None)
     base = find_suite(suite, settings.project_dir)
@@ -117,10 +120,13 @@ async def arevise(prompt_file: Path, suite: str, *, settings: Settings, write: b
     from evalloop.llm.usage import usage_scope
     from evalloop.run.services import build_services, close_services
 
-    services, notices = build_services(settings, engine=engine, model=model)
-    revision.notices += notices
+    owned = services is None
+    if services is None:
+        services, notices = build_services(settings, engine=engine, model=model)
+        revision.notices += notices
     if services.llm is None:
-        await close_services(services)
+        if owned:
+            await close_services(services)
         raise ConfigError("prompt revise needs an LLM to reflect with, and none is configured",
                           where="environment", hint="set ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL)")
     _tell_plan(tell, revision)
@@ -145,7 +151,8 @@ async def arevise(prompt_file: Path, suite: str, *, settings: Settings, write: b
             revision.notices.append(f"the confirmation was cut short: {exc.what}")
         finally:
             evaluator.close()
-            await close_services(services)
+            if owned:
+                await close_services(services)
         revision.cost_usd = spent.cost_usd
     return _finish(revision, settings, prompt_file, prompt, best, write, ledger, use, alpha)
 
