@@ -66,6 +66,11 @@ def test_thirty_same_text_pairs_never_straddle_the_split(tmp_path):
     for i in range(30):
         assert (f"q{i:02d}" in ids) == (f"twin-{i:02d}" in ids), i
     assert "near-duplicate" not in done.stderr  # twins are grouped, not reported
+    suite = find_suite("twins", root)
+    suite.validate_cases()                      # the check's pass computes the split (from digests)
+    checked = suite.split()
+    suite._split = None
+    assert suite.split().part_of == checked.part_of and suite.held_out_ids() == ids
 
 
 def test_the_twin_leak_gives_a_lookup_nothing_on_held_out_cases(tmp_path):
@@ -151,7 +156,7 @@ def near_cases() -> list[dict]:
 def test_near_duplicates_across_the_split_are_reported_once(tmp_path):
     root = twin_project(tmp_path, near_cases())
     suite = find_suite("twins", root)
-    check = near_duplicates(suite.split())
+    check = near_duplicates(suite.split(), suite.iter_cases())
     assert len(check.pairs) == 1 and check.pairs[0].cosine >= 0.97
     pair = {check.pairs[0].a, check.pairs[0].b}
     checked = cli(root, "suites", "validate", "twins")

@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import yaml
 from pydantic import (
@@ -38,6 +38,7 @@ from evalloop.suites.split import (
     NearCheck,
     Split,
     bucket,
+    input_digest,
     near_duplicates,
     split_cases,
 )
@@ -75,9 +76,9 @@ class Case(BaseModel):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     expect: Literal["pass", "fail"] | dict[str, Literal["pass", "fail"]] = "pass"
+    output: Any = None  # a fixed output (given, even as null): graded in place of the target's
     #: cases with the same group are on the same side of every split (:mod:`evalloop.suites.split`)
     group: str | None = None
-    output: Any = None  # a fixed output (given, even as null): graded in place of the target's
 
     def expects_fail(self, scorer: str) -> bool:
         """Whether this case is a negative control (known-bad) for the given scorer."""
@@ -212,12 +213,13 @@ class Holdout(BaseModel):
             return [(HELD_OUT, held), (LEARN, 1.0 - held)]
         return [(HELD_OUT, held), *((name, share * (1.0 - held)) for name, share in learn)]
 
-    def split(self, cases: Iterable[Any], learn: Sequence[tuple[str, float]] = ()) -> Split:
+    def split(self, cases: Iterable[Any], identity: Callable[[Any], str] | None = None,
+              learn: Sequence[tuple[str, float]] = ()) -> Split:
         """The held-out / learn split of ``cases``, grouped (:func:`~evalloop.suites.split.split_cases`);
         ``learn`` divides the learn cases further (:meth:`parts`): the held-out part is the same."""
         wanted = set(self.tags)
         pin = (lambda c: HELD_OUT if wanted.intersection(c.tags) else None) if wanted else None
-        return split_cases(cases, self.parts(learn), salt=self.salt, pinned=pin)
+        return split_cases(cases, self.parts(learn), salt=self.salt, pinned=pin, identity=identity)
 
     def held_out(self, case_id: str, tags: list[str] | tuple[str, ...] = ()) -> bool:
         """Whether a case *on its own* is held out (by its id's hash, or by its tags): the rule for a
@@ -240,6 +242,15 @@ class Holdout(BaseModel):
     def describe(self) -> str:
         return f"tags {', '.join(self.tags)}" if self.tags else f"fraction {self.fraction:g}" + \
             (f", salt {self.salt!r}" if self.salt else "")
+
+
+class _SplitRow(NamedTuple):
+    """What the split reads of a case, kept from the validating pass: its input as a digest."""
+
+    id: str
+    input: str
+    group: str | None
+    tags: tuple[str, ...]
 
 
 class Suite(BaseModel):
@@ -343,11 +354,15 @@ class Suite(BaseModel):
 
     def split(self) -> Split:
         """The suite's held-out / learn split, grouped (:mod:`evalloop.suites.split`); computed once
-        while the cases and the ``holdout`` setting are unchanged."""
-        key = (self._stamp(), id(self.cases), self.holdout.model_dump_json())
+        while the cases and the ``holdout`` setting are unchanged (:meth:`validate_cases` computes
+        it in its own pass, so a checked suite's cases are not read again for it)."""
+        key = self._split_key(self._stamp())
         if self._split is None or self._split[0] != key:
             self._split = (key, self.holdout.split(self.iter_cases()))
         return self._split[1]
+
+    def _split_key(self, stamp: Any) -> tuple[Any, ...]:
+        return (stamp, id(self.cases), self.holdout.model_dump_json())
 
     def held_out_ids(self, ids: Iterable[str] | None = None) -> set[str]:
         """The ids of the held-out cases (among ``ids`` when given)."""
@@ -360,7 +375,7 @@ class Suite(BaseModel):
         split = self.split()
         if self.holdout.near_duplicate is None or not split.ids(HELD_OUT):
             return None
-        return near_duplicates(split, self.holdout.near_duplicate)
+        return near_duplicates(split, self.iter_cases(), self.holdout.near_duplicate)
 
     def near_duplicate_notice(self) -> str | None:
         """:meth:`near_duplicates` as one line for a run or ``suites validate`` (None: nothing to
@@ -392,8 +407,11 @@ class Suite(BaseModel):
         keep: list[Case] | None = None
         if self.cases_file is not None and stamp != ("missing",) and stamp[0][0] <= KEEP_PARSED_BYTES:
             keep = []  # a small file is read once: the run takes its cases from the check
-        count = self._validate_cases(keep)
+        rows: list[_SplitRow] = []  # what the split needs of each case, read in the same pass
+        count = self._validate_cases(keep, rows)
         self._checked = (stamp, count, keep)
+        if stamp != ("missing",):
+            self._split = (self._split_key(stamp), self.holdout.split(rows, identity=operator.attrgetter("input")))
         return count
 
     def _sources(self) -> Iterator[tuple[int | None, Case]]:
@@ -401,7 +419,7 @@ class Suite(BaseModel):
             return jsonl_cases(self.cases_file)
         return ((None, c) for c in self.iter_cases())
 
-    def _validate_cases(self, keep: list[Case] | None = None) -> int:
+    def _validate_cases(self, keep: list[Case] | None = None, rows: list[_SplitRow] | None = None) -> int:
         """Every case parsed and checked (into ``keep`` when given); duplicate ids found from 8-byte
         hashes of the ids (a second pass names the duplicate only when two hashes are equal), not
         from a set of them."""
@@ -413,9 +431,13 @@ class Suite(BaseModel):
             for _, case in jsonl_cases(self.cases_file):
                 if keep is not None:
                     keep.append(case)
+                if rows is not None:
+                    rows.append(_SplitRow(case.id, input_digest(case.input), case.group, tuple(case.tags)))
                 hashes.append(hash(case.id))
         else:
             for case in self.iter_cases():
+                if rows is not None:
+                    rows.append(_SplitRow(case.id, input_digest(case.input), case.group, tuple(case.tags)))
                 hashes.append(hash(case.id))
         if not hashes:
             raise FixtureError("suite has no cases", where=where_file, hint="add at least one case")

@@ -25,6 +25,7 @@ static embedder barely sees digits, and a text that differs in a number is anoth
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import re
@@ -62,7 +63,15 @@ def normalised_input(value: Any) -> str:
     """A case input's identity for grouping: its text (JSON with sorted keys for anything else),
     case-folded, punctuation and symbols removed, whitespace collapsed."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return " ".join(_PUNCT.sub("", text.casefold()).split())
+    return " ".join(_PUNCT.sub("", text.casefold()).split()) if not text.isalnum() else text.casefold()
+
+
+def input_digest(value: Any) -> str:
+    """A short stand-in for :func:`normalised_input` (equal inputs, equal digests): what a large
+    suite keeps per case for its split instead of the text — the text itself up to 32 characters,
+    else ``#`` and a 128-bit BLAKE2b digest (``#`` never occurs in a normalised text)."""
+    text = normalised_input(value)
+    return text if len(text) <= 32 else "#" + hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def bucket(key: str, salt: str = "") -> bytes:
@@ -98,7 +107,6 @@ class Split:
     parts: tuple[str, ...]
     part_of: dict[str, str] = field(default_factory=dict)   # case id → part
     group_of: dict[str, str] = field(default_factory=dict)  # case id → its group's key
-    text_of: dict[str, str] = field(default_factory=dict)   # case id → normalised input
 
     def ids(self, part: str) -> set[str]:
         """The ids of the cases in ``part``."""
@@ -115,10 +123,13 @@ class Split:
 
 
 def split_cases(cases: Iterable[SplitCase], parts: Sequence[tuple[str, float]], *, salt: str = "",
-                pinned: Mapping[str, str] | Callable[[Any], str | None] | None = None) -> Split:
+                pinned: Mapping[str, str] | Callable[[Any], str | None] | None = None,
+                identity: Callable[[Any], str] | None = None) -> Split:
     """Assign every case to one of ``parts`` (name, fraction) by group, salted hash and fractions
     (see the module's text); ``pinned`` (case id → part, or a function of the case) places a
-    case's whole group in that part instead."""
+    case's whole group in that part instead. ``identity`` gives a case's input identity (default:
+    :func:`normalised_input` of its input; :func:`input_digest` of it works the same)."""
+    identity = identity or (lambda case: normalised_input(case.input))
     cuts = _cuts(parts)
     names = tuple(name for name, _ in parts)
     order = {name: i for i, name in enumerate(names)}
@@ -130,11 +141,11 @@ def split_cases(cases: Iterable[SplitCase], parts: Sequence[tuple[str, float]], 
         pin_of = lambda c: table.get(c.id)  # noqa: E731
     ids: list[str] = []
     groups: list[str | None] = []
-    texts: list[str] = []
     pins: dict[int, str] = {}
     parent: list[int] = []
     by_text: dict[str, int] = {}
     by_group: dict[str, int] = {}
+    joined = False
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -150,49 +161,47 @@ def split_cases(cases: Iterable[SplitCase], parts: Sequence[tuple[str, float]], 
     for i, case in enumerate(cases):
         ids.append(case.id)
         parent.append(i)
-        text = normalised_input(case.input)
-        texts.append(text)
-        j = by_text.setdefault(text, i)
+        j = by_text.setdefault(identity(case), i)
         if j != i:
             union(i, j)
-        group = getattr(case, "group", None)
+            joined = True
+        group = case.group
         groups.append(group)
         if group is not None:
             j = by_group.setdefault(group, i)
             if j != i:
                 union(i, j)
+                joined = True
         if pin_of is not None:
             pin = pin_of(case)
             if pin is not None:
                 if pin not in order:
                     raise ValueError(f"case {case.id!r} is pinned to {pin!r}, which is not a part of the split")
                 pins[i] = pin
-    members: dict[int, list[int]] = {}
-    for i in range(len(ids)):
-        members.setdefault(root(i) if parent[i] != i else i, []).append(i)
     out = Split(parts=names)
     part_of, group_of = out.part_of, out.group_of
     sha, salted = hashlib.sha256, salt.encode()
+    bounds = [b"\xff" * 9 if cut is None else cut for cut in cuts[:-1]]  # 9 bytes: above every digest
+
+    def drawn(key: str) -> str:
+        return names[bisect.bisect_right(bounds, sha(salted + key.encode()).digest()[:8])]
+
+    if not joined and not pins:  # every case a group of its own (the common case): one pass
+        for case_id, group in zip(ids, groups, strict=True):
+            key = group or case_id
+            part_of[case_id], group_of[case_id] = drawn(key), key
+        return out
+    members: dict[int, list[int]] = {}
+    for i in range(len(ids)):
+        members.setdefault(root(i), []).append(i)
     for rows in members.values():
-        if len(rows) == 1:
-            key = groups[rows[0]] or ids[rows[0]]
-        else:
-            named = [g for g in (groups[i] for i in rows) if g is not None]
-            key = min(named) if named else min(ids[i] for i in rows)
-        pinned_to = [pins[i] for i in rows if i in pins] if pins else None
-        if pinned_to:
-            part = min(pinned_to, key=order.__getitem__)
-        else:
-            digest = sha(salted + key.encode()).digest()[:8]
-            part = names[-1]
-            for name, cut in zip(names, cuts, strict=True):
-                if cut is None or digest < cut:
-                    part = name
-                    break
+        named = [g for g in (groups[i] for i in rows) if g is not None]
+        key = min(named) if named else min(ids[i] for i in rows)
+        pinned_to = [pins[i] for i in rows if i in pins]
+        part = min(pinned_to, key=order.__getitem__) if pinned_to else drawn(key)
         for i in rows:
             part_of[ids[i]] = part
             group_of[ids[i]] = key
-    out.text_of = dict(zip(ids, texts, strict=True))
     return out
 
 
@@ -230,17 +239,19 @@ class NearCheck:
 _near_cache: dict[tuple[str, float], NearCheck] = {}
 
 
-def near_duplicates(split: Split, cut: float = NEAR_DUPLICATE, *, embedder: Any = None,
-                    max_texts: int = NEAR_MAX_TEXTS) -> NearCheck:
-    """Pairs of cases in different parts of ``split`` whose normalised inputs have a cosine of at
-    least ``cut`` on ``embedder`` (default: the shipped static one), closest first. Each distinct
-    text is embedded once; the parts are compared block by block with NumPy (only pairs across
-    parts: a pair inside one part leaks nothing)."""
+def near_duplicates(split: Split, cases: Iterable[SplitCase], cut: float = NEAR_DUPLICATE, *,
+                    embedder: Any = None, max_texts: int = NEAR_MAX_TEXTS) -> NearCheck:
+    """Pairs of ``cases`` in different parts of ``split`` whose normalised inputs have a cosine of
+    at least ``cut`` on ``embedder`` (default: the shipped static one), closest first. Each
+    distinct text is embedded once; the parts are compared block by block with NumPy (only pairs
+    across parts: a pair inside one part leaks nothing)."""
     import numpy as np
 
     by_text: dict[tuple[str, str], str] = {}  # (part, text) → its first case id
-    for case_id, text in split.text_of.items():
-        by_text.setdefault((split.part_of[case_id], text), case_id)
+    for case in cases:
+        part = split.part_of.get(case.id)
+        if part is not None:
+            by_text.setdefault((part, normalised_input(case.input)), case.id)
     if len(by_text) > max_texts:
         return NearCheck(cut, skipped=f"{len(by_text)} distinct inputs, more than {max_texts}")
     digest = hashlib.sha256(json.dumps(sorted(by_text), ensure_ascii=False).encode()).hexdigest()
