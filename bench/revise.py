@@ -11,7 +11,9 @@ shown). The task is a Python target (no HTTP per case, so hundreds of searches f
 * ``null``: no prompt helps. The target answers right with chance 0.5, drawn afresh for every
   (prompt text, case) — a new prompt's luck on a case is independent of the old one's. Each trial
   is a new project (its own holdout salt, prompt and ledger) revised ``--rounds`` times in a row
-  (``write=True``): a written prompt is useless by construction. Reported: the share of trials
+  (``write=True``), each round a new search (GEPA's seed changes; with the same seed, the same
+  prompt and a deterministic reflecting model a round would repeat the one before exactly): a
+  written prompt is useless by construction. Reported: the share of trials
   with at least one useless prompt written (Wilson 95 % interval), and, for the final prompt, its
   mean on the test split minus its mean on ``--fresh`` fresh cases (mean over trials, 95 % interval).
 * ``null, no ledger``: the same with the ledger deleted before each round, so every confirmation
@@ -134,13 +136,15 @@ def trial(args: tuple[int, str, int, int, int, int, str]) -> dict[str, Any]:
         root = Path(tmp)
         make_project(root, t, "rule" if kind == "rule" else "null", n_cases, n_fresh)
         settings = load_settings(root)
-        options = settings.revise.model_copy(update={"max_metric_calls": budget, "seed": t})
         prompt = root / "prompts" / "decide.md"
         before_fresh = mean_on(root, "fresh") if kind == "rule" else None
         written, confirmed = 0, 0
-        for _ in range(rounds):
+        for round_ in range(rounds):
             if kind == "null-no-ledger":
                 (root / "history" / "revisions" / "decisions.jsonl").unlink(missing_ok=True)
+            # a new GEPA seed each round: another search (other minibatches, so other reflections and
+            # candidates), as a sampling reflecting model would give; the same seed repeats a search
+            options = settings.revise.model_copy(update={"max_metric_calls": budget, "seed": 1000 * t + round_})
             result = here["loop"].run_until_complete(arevise(prompt, "decisions", settings=settings, write=True,
                                                              options=options, services=here["services"]))
             written += result.written is not None

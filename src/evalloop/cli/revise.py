@@ -72,6 +72,8 @@ def prompt_revise(
     from evalloop.loop.revise import arevise
 
     settings = settings_for(project)
+    if not prompt_file.is_absolute() and not prompt_file.exists() and (settings.project_dir / prompt_file).exists():
+        prompt_file = settings.project_dir / prompt_file  # `-C DIR`: the path as the project names it
     updates = {k: v for k, v in {"max_metric_calls": max_metric_calls, "max_cost": max_cost,
                                  "validation": validation, "minibatch": minibatch, "min_gain": min_gain}.items()
                if v is not None}
