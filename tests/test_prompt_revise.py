@@ -233,6 +233,9 @@ def test_dry_run_says_what_the_test_split_can_detect_before_anything_is_spent(tm
     assert "minimum detectable effect" in said and "warning: the test split is too small" in said
     assert result["search"] is None and result["outcome"].startswith("plan only")
     assert not (root / "history" / "revisions").exists()                         # a plan uses no test split
+    elsewhere = cli(tmp_path.parent, "-C", str(root), "prompt", "revise", "prompts/decide.md", "-s", "decisions",
+                    "--dry-run", "--json")                                         # the project's own path
+    assert elsewhere.returncode == 0 and json.loads(elsewhere.stdout)["power"]["use"] == 1, elsewhere.stderr
 
 
 def test_help_names_the_splits_and_the_budget_in_metric_calls(tmp_path):
