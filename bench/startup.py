@@ -11,7 +11,7 @@ command of another checkout (its ``src/`` first on ``PYTHONPATH``, on a project 
   ``bench/whole_process.py`` builds it;
 - ``evalloop --help``, beside ``python -c pass``.
 
-    python bench/startup.py --previous /tmp/evbase         # 5 rounds
+    python bench/startup.py --previous 4e61118             # 5 rounds; a commit or a folder
     python bench/startup.py --previous /tmp/evbase --rounds 3 --no-10k
     python bench/startup.py --previous /tmp/evbase --history 30   # after a month of nightly runs
 
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from core_overhead import make_project  # bench/ is on sys.path
-from whole_process import evalloop_cmd
+from whole_process import checkout, evalloop_cmd
 
 Job = tuple[list[str], dict[str, str], Path]
 PRINTED = re.compile(r" in (\d+(?:\.\d+)?)s")
@@ -70,8 +70,9 @@ def jobs(root: Path, env: dict[str, str], previous: Path | None, big: int) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--previous", type=Path, default=None,
-                        help="a checkout of the previous release (its src/ is put first on PYTHONPATH)")
+    parser.add_argument("--previous", default=None,
+                        help="a checkout or a commit of the previous release (its src/ is put first on "
+                             "PYTHONPATH), e.g. 4e61118")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cases", type=int, default=10_000, help="cases of the trivial suite")
     parser.add_argument("--no-10k", dest="big", action="store_false", help="leave the trivial suite out")
@@ -84,7 +85,8 @@ def main() -> None:
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as an installed package runs: bytecode cached
     env["NO_COLOR"] = "1"
     with tempfile.TemporaryDirectory() as tmp:
-        work = jobs(Path(tmp), env, args.previous, args.cases if args.big else 0)
+        previous = None if args.previous is None else checkout(args.previous, Path(tmp) / "previous-src")
+        work = jobs(Path(tmp), env, previous, args.cases if args.big else 0)
         for argv, job_env, cwd in work.values():  # warm-up: bytecode, databases, a first baseline
             for _ in range(max(1, args.history)):
                 timed(argv, cwd, job_env)

@@ -59,6 +59,20 @@ def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
     return elapsed, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
+def checkout(ref: str, into: Path) -> Path:
+    """A checkout to compare with: ``ref`` itself when it is a folder, else the commit ``ref`` of
+    this repository, extracted (``git archive``) into ``into``."""
+    if Path(ref).is_dir():
+        return Path(ref)
+    into.mkdir(parents=True, exist_ok=True)
+    repo = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(["git", "-C", str(repo), "archive", ref], capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"--previous {ref}: neither a folder nor a commit ({archive.stderr.decode().strip()})")
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
 def evalloop_cmd() -> list[str]:
     script = shutil.which("evalloop", path=str(Path(sys.executable).parent))
     return [script] if script else [sys.executable, "-c", "from evalloop.cli import main; main()"]
@@ -121,9 +135,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sizes", nargs="*", type=int, default=[10_000, 100_000])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--previous", type=Path, default=None,
-                        help="a checkout of the previous release (its src/ is put first on PYTHONPATH)")
+    parser.add_argument("--previous", default=None,
+                        help="a checkout or a commit of the previous release (its src/ is put first on "
+                             "PYTHONPATH)")
     args = parser.parse_args()
+    if args.previous is not None:
+        args.previous = checkout(args.previous, Path(tempfile.mkdtemp(prefix="evalloop-previous-")))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "EVALLOOP_"))}
     env["EVALLOOP_CODE_VERSION"] = "bench"  # no git calls: the project is a temp dir
     # as an installed package runs: compiled bytecode is cached after the first start (a shell

@@ -205,17 +205,18 @@ def test_an_older_history_database_gains_new_columns(tmp_path):
     assert store.case_results("r1")[0].tags == "x,y"
 
 
-@pytest.mark.parametrize("n", [1, 82, 83, 84, 111, 112, 250, 1000])
+@pytest.mark.parametrize("n", [1, 70, 71, 72, 82, 83, 84, 111, 112, 250, 1000])
 def test_case_rows_are_stored_in_order_whatever_their_number(tmp_path, n):
     """The SQLite path writes many rows to a statement (up to SQLite's 999 parameters): every
-    row lands, in the order given, for counts on either side of a statement's size (83 case
+    row lands, in the order given, for counts on either side of a statement's size (71 case
     results, 111 scores), as tuples and as mappings."""
     from evalloop.history.store import CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS
 
     store = HistoryStore(f"sqlite:///{tmp_path / 'h.db'}")
     store.begin_run(Run(id="r1", suite="s"))
     ids = [f"c{(i * 7919) % n:05d}-{i}" for i in range(n)]  # not in sorted order
-    cases = [("r1", c, 0, None, f'"{i}"', None, None, float(i), 0.0, 0, 0, None) for i, c in enumerate(ids)]
+    cases = [("r1", c, 0, None, f'"{i}"', None, None, float(i), 0.0, 0, 0, None, None, None)
+             for i, c in enumerate(ids)]
     scores = [("r1", c, 0, "equals", i / n, False, False, f"m{i}", None) for i, c in enumerate(ids)]
     assert len(cases[0]) == len(CASE_RESULT_COLUMNS) and len(scores[0]) == len(CASE_SCORE_COLUMNS)
     store.add_results(cases[: n // 2], scores[: n // 2])

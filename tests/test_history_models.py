@@ -26,13 +26,21 @@ from support.project import make_project
 BEFORE = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").read_text())
 # what came after f3594c2, added (never changed) and so migrated in place: issue 27's prompt-cache and
 # batch columns of runs, and the batches a batch run submitted; issue 24's traceback of a target's
-# exception on case_results
-ADDED_COLUMNS = {"runs": ("cache_write_tokens", "cache_read_tokens", "batched_calls"),
-                 "case_results": ("traceback",)}
+# exception on case_results; issue 36's product fingerprint and bridge link of runs (and its index) and
+# the measurement of a scorer's summary; issue 39's size and hash of a truncated output
+ADDED_COLUMNS = {"runs": ("cache_write_tokens", "cache_read_tokens", "batched_calls", "product_fingerprint",
+                          "bridge_of"),
+                 "scorer_summaries": ("measurement",), "case_results": ("traceback", "output_bytes", "output_sha256")}
+ADDED_INDEXES = ("ix_runs_bridge_of",)
 ADDED_TABLES = ("run_batches", "evalloop_schema")  # issue 27; issue 28: the shared schema's version
 ADDED_DDL = ["CREATE TABLE run_batches", "CREATE INDEX ix_run_batches_run_id",
-             *(f"ALTER TABLE runs ADD COLUMN {c} INTEGER" for c in ADDED_COLUMNS["runs"]),
-             "ALTER TABLE case_results ADD COLUMN traceback VARCHAR"]
+             *(f"ALTER TABLE runs ADD COLUMN {c} INTEGER" for c in ADDED_COLUMNS["runs"][:3]),
+             "ALTER TABLE runs ADD COLUMN product_fingerprint VARCHAR",
+             "ALTER TABLE runs ADD COLUMN bridge_of VARCHAR", "CREATE INDEX ix_runs_bridge_of",
+             "ALTER TABLE scorer_summaries ADD COLUMN measurement VARCHAR",
+             "ALTER TABLE case_results ADD COLUMN traceback VARCHAR",
+             "ALTER TABLE case_results ADD COLUMN output_bytes INTEGER",
+             "ALTER TABLE case_results ADD COLUMN output_sha256 VARCHAR"]
 SRC = Path(__file__).resolve().parents[1] / "src" / "evalloop"
 TINY = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
         "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
@@ -47,7 +55,7 @@ def ddl(dialect) -> list[str]:
         for column in ADDED_COLUMNS.get(name, ()):  # the DDL the table had, before the additions
             text = re.sub(rf"\n\t{column} [^\n]*", "", text)
         out.append(text)
-        indexes = sorted(table.indexes, key=lambda i: i.name)
+        indexes = sorted((i for i in table.indexes if i.name not in ADDED_INDEXES), key=lambda i: i.name)
         out += [str(CreateIndex(i).compile(dialect=dialect)).strip() for i in indexes]
     return out
 
@@ -124,11 +132,17 @@ def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     assert "steady" in done.stdout
     with sqlite3.connect(db) as conn:
         after = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
-        changed = (*ADDED_COLUMNS, *ADDED_TABLES)
+        changed = (*ADDED_COLUMNS, *ADDED_TABLES, *ADDED_INDEXES)
         assert [r for r in after if r[1] not in changed and not r[1].startswith("ix_run_batches")] \
             == [r for r in schema if r[1] not in ADDED_COLUMNS]
         assert conn.execute("PRAGMA user_version").fetchone() == (history_engine.schema_stamp(),)
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (3,)
+        # the migration read the old runs' product and measurement from their stored fingerprints:
+        # the same as the new run's, so its baseline holds both old runs (issue 36)
+        products = conn.execute("SELECT DISTINCT product_fingerprint FROM runs").fetchall()
+        measured = conn.execute("SELECT DISTINCT measurement FROM scorer_summaries").fetchall()
+        assert len(products) == 1 and products[0][0] and len(measured) == 1 and measured[0][0]
+    assert "1.000 (2)" in done.stdout
 
 
 def test_reads_hand_back_the_models(tmp_path):

@@ -264,4 +264,5 @@ async def test_a_batch_run_does_not_apply_the_per_case_timeout(project, monkeypa
         server.batches.delay = 0.8  # longer than the suite's timeout
         report = await arun_suite(suite, settings=load_settings(project), cache="off", engine="llm", batch=True)
     assert report.outcome.run.target_failures == 0 and report.outcome.run.batched_calls == 8
+    assert report.outcome.summaries["llm-rubric"].errored == 0  # the judge's grading is not cut either
     assert "batch mode: the suite's timeout (0.3 s) is not applied; a case waits for its batch" in report.notices

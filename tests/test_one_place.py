@@ -162,15 +162,20 @@ def test_the_trend_band_is_the_window_the_verdict_used_after_a_restart(tmp_path,
     window, not the runs of the system before (main's band spanned both)."""
     from evalloop import HistoryStore, load_settings, run_suite
     from evalloop.report.trends import build_trends
-    from support.project import make_project, write_answers
+    from support.project import TARGET, make_project, write_answers
 
-    root = make_project(tmp_path, {"rs": _ten("rs", verdict={"restart_on_change": True})})
+    # the product changes with the target's parameter (a threshold is verdict policy, not the product:
+    # it restarts nothing, docs/judge-changes.md)
+    target = TARGET + "\ndef versioned(input, version='v1'):\n    return controlled(input)\n"
+    suite = _ten("rs", verdict={"restart_on_change": True})
+    root = make_project(tmp_path, {"rs": {**suite, "target": {"ref": "sut:versioned", "params": {"version": "v1"}}}},
+                        target=target)
     settings = load_settings(root)
     write_answers(answers, {f"c{i}": 0.9 for i in range(10)})
     for _ in range(2):
         run_suite("rs", settings=settings)
-    changed = _ten("rs", verdict={"restart_on_change": True})  # the scorer's threshold changes the system
-    make_project(tmp_path, {"rs": {**changed, "scorers": [{"name": "value", "threshold": 0.3}]}})
+    make_project(tmp_path, {"rs": {**suite, "target": {"ref": "sut:versioned", "params": {"version": "v2"}}}},
+                 target=target)
     write_answers(answers, {f"c{i}": 0.5 for i in range(10)})
     report = run_suite("rs", settings=settings)
     change = report.comparison.fingerprint_change

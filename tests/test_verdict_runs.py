@@ -193,13 +193,13 @@ def test_fingerprint_change_is_reported_and_can_restart_the_baseline(tmp_path, a
     same = run(root, "fp", answers, {})
     assert same.outcome.run.fingerprint_hash != same.comparison.scorers[0].previous_run
     assert same.comparison.fingerprint_change is None
-    assert not any("system changed" in n for n in same.notices)
+    assert not any("changed since run" in n for n in same.notices)
     make_project(tmp_path, spec("v2"), target=FP_TARGET)
     changed = run(root, "fp", answers, {})
     change = changed.comparison.fingerprint_change
     assert change is not None and not change.restarted
     assert any("target_params.prompt" in c or "target_fingerprint.prompt_sha" in c for c in change.changed)
-    assert any("the system changed" in n for n in changed.notices)
+    assert any("the product changed" in n for n in changed.notices)
     assert changed.comparison.scorers[0].window_runs == 2
     make_project(tmp_path, spec("v3", restart=True), target=FP_TARGET)
     restarted = run(root, "fp", answers, {})

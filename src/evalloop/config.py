@@ -37,7 +37,8 @@ class VerdictSettings(BaseModel):
     alarm_budget: float = Field(default=0.05, gt=0, lt=1)  # nightly: P(≥ 1 false red night in 30), per suite
     flaky_flips: int = Field(default=2, ge=0)
     quarantine_flaky: bool = False
-    restart_on_change: bool = False
+    restart_on_change: bool = False  # a product change restarts the baseline window
+    bridge: bool = True  # a measurement change re-grades the baseline's stored outputs; false: restart
 
     @model_validator(mode="before")
     @classmethod
@@ -118,6 +119,8 @@ class Settings(BaseModel):
     window: int = Field(default=5, ge=1, le=100)
     concurrency: int = Field(default=16, ge=1, le=1024)
     errored_limit: float = Field(default=0.2, ge=0.0, le=1.0)
+    #: bytes of a case's output stored (its JSON); past it the history keeps its size and hash (0: no cap)
+    max_output_bytes: int = Field(default=1_000_000, ge=0)
     engine: Literal["auto", "local", "llm"] = "auto"
     model: str | None = None
     judge_model: str | None = None
@@ -203,6 +206,7 @@ _ENV = {
     "EVALLOOP_WINDOW": "window",
     "EVALLOOP_CONCURRENCY": "concurrency",
     "EVALLOOP_ERRORED_LIMIT": "errored_limit",
+    "EVALLOOP_MAX_OUTPUT_BYTES": "max_output_bytes",
     "EVALLOOP_ENGINE": "engine",
     "EVALLOOP_MODEL": "model",
     "EVALLOOP_JUDGE_MODEL": "judge_model",

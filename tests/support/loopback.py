@@ -33,14 +33,18 @@ class JSONHandler(BaseHTTPRequestHandler):
             pass
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the listen backlog: a suite's concurrent calls are not dropped (5 by default)
+    daemon_threads = True
+
+
 @contextmanager
 def serving(handler: type[BaseHTTPRequestHandler] | None = None) -> Iterator[ThreadingHTTPServer]:
     """A threading HTTP server on 127.0.0.1 and a free port, in a daemon thread, until the block ends.
 
     ``handler`` may be set later (``server.RequestHandlerClass``) when it needs the server's URL.
     """
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)  # type: ignore[arg-type]
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), handler)  # type: ignore[arg-type]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -149,9 +149,14 @@ def handler(memory: Any) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the listen backlog: a suite's concurrent calls are not dropped (5 by default)
+    daemon_threads = True
+
+
 def main() -> None:
     port_file, embed_url, dim, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler(build(embed_url, dim, data)))
+    server = _Server(("127.0.0.1", 0), handler(build(embed_url, dim, data)))
     with open(port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     os.replace(port_file + ".tmp", port_file)

@@ -38,6 +38,7 @@ class Seen:
     headers: dict[str, str]
     body: dict[str, Any]
     peer: tuple[str, int] | None = None  # the client's address: one per connection
+    at: float = field(default_factory=time.monotonic)  # when it arrived (this process's monotonic clock)
 
     @property
     def forced_tool(self) -> str | None:

@@ -96,6 +96,10 @@ def run(
     nightly: Annotated[bool, typer.Option(
         "--nightly", help="Judge the run as one night of a series, within the suite's alarm budget "
                           "(scheduled fires do; a one-off run is judged alone).")] = False,
+    no_bridge: Annotated[bool, typer.Option(
+        "--no-bridge", help="When a scorer's measurement changed (a judge model, a rubric), restart its "
+                            "baseline instead of re-grading the baseline runs' stored outputs (which costs "
+                            "judge calls).")] = False,
     project: ProjectOpt = None,
 ) -> None:
     """Run suites against their targets, store the run, and compare it with the baseline.
@@ -123,13 +127,17 @@ def run(
             resume, suite, repeat = _resumed(resume, suite, all_suites, project)
             epochs, limit = epochs or repeat.get("epochs"), limit or repeat.get("limit")
         unloaded: list[EvalloopError] = []
-        settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project, unloaded)
+        # --limit without a case filter: a YAML suite is read only as far as its first N cases
+        head = limit if not (case or tag or held_out) else None
+        settings, registry, suites, which = _checked(suite, all_suites, shipped, case, tag, project, unloaded,
+                                                     limit=head)
         from evalloop.history.engine import get_engine
 
         get_engine(settings.database_url)  # the history opens with the set-up: its driver, its schema check
     options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
                "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
-               "select": None, "max_cost": max_cost, "batch": batch, "resume": resume, "nightly": nightly}
+               "select": None, "max_cost": max_cost, "batch": batch, "resume": resume, "nightly": nightly,
+               "bridge": not no_bridge}
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
@@ -177,7 +185,8 @@ def run(
 
 def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: list[str] | None,
              tag: list[str] | None, project: Path | None,
-             unloaded: list[EvalloopError]) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
+             unloaded: list[EvalloopError], limit: int | None = None,
+             ) -> tuple[Settings, Registry, list[Suite], CaseFilter]:
     """The settings, scorers and suites of a run, and the case filter. Every suite is checked
     before any runs; one that does not load (a bad file, a scorer of a broken ``scorers/`` file)
     goes to ``unloaded`` and the others run (a nightly ``--all`` survives one bad file)."""
@@ -199,7 +208,7 @@ def _checked(suite: list[str] | None, all_suites: bool, shipped: bool, case: lis
     suites: list[Suite] = []
     for name in names:
         try:
-            loaded = find_suite(name, settings.project_dir)
+            loaded = find_suite(name, settings.project_dir, limit=limit)
             prepare(loaded, registry, project_dir=settings.project_dir, settings_thresholds=settings.thresholds,
                     verdict_defaults=settings.verdict.model_dump(exclude_none=True))
         except EvalloopError as exc:

@@ -13,7 +13,7 @@ from evalloop.errors import EvalloopError
 CONFIG = """\
 # evalloop settings (every key: docs/configuration.md). Environment variables EVALLOOP_* override.
 window = 5              # runs in the rolling baseline
-concurrency = 16        # cases in flight at once
+concurrency = 16        # cases in flight at once (a sync target that blocks: on threads)
 errored_limit = 0.2     # a run with more errored scores than this is invalid
 # history_url = "sqlite:///history/evalloop.db"   # or postgresql://user@host/db
 

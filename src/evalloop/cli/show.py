@@ -61,7 +61,10 @@ def show(
     for name, summary in summaries.items():  # the verdict's own words, as `run` printed them
         if summary.verdict not in (None, "steady", "improved", "no baseline yet") and verdict_reason(summary):
             note(console, f"{name}: {summary.verdict} — {verdict_reason(summary)}")
-    if run.origin == "log":
+    if run.bridge_of is not None:
+        err().print(f"a bridge: run {run.bridge_of}'s outputs re-graded by a changed measurement (its scores "
+                    f"here; its outputs: `evalloop show {run.bridge_of}`)", markup=False)
+    elif run.origin == "log":
         err().print("this run came from the run log, which keeps scores but no outputs", markup=False)
     if suite is None:
         err().print(f"suite '{run.suite}' is not found now: inputs and expected values are not shown",

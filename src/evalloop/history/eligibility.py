@@ -1,4 +1,5 @@
-"""Which stored runs may serve as a baseline, and what makes two runs' systems differ.
+"""Which stored runs may serve as a baseline (what makes two runs' products or measurements differ:
+:mod:`evalloop.history.identity`).
 
 The single definition of baseline eligibility: verdicts (``HistoryStore.baseline_runs``),
 reports and trends all ask :func:`baseline_eligible`. A scorer of a run is eligible when the
@@ -10,7 +11,9 @@ clears the flag). So a lasting regression never drifts into its own baseline: th
 stays on the last good runs until the incident resolves, or until the change is *accepted*
 (``evalloop accept``), which makes that run eligible whatever its verdict and the oldest run
 any later baseline may reach back to. A scorer ``below floor`` stays eligible: it is the
-normal, only not good enough.
+normal, only not good enough. A baseline of a scorer holds only runs measured as the current run
+is (same scorer code, parameters, judge model): a run graded otherwise enters through its
+*bridge* — its stored outputs re-graded by the current measurement — or not at all.
 
 The answer is stored on the summary when the run is judged (``eligible``), together with the
 number of the rule that gave it (``details["eligibility_rule"]``, :data:`RULE`). A row judged by
@@ -27,10 +30,12 @@ import math
 import re
 from typing import Any
 
+from evalloop.history.identity import VOLATILE_KEYS, stable
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 
-# parts of a fingerprint that change without the system under test changing
-VOLATILE_KEYS = frozenset({"cases", "injected"})
+__all__ = ["NOT_A_BASELINE", "RULE", "RULE_KEY", "VOLATILE_KEYS", "accepted", "base_fingerprint",
+           "baseline_eligible", "eligible_now", "judged_by_rule", "measured_as", "stored_significant_drop",
+           "verdict_reason"]
 
 
 #: verdicts that keep a run out of later baselines: a change nobody accepted, or untrustworthy grades
@@ -75,6 +80,13 @@ def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, signi
             and math.isfinite(summary.mean) and verdict not in NOT_A_BASELINE and not significant_drop)
 
 
+def measured_as(summary: ScorerSummary, measurement: str | None) -> bool:
+    """Whether a scorer's stored scores were measured as ``measurement`` says (the same scorer
+    code, parameters and judge model: :mod:`evalloop.history.identity`). Unknown on either side
+    (a row of an older evalloop without a fingerprint) counts as the same."""
+    return measurement is None or summary.measurement is None or summary.measurement == measurement
+
+
 _RULE_OF = re.compile(rf'"{RULE_KEY}"\s*:\s*(\d+)')
 
 
@@ -97,9 +109,17 @@ def stored_significant_drop(summary: ScorerSummary) -> bool:
     return summary.p_value < alpha
 
 
-def baseline_eligible(run: Run, summary: ScorerSummary | None) -> bool:
-    """The one answer to "may this scorer of this run be part of a baseline?"."""
+def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: str | None = None) -> bool:
+    """The one answer to "may this scorer of this run be part of a baseline?".
+
+    With ``measurement``: of a run whose scorer is measured so — only runs measured the same way
+    are (a run measured otherwise enters through its *bridge*, its outputs re-graded). A bridge
+    is never a baseline but of the measurement it was graded by."""
     if summary is None or run.status != RunStatus.COMPLETED:
+        return False
+    if run.bridge_of is not None and (measurement is None or summary.measurement != measurement):
+        return False
+    if not measured_as(summary, measurement):
         return False
     if accepted(summary) is not None:
         return True
@@ -113,29 +133,4 @@ def baseline_eligible(run: Run, summary: ScorerSummary | None) -> bool:
 
 def base_fingerprint(fingerprint: dict[str, Any]) -> dict[str, Any]:
     """The fingerprint without its volatile parts (case files, injected failure memories)."""
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
-        return value
-
-    return strip(fingerprint)
-
-
-def fingerprint_changes(before: str | None, after: str | None) -> list[str]:
-    """The top-level parts (target, its params, its prompt/model, scorers) that differ."""
-    try:
-        a = base_fingerprint(json.loads(before or "{}"))
-        b = base_fingerprint(json.loads(after or "{}"))
-    except ValueError:
-        return []
-    changed = []
-    for key in sorted(set(a) | set(b)):
-        if a.get(key) == b.get(key):
-            continue
-        if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
-            inner = sorted(k for k in set(a[key]) | set(b[key]) if a[key].get(k) != b[key].get(k))
-            changed += [f"{key}.{k}" for k in inner]
-        else:
-            changed.append(key)
-    return changed
+    return dict(stable(fingerprint))

@@ -164,8 +164,13 @@ def _schema_is_current(engine: Engine) -> bool:
 
 
 def migrate_history_tables(conn: Connection) -> None:
-    """Add the history tables' missing columns and indexes (SQLite: and stamp the file)."""
+    """Add the history tables' missing columns and indexes, fill the product and measurement
+    hashes of runs made before them (:func:`evalloop.history.identity.backfill`), and (SQLite)
+    stamp the file."""
+    from evalloop.history.identity import backfill
+
     _add_missing_columns(conn)
+    backfill(conn)
     if conn.dialect.name == "sqlite":  # in the same transaction as the tables it vouches for
         conn.exec_driver_sql(f"PRAGMA user_version = {schema_stamp()}")
 

@@ -107,6 +107,12 @@ class Run(TableModel, table=True):
     batched_calls: int | None = None       # calls answered through a batch API
     notes: str = "{}"
     origin: str = "local"
+    # the product part of the fingerprint (target, params, its own description: history.identity);
+    # None: a run of an older evalloop without a fingerprint
+    product_fingerprint: str | None = None
+    # a bridge: the run whose stored outputs this run re-graded with a changed measurement (a judge
+    # model, a rubric); a bridge is a baseline only of that measurement and is never listed as a run
+    bridge_of: str | None = Field(default=None, index=True)
 
     @property
     def system_fingerprint(self) -> str:
@@ -138,6 +144,9 @@ class ScorerSummary(TableModel, table=True):
     # see evalloop.history.eligibility): completed, valid, complete, graded, scorer not broken
     eligible: bool | None = None
     details: str = "{}"
+    # what turned outputs into these scores: a hash of the scorer's code, parameters and judge
+    # model (history.identity); a baseline holds only runs measured the same way
+    measurement: str | None = None
 
 
 class CaseResult(TableModel, table=True):
@@ -159,6 +168,8 @@ class CaseResult(TableModel, table=True):
     input_tokens: int = 0
     output_tokens: int = 0
     traceback: str | None = None  # the target's exception: its own frames (evalloop's left out)
+    output_bytes: int | None = None  # a truncated output's full size (bytes of its JSON); None: stored whole
+    output_sha256: str | None = None  # a truncated output's SHA-256 (history.outputs)
 
 
 class CaseScore(TableModel, table=True):

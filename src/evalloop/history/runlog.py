@@ -1,6 +1,8 @@
 """The run log: a compact, append-only ``history/<suite>.jsonl`` a project commits beside its code.
 
-One line per completed run: its metadata, per-scorer summary and per-case scores (no outputs).
+One line per completed run: its metadata, per-scorer summary and per-case scores (no outputs);
+a bridge (earlier outputs re-graded by a changed measurement, :mod:`evalloop.history.bridges`)
+is a line too, so a clone's baseline under the new measurement is the team's.
 A fresh clone with an empty database reads the runs it lacks from the log (``origin="log"``),
 so its rolling baseline is the one the team saw. Lines are independent and keyed by run id, so
 importing twice changes nothing, and ``merge=union`` in ``.gitattributes`` merges logs cleanly.
@@ -24,7 +26,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
 from evalloop.errors import EvalloopError
-from evalloop.history import acceptance, linefile
+from evalloop.history import acceptance, identity, linefile
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import RUNS, SCORES, HistoryStore, dumps, mapped
 from evalloop.redact import redact_text
@@ -388,6 +390,8 @@ def _insert(store: HistoryStore, entry: LoggedRun) -> int:
                 conn.execute(insert(ScorerSummary.__table__), [s.model_dump(exclude={"id"}) for s in summaries])
             if scores:
                 conn.execute(insert(SCORES), scores)
+            if run.product_fingerprint is None:  # a line of an older evalloop: from its fingerprint
+                identity.backfill(conn, [run.id])
     except IntegrityError:  # another process imported it first
         return 0
     return 1
@@ -414,7 +418,7 @@ def export_runs(store: HistoryStore, history_dir: Path,
     for name in names:
         path = log_path(history_dir, name)
         present = logged_ids(path)
-        runs = [r for r in reversed(store.runs(name, limit=None, statuses=[RunStatus.COMPLETED]))
+        runs = [r for r in reversed(store.runs(name, limit=None, statuses=[RunStatus.COMPLETED], bridges=True))
                 if r.id not in present]
         if runs:
             _append(path, itertools.chain.from_iterable(_line_parts(entry_for(store, r)) for r in runs))

@@ -240,19 +240,24 @@ class HistoryStore(metaclass=_MappedErrors):
         return matches[0] if len(matches) == 1 else None
 
     def find_runs(self, ref: str, limit: int = 4) -> list[Run]:
-        """The run with this exact id, else up to ``limit`` runs whose id starts with ``ref``."""
+        """The run with this exact id, else up to ``limit`` runs whose id starts with ``ref`` (a
+        bridge only by its exact id)."""
         with self.engine.connect() as conn:
             exact = _run_by_id(conn, ref)
             if exact is not None:
                 return [exact]
-            prefixed = conn.execute(core_select(RUNS).where(RUNS.c.id.startswith(ref, autoescape=True))
+            prefixed = conn.execute(core_select(RUNS).where(RUNS.c.id.startswith(ref, autoescape=True),
+                                                            RUNS.c.bridge_of.is_(None))
                                     .order_by(RUNS.c.id).limit(limit))
             return [run for run, in as_models(prefixed, Run)]
 
     def runs(self, suite: str | None = None, limit: int | None = 20,
-             statuses: Sequence[str] | None = None) -> list[Run]:
-        """Newest first."""
+             statuses: Sequence[str] | None = None, *, bridges: bool = False) -> list[Run]:
+        """Newest first; the product's runs only, unless ``bridges`` (re-gradings of earlier runs'
+        outputs by a changed measurement, :mod:`evalloop.history.bridges`)."""
         query = select(Run)
+        if not bridges:
+            query = query.where(col(Run.bridge_of).is_(None))
         if suite:
             query = query.where(Run.suite == suite)
         if statuses:
@@ -264,8 +269,8 @@ class HistoryStore(metaclass=_MappedErrors):
             return list(session.exec(query))
 
     def count_runs(self, suite: str | None = None) -> int:
-        """How many runs are stored (of one suite)."""
-        query = select(func.count()).select_from(RUNS)
+        """How many runs are stored (of one suite; bridges not counted)."""
+        query = select(func.count()).select_from(RUNS).where(RUNS.c.bridge_of.is_(None))
         if suite:
             query = query.where(RUNS.c.suite == suite)
         with self.engine.connect() as conn:
@@ -280,49 +285,56 @@ class HistoryStore(metaclass=_MappedErrors):
             rows = conn.execute(core_select(SUMMARIES).where(SUMMARIES.c.run_id == run_id).order_by(SUMMARIES.c.id))
             return {summary.scorer: summary for summary, in as_models(rows, ScorerSummary)}
 
-    def baseline_runs(self, suite: str, scorer: str, before: Run, n: int,
-                      base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
+    def baseline_runs(self, suite: str, scorer: str, before: Run, n: int, product: str | None = None, *,
+                      measurement: str | None = None) -> list[tuple[Run, ScorerSummary]]:
         """The last ``n`` runs before ``before`` that may serve as this scorer's baseline: runs
         that had *completed* before it started (a run of another host that was still going
         when this one began is never its baseline, even once it completed).
 
         Oldest first. Eligibility has one definition (:func:`history.eligibility.baseline_eligible`);
-        the query only narrows the candidates. With ``base_fingerprint``, only runs of that
-        system (a baseline restarted when the system changed).
+        the query only narrows the candidates. With ``product``, only runs of that product (a
+        baseline restarted when the product changed). With ``measurement``, only runs whose scorer
+        was measured so: its own runs graded so, and *bridges* (earlier runs' outputs re-graded
+        so); without, the product's own runs however measured, and no bridge.
         """
         from evalloop.history.eligibility import accepted, baseline_eligible
 
         query = (
-            _with_summaries(suite, scorer, before)
+            _measured(_with_summaries(suite, scorer, before), measurement)
             .where((RUNS.c.started_at < before.started_at)
                    | ((RUNS.c.started_at == before.started_at) & (RUNS.c.id < before.id)),
                    RUNS.c.ended_at.is_(None) | (RUNS.c.ended_at <= before.started_at))
             .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc())
         )
-        if base_fingerprint is not None:
-            query = query.where(RUNS.c.base_fingerprint == base_fingerprint)
+        if product is not None:
+            query = query.where(RUNS.c.product_fingerprint == product)
         found: list[tuple[Run, ScorerSummary]] = []
         with self.engine.connect() as conn:
             for run, summary in as_models(conn.execute(query.execution_options(yield_per=64)), Run, ScorerSummary):
-                if baseline_eligible(run, summary):
+                if baseline_eligible(run, summary, measurement=measurement):
                     found.append((run, summary))
                     if len(found) >= n or accepted(summary) is not None:
                         break  # an accepted run is the oldest any later baseline reaches back to
+                elif accepted(summary) is not None and run.bridge_of is None:
+                    break  # ... measured otherwise (and not bridged) too
         return list(reversed(found))
 
-    def reference_runs(self, suite: str, scorer: str, before: Run, n: int) -> list[tuple[Run, ScorerSummary]]:
+    def reference_runs(self, suite: str, scorer: str, before: Run, n: int, *,
+                       measurement: str | None = None) -> list[tuple[Run, ScorerSummary]]:
         """The first ``n`` eligible runs of this scorer since its last acceptance (or ever), oldest
-        first: the reference a slow drift is measured from (see :mod:`evalloop.verdicts.baseline`).
+        first: the reference a slow drift is measured from (see :mod:`evalloop.verdicts.baseline`);
+        with ``measurement``, of the runs measured so (bridges included), as :meth:`baseline_runs`.
 
         Two short reads, whatever the length of the history: the last acceptance (a summary whose
         details carry one), then forward from it until ``n`` eligible runs are found."""
         from evalloop.history.eligibility import accepted, baseline_eligible
 
-        query = _with_summaries(suite, scorer, before).where(RUNS.c.started_at <= before.started_at)
+        candidates = _with_summaries(suite, scorer, before).where(RUNS.c.started_at <= before.started_at)
+        query = _measured(candidates, measurement)
         found: list[tuple[Run, ScorerSummary]] = []
         with self.engine.connect() as conn:
-            start: Run | None = None
-            marked = (query.where(SUMMARIES.c.details.contains('"accepted"'))
+            start: Run | None = None  # the last acceptance, however its run was measured
+            marked = (_measured(candidates, None).where(SUMMARIES.c.details.contains('"accepted"'))
                       .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()))
             for run, summary in as_models(conn.execute(marked.execution_options(yield_per=16)), Run, ScorerSummary):
                 if accepted(summary) is not None:  # completed and accepted: eligible, the first
@@ -334,17 +346,18 @@ class HistoryStore(metaclass=_MappedErrors):
                                         | ((RUNS.c.started_at == start.started_at) & (RUNS.c.id >= start.id)))
             rows = conn.execute(forward.execution_options(yield_per=max(n, 1)))
             for run, summary in as_models(rows, Run, ScorerSummary):
-                if baseline_eligible(run, summary):
+                if baseline_eligible(run, summary, measurement=measurement):
                     found.append((run, summary))
                     if len(found) >= n:
                         break
         return found
 
     def earlier_details(self, suite: str, scorer: str, before: Run, limit: int = 200) -> list[str]:
-        """The details JSON of this scorer's summaries in the runs before ``before``, newest first."""
+        """The details JSON of this scorer's summaries in the runs before ``before``, newest first
+        (bridges left out: they are re-gradings, not nights)."""
         query = (select(SUMMARIES.c.details).join(RUNS, SUMMARIES.c.run_id == RUNS.c.id)
                  .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer, RUNS.c.id != before.id,
-                        RUNS.c.started_at <= before.started_at)
+                        RUNS.c.started_at <= before.started_at, RUNS.c.bridge_of.is_(None))
                  .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()).limit(limit))
         with self.engine.connect() as conn:
             return [d or "{}" for d in conn.execute(query).scalars()]
@@ -433,6 +446,16 @@ def _with_summaries(suite: str, scorer: str, before: Run) -> Select[Any]:
                    RUNS.c.status == RunStatus.COMPLETED, RUNS.c.id != before.id))
 
 
+def _measured(query: Select[Any], measurement: str | None) -> Select[Any]:
+    """Runs whose scorer was measured as ``measurement`` says (unknown counts as the same), bridges
+    included, and the product's accepted runs however measured (an acceptance bounds every
+    window); without a measurement, the product's own runs (no bridge)."""
+    if measurement is None:
+        return query.where(RUNS.c.bridge_of.is_(None))
+    return query.where(SUMMARIES.c.measurement.is_(None) | (SUMMARIES.c.measurement == measurement)
+                       | (RUNS.c.bridge_of.is_(None) & SUMMARIES.c.details.contains('"accepted"')))
+
+
 def _run_by_id(conn: Any, run_id: str) -> Run | None:
     found = next(as_models(conn.execute(core_select(RUNS).where(RUNS.c.id == run_id)), Run), None)
     return None if found is None else found[0]
@@ -460,7 +483,7 @@ def _insert_all(conn: Any, records: Sequence[TableModel]) -> None:
 
 #: the columns of a case result and of a case score, in the order a tuple row gives them
 CASE_RESULT_COLUMNS = ("run_id", "case_id", "epoch", "tags", "output", "error", "failure", "latency_ms",
-                       "cost_usd", "input_tokens", "output_tokens", "traceback")
+                       "cost_usd", "input_tokens", "output_tokens", "traceback", "output_bytes", "output_sha256")
 CASE_SCORE_COLUMNS = ("run_id", "case_id", "epoch", "scorer", "value", "errored", "skipped", "message", "meta")
 
 

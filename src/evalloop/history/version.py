@@ -23,8 +23,9 @@ from evalloop.history.models import SchemaVersion
 
 #: the version of every evalloop table this evalloop writes; bump it with any table change
 #: (1: the first stamped schema — runs, summaries, case rows, vectors, calibrations, locks,
-#: fire claims, the schedule ledger)
-SCHEMA_VERSION = 1
+#: fire claims, the schedule ledger; 2: a run's product fingerprint and bridge link, a scorer
+#: summary's measurement — issue 36; case_results.output_bytes and output_sha256 — issue 39)
+SCHEMA_VERSION = 2
 SCHEMA = SchemaVersion.__table__
 ROW = "history"
 

@@ -44,8 +44,8 @@ def verdict_window(store: HistoryStore, run: Run, summary: ScorerSummary,
         evidence = details.get("evidence") or {}
         n = int(evidence.get("window_runs", window) or 0)
         restarted = (details.get("fingerprint_change") or {}).get("restarted")
-        return store.baseline_runs(run.suite, summary.scorer, run, n,
-                                   run.base_fingerprint if restarted else None) if n > 0 else []
+        return store.baseline_runs(run.suite, summary.scorer, run, n, run.product_fingerprint if restarted else None,
+                                   measurement=summary.measurement) if n > 0 else []
     if not ids:
         return []
     query = (select(RUNS, SUMMARIES).join(SUMMARIES, SUMMARIES.c.run_id == RUNS.c.id)

@@ -31,6 +31,7 @@ from evalloop.llm.endpoint import split_credentials
 from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, price_table
 from evalloop.llm.prompt_cache import system_blocks
+from evalloop.llm.ratelimit import limiter_for
 from evalloop.llm.retry import RETRYABLE_STATUS, RetryPolicy, TransientError, send
 from evalloop.llm.retry import parse_retry_after as _retry_after
 from evalloop.llm.types import DEFAULT_MODEL, ClosingClient, LLMRequest, LLMResponse
@@ -52,7 +53,8 @@ class AnthropicClient(ClosingClient):
 
     ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``.
     The SDK's own retries are off: :func:`~evalloop.llm.retry.call_with_retries` retries, so
-    both clients share one policy. At most ``concurrency`` calls are in flight at once. With
+    both clients share one policy. At most ``concurrency`` calls are in flight at once, fewer when
+    the provider's rate limits say so (``rate_limits``: :mod:`evalloop.llm.ratelimit`). With
     ``prompt_cache`` (the default) a request's ``cache_prefix`` marks its system prompt for
     prompt caching (:mod:`evalloop.llm.prompt_cache`).
     """
@@ -72,6 +74,7 @@ class AnthropicClient(ClosingClient):
         backoff_max: float = 30.0,
         prices: Mapping[str, PriceInput] | None = None,
         prompt_cache: bool = True,
+        rate_limits: bool = True,
     ) -> None:
         api_key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not api_key:
@@ -101,6 +104,8 @@ class AnthropicClient(ClosingClient):
             self._headers["X-Api-Key"] = api_key
         self._where = f"Anthropic API at {redact_url(self.base_url)}"
         self._bound: _Bound | None = None
+        # the provider's limits, shared with every client of this key and endpoint in the process
+        self.limiter = limiter_for(self.name, self.base_url, api_key, concurrency) if rate_limits else None
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         """Send ``request``; retry transient failures; record usage and cost."""
@@ -109,7 +114,7 @@ class AnthropicClient(ClosingClient):
         params = self._params(request)
         return await within_budget(request, self.prices, lambda: send(
             lambda: self._attempt(bound.sdk, request, params), self.policy, semaphore=bound.semaphore,
-            where=self._where, url_setting="ANTHROPIC_BASE_URL"))
+            where=self._where, url_setting="ANTHROPIC_BASE_URL", limiter=self.limiter))
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the running loop's SDK client (one of a finished loop
@@ -160,6 +165,8 @@ class AnthropicClient(ClosingClient):
     async def _attempt(self, sdk: anthropic.AsyncAnthropic, request: LLMRequest, params: dict[str, Any]) -> LLMResponse:
         with self.api_errors():
             raw = await sdk.messages.with_raw_response.create(**params)
+        if self.limiter is not None:
+            self.limiter.observe(raw.headers)
         try:
             return read_reply(raw.http_response.content, raw.headers.get("content-type", ""), request, self.prices)
         except TypeError as error:
@@ -183,6 +190,8 @@ class AnthropicClient(ClosingClient):
                 hint="check ANTHROPIC_API_KEY",
             ) from error
         except anthropic.APIStatusError as error:
+            if self.limiter is not None:
+                self.limiter.observe(error.response.headers)
             text = f"HTTP {error.status_code} {error.type or ''}: {error.api_message or error.message}"
             if error.status_code in RETRYABLE_STATUS:
                 retry_after = _retry_after(error.response.headers)

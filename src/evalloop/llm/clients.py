@@ -15,18 +15,20 @@ _KNOBS = {  # environment variable -> (client option, type)
     "EVALLOOP_LLM_BACKOFF": ("backoff_base", float),
     "EVALLOOP_LLM_CONCURRENCY": ("concurrency", int),
     "EVALLOOP_LLM_TIMEOUT": ("timeout", float),
+    "EVALLOOP_LLM_RATE_LIMITS": ("rate_limits", int),  # 0: no adaptive rate limits (llm.ratelimit)
 }
 
 
 def env_options() -> dict[str, Any]:
-    """Client options from ``EVALLOOP_LLM_MAX_RETRIES``, ``_BACKOFF``, ``_CONCURRENCY``, ``_TIMEOUT``."""
+    """Client options from ``EVALLOOP_LLM_MAX_RETRIES``, ``_BACKOFF``, ``_CONCURRENCY``, ``_TIMEOUT``,
+    ``_RATE_LIMITS``."""
     options: dict[str, Any] = {}
     for name, (option, kind) in _KNOBS.items():
         raw = os.environ.get(name)
         if raw is None or not raw.strip():
             continue
         try:
-            options[option] = kind(raw)
+            options[option] = bool(kind(raw)) if option == "rate_limits" else kind(raw)
         except ValueError:
             raise ConfigError(f"{name}={raw!r} is not a number", where="environment",
                               hint=f"set {name} to a {kind.__name__}") from None

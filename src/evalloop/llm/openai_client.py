@@ -18,6 +18,7 @@ from evalloop.llm.budget import within_budget
 from evalloop.llm.endpoint import split_credentials
 from evalloop.llm.errors import LLMCallFailed, MalformedReply
 from evalloop.llm.pricing import Price, PriceInput, cost_usd, price_table
+from evalloop.llm.ratelimit import limiter_for
 from evalloop.llm.retry import (
     RETRYABLE_STATUS,
     RetryPolicy,
@@ -44,7 +45,7 @@ class OpenAICompatClient(ClosingClient):
     ``base_url`` is the API root including ``/v1`` (e.g. ``http://localhost:11434/v1`` for
     Ollama). A forced tool is sent as function calling (``tools`` + ``tool_choice``); servers
     that answer in text instead leave ``tool_input`` empty and the text is parsed as JSON.
-    Retries, timeout and concurrency follow the same policy as the Anthropic client.
+    Retries, timeout, concurrency and rate limits follow the same policy as the Anthropic client.
     """
 
     name = "openai-compat"
@@ -61,6 +62,7 @@ class OpenAICompatClient(ClosingClient):
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         prices: Mapping[str, PriceInput] | None = None,
+        rate_limits: bool = True,
     ) -> None:
         if not model:
             raise ConfigError(
@@ -85,6 +87,8 @@ class OpenAICompatClient(ClosingClient):
         self.url = endpoint
         if api_key:
             headers = {"authorization": f"Bearer {api_key}"}
+        # the provider's limits, shared with every client of this key and endpoint in the process
+        self.limiter = limiter_for(self.name, self.base_url, api_key, concurrency) if rate_limits else None
         self._http = httpx.AsyncClient(
             headers=headers,
             timeout=timeout,
@@ -95,7 +99,8 @@ class OpenAICompatClient(ClosingClient):
         """Send ``request``; retry transient failures; record usage and cost."""
         return await within_budget(request, self.prices, lambda: send(
             lambda: self._attempt(request), self.policy, semaphore=self._semaphore,
-            where=f"LLM server at {redact_url(self.url)}", url_setting="EVALLOOP_LLM_BASE_URL"))
+            where=f"LLM server at {redact_url(self.url)}", url_setting="EVALLOOP_LLM_BASE_URL",
+            limiter=self.limiter))
 
     async def aclose(self) -> None:
         """Close the underlying HTTP connections."""
@@ -124,7 +129,10 @@ class OpenAICompatClient(ClosingClient):
         return body
 
     async def _attempt(self, request: LLMRequest) -> LLMResponse:
-        reply = self.checked(await self.http("POST", self.url, json=self._body(request)))
+        answered = await self.http("POST", self.url, json=self._body(request))
+        if self.limiter is not None:
+            self.limiter.observe(answered.headers)
+        reply = self.checked(answered)
         try:
             data = reply.json()
         except ValueError as error:

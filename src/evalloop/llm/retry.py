@@ -18,6 +18,7 @@ from tenacity import (
 )
 
 from evalloop.llm.errors import LLMCallFailed, LLMConnectionFailed
+from evalloop.llm.ratelimit import RateLimiter
 from evalloop.llm.types import LLMResponse
 from evalloop.llm.usage import record_usage
 
@@ -103,22 +104,39 @@ async def call_with_retries(
     policy: RetryPolicy,
     *,
     semaphore: asyncio.Semaphore | None = None,
+    limiter: RateLimiter | None = None,
     where: str,
     url_setting: str = "the base URL",
 ) -> tuple[T, int]:
     """Run ``attempt`` until it succeeds; return its value and the number of retries.
 
-    Each attempt holds ``semaphore`` (not while waiting to retry) and is cut off after
+    Each attempt holds ``semaphore`` (not while waiting to retry), starts when the provider's
+    ``limiter`` admits it (:mod:`evalloop.llm.ratelimit`: told how it ended) and is cut off after
     ``policy.timeout`` seconds. :class:`TransientError` is retried; once retries are exhausted a
     connection failure raises :class:`LLMConnectionFailed` (its hint names ``url_setting``),
     anything else :class:`LLMCallFailed`.
     """
 
+    async def limited() -> T:
+        if limiter is None:
+            return await _timed(attempt, policy.timeout)
+        started = await limiter.acquire()
+        try:
+            value = await _timed(attempt, policy.timeout)
+        except TransientError as error:
+            limiter.release(started, error.status, error.retry_after)
+            raise
+        except BaseException:
+            limiter.release(started)
+            raise
+        limiter.release(started, tokens=_tokens(value))
+        return value
+
     async def one() -> T:
         if semaphore is None:
-            return await _timed(attempt, policy.timeout)
+            return await limited()
         async with semaphore:
-            return await _timed(attempt, policy.timeout)
+            return await limited()
 
     try:  # most calls succeed at once: the retry machinery (≈ 65 µs a call) only runs after a failure
         return await one(), 0
@@ -149,13 +167,22 @@ async def call_with_retries(
     return value, retries
 
 
+def _tokens(value: object) -> dict[str, int]:
+    """What a reply's call took of a provider's token budgets (none for another value)."""
+    usage = getattr(value, "usage", None)
+    if usage is None:
+        return {}
+    taken = usage.input_tokens + usage.cache_creation_input_tokens  # cache reads: not in the input rate
+    return {"tokens": taken + usage.output_tokens, "input-tokens": taken, "output-tokens": usage.output_tokens}
+
+
 async def send(
     attempt: Callable[[], Awaitable[LLMResponse]], policy: RetryPolicy, *, semaphore: asyncio.Semaphore,
-    where: str, url_setting: str,
+    where: str, url_setting: str, limiter: RateLimiter | None = None,
 ) -> LLMResponse:
     """One request of a client: retried by ``policy``, its retries counted and its usage recorded."""
-    response, retries = await call_with_retries(attempt, policy, semaphore=semaphore, where=where,
-                                                url_setting=url_setting)
+    response, retries = await call_with_retries(attempt, policy, semaphore=semaphore, limiter=limiter,
+                                                where=where, url_setting=url_setting)
     response.retries = retries
     record_usage(response, retries)
     return response

@@ -20,6 +20,7 @@ from evalloop.history import runlog
 from evalloop.history.provenance import code_version
 from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.run import batchmode
+from evalloop.run.bridge import BridgeRecord, bridge_runs
 from evalloop.run.context import Services
 from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
 from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
@@ -28,7 +29,8 @@ from evalloop.scoring.registry import Registry, discover
 from evalloop.scoring.scorevec import Vector
 from evalloop.suites.lookup import find_suite
 from evalloop.suites.models import Case, Suite
-from evalloop.verdicts.baseline import Comparison, compare_run
+from evalloop.verdicts.baseline import Comparison, baseline_windows, compare_run
+from evalloop.verdicts.identity import Windows, bridge_plan, bridge_summary
 
 if TYPE_CHECKING:
     from evalloop.llm.cache import CacheMode
@@ -50,11 +52,11 @@ class RunReport:
         return self.prepared.suite
 
 
-def load(suite: str | Path | Suite, settings: Settings) -> Suite:
-    """A suite by name, by path, or as given."""
+def load(suite: str | Path | Suite, settings: Settings, limit: int | None = None) -> Suite:
+    """A suite by name, by path, or as given (``limit``: read no further than its first N cases)."""
     if isinstance(suite, Suite):
         return suite
-    return find_suite(str(suite), settings.project_dir)
+    return find_suite(str(suite), settings.project_dir, limit=limit)
 
 
 async def arun_suite(
@@ -77,6 +79,7 @@ async def arun_suite(
     batch: bool | None = None,
     resume: str | None = None,
     nightly: bool = False,
+    bridge: bool = True,
 ) -> RunReport:
     """Run one suite and compare it with its rolling baseline (async).
 
@@ -87,10 +90,13 @@ async def arun_suite(
     the LLM calls through the provider's batch API; ``resume`` names a batch run to collect
     from instead of submitting again (:mod:`evalloop.run.batchmode`). ``nightly`` judges the run
     as one night of a series, with the suite's alarm budget (:mod:`evalloop.verdicts.sequential`).
+    ``bridge=False`` (``--no-bridge``): a scorer whose measurement changed (a judge model, a rubric)
+    restarts its baseline instead of re-grading the baseline runs' stored outputs
+    (:mod:`evalloop.verdicts.identity`).
     """
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
-    suite_obj = load(suite, settings)
+    suite_obj = load(suite, settings, limit if select is None else None)
     notices: list[str] = []
     owned = services is None
     if services is None:
@@ -99,7 +105,7 @@ async def arun_suite(
                                            concurrency=concurrency, batch=batched)
     try:
         report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
-                            concurrency, progress, on_start, select, max_cost, resume, nightly)
+                            concurrency, progress, on_start, select, max_cost, resume, nightly, bridge)
     finally:
         if owned:
             await close_services(services)
@@ -107,6 +113,16 @@ async def arun_suite(
         notices = [n for n in notices if not n.startswith(NO_LLM_NOTICE)]
     report.notices[:0] = notices
     return report
+
+
+def _judge_stop(suite: Suite, store: HistoryStore, settings: Settings) -> Any:
+    """The early-stop rule of a suite with ``early_stop`` (:mod:`evalloop.verdicts.early_stop`), else None."""
+    if suite.early_stop is None:
+        return None
+    from evalloop.verdicts.early_stop import SequentialStop
+
+    return SequentialStop(store, suite.window or settings.window, kind=suite.early_stop.spending,
+                          power_loss=suite.early_stop.power_loss)
 
 
 def needs_llm(prepared: PreparedRun) -> bool:
@@ -124,7 +140,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None,
                select: Callable[[Case], bool] | None = None, max_cost: float | None = None,
-               resume: str | None = None, nightly: bool = False) -> RunReport:
+               resume: str | None = None, nightly: bool = False, bridge: bool = True) -> RunReport:
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
@@ -157,17 +173,26 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         concurrency=concurrency, default_concurrency=settings.concurrency,
         code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
         progress=progress, select=select, max_cost=max_cost, on_begin=on_begin,
+        max_output_bytes=settings.max_output_bytes,
+        judge_stop=_judge_stop(suite_obj, store, settings),
         notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
                **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
                **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {})},
     )
     if resume:
         notices.append(batchmode.resume_notice(services, resume))
-    comparison = compare_run(store, outcome.run, window=suite_obj.window or settings.window,
+    window = suite_obj.window or settings.window
+    windows = baseline_windows(store, outcome.run, window)
+    bridged = await _bridge(prepared, store, services, windows, bridge and not outcome.run.partial, settings,
+                            concurrency, max_cost)
+    comparison = compare_run(store, outcome.run, window=window,
                              current={name: Vector(r.ids, r.vector, digest=outcome.digest)
                                       for name, r in outcome.results.items()},
-                             nightly=nightly, scopes=None if outcome.tagged else {})
+                             nightly=nightly, scopes=None if outcome.tagged else {}, windows=windows)
     report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
+    if bridged:
+        report.extras["bridge"] = bridge_summary(bridged)
+        report.notices += [f"not bridged: run {r.run} ({r.reason})" for r in bridged if not r.made]
     report.held_out, report.extras["held_out"] = held_out_part(suite_obj, outcome)
     if (settings.learn and comparison.has_regression) or services.extras.get("failure_memory_ids"):
         near = suite_obj.near_duplicate_notice()  # only where a lesson is written or read: it costs an embedder
@@ -190,6 +215,10 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if settings.learn and comparison.has_regression and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")
+    elif settings.learn and suite_obj.head_only is not None:  # its split is not the suite's (suites.yamlhead)
+        if comparison.has_regression:
+            report.notices.append("no failure memory written: a --limit run read only the suite's first "
+                                  f"{suite_obj.head_only} cases, so which of them are held out is not known")
     elif settings.learn and not teaches(report):
         if comparison.has_regression:
             report.notices.append("no failure memory written: the run has no learn case (held-out cases "
@@ -201,9 +230,28 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if settings.run_log:
         try:
             runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices, outcome.results)
+            for made in (r.bridge for r in bridged if r.bridge is not None):
+                runlog.append_run(store, settings.history_dir, made, report.notices)
         except OSError as exc:
             report.notices.append(f"run log not written: {exc}")
     return report
+
+
+async def _bridge(prepared: PreparedRun, store: HistoryStore, services: Services, windows: Windows, allowed: bool,
+                  settings: Settings, concurrency: int | None, max_cost: float | None) -> list[BridgeRecord]:
+    """Re-grade the baseline runs of the scorers whose measurement changed (unless ``--no-bridge``,
+    their policy's ``bridge: false``, or a partial run: a quick check never pays for a bridge; the
+    next full run makes it), before the run is compared (:mod:`evalloop.run.bridge`)."""
+    if not allowed or windows.change is None or not windows.change.measurement:
+        return []
+    scorers = [b for b in prepared.scorers if b.policy.get("bridge", True)]
+    plan = bridge_plan(windows, {b.name for b in scorers})
+    if not plan:
+        return []
+    return await bridge_runs(store, prepared.suite, scorers, prepared.fingerprint, prepared.measurements, plan,
+                             services=services, concurrency=concurrency or prepared.suite.concurrency
+                             or settings.concurrency, errored_limit=settings.errored_limit,
+                             max_cost=max_cost if max_cost is not None else prepared.suite.max_cost)
 
 
 def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str, Any]]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from evalloop.history.models import CaseResult, CaseScore
+from evalloop.history.outputs import truncation_note
 from evalloop.history.store import SCORES, HistoryStore
 from evalloop.report.filters import CaseFilter
 from evalloop.report.format import num
@@ -57,6 +58,9 @@ class CaseView(BaseModel):
     error: str | None = None
     traceback: str | None = None  # the target's exception, its own frames
     failure: str | None = None
+    output_bytes: int | None = None  # a truncated output's full size (history.outputs); None: stored whole
+    output_sha256: str | None = None
+    truncated: str | None = None  # the line that says so
     latency_ms: float = 0.0
     epochs: int = 1
     passed: bool
@@ -118,6 +122,8 @@ def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = N
         views.append(CaseView(
             case_id=case_id, tags=[t for t in (first.tags or "").split(",") if t],
             output=_output(first.output), error=first.error, traceback=first.traceback, failure=first.failure,
+            output_bytes=first.output_bytes, output_sha256=first.output_sha256,
+            truncated=truncation_note(first.output, first.output_bytes, first.output_sha256),
             latency_ms=sum(r.latency_ms for r in rows) / len(rows), epochs=len(rows),
             passed=passed, scores=per_scorer, change=change, held_out=None if held is None else case_id in held,
             input=case.input if case is not None else None,
@@ -219,6 +225,8 @@ def print_cases(views: Sequence[CaseView], console: Console, *, limit: int | Non
                     console.print(f"    {line}", markup=False, highlight=False, soft_wrap=True)
         else:
             note(console, f"output:   {_short(v.output)}", hang=10)
+            if v.truncated:
+                note(console, f"          {v.truncated}", hang=10)
         for s in v.scores:
             value = num(s.value)
             state = ("errored" if s.errored else "skipped" if s.skipped else

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from evalloop.history.outputs import truncation_note
 from evalloop.history.store import HistoryStore
 from evalloop.verdicts.outcome import passes
 
@@ -63,6 +64,15 @@ def shown_output(stored: str | None, limit: int = MAX_OUTPUT_CHARS) -> str | Non
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def shown_result_output(result: Any, limit: int = MAX_OUTPUT_CHARS) -> str | None:
+    """A stored case result's output as :func:`shown_output` gives it, and when the history kept
+    only its beginning, the line that says so (:mod:`evalloop.history.outputs`)."""
+    shown = shown_output(result.output, limit)
+    truncated = truncation_note(result.output, getattr(result, "output_bytes", None),
+                                getattr(result, "output_sha256", None))
+    return shown if truncated is None or shown is None else f"{shown} [{truncated}]"
+
+
 class CaseReader:
     """Per-case reads, cached: scores per (run, scorer) and results per run."""
 
@@ -97,7 +107,7 @@ class CaseReader:
             return FlippedCase(
                 case_id=case_id, before=before[case_id], after=now[case_id],
                 message=messages.get(case_id, ""),
-                output=shown_output(result.output) if result is not None else None,
+                output=shown_result_output(result) if result is not None else None,
                 error=result.error if result is not None else None,
             )
 
@@ -125,6 +135,6 @@ class CaseReader:
         messages = self.store.case_messages(run_ids[-1], scorer, chosen)
         results = {r.case_id: r for r in self.results(run_ids[-1])}
         return [FailingCase(case_id=c, value=latest[c], runs=streak[c], message=messages.get(c, ""),
-                            output=shown_output(results[c].output) if c in results else None,
+                            output=shown_result_output(results[c]) if c in results else None,
                             error=results[c].error if c in results else None)
                 for c in chosen]

@@ -41,6 +41,16 @@ class Marker:
 
 
 @dataclass
+class Change:
+    """A vertical mark between two runs: the product changed (solid) or the measurement (dashed)."""
+
+    x: float
+    css: str  # "change-product" or "change-measurement"
+    label: str
+    title: str
+
+
+@dataclass
 class Chart:
     """An SVG line chart: polygons (bands), polylines, point markers and axis labels."""
 
@@ -55,6 +65,7 @@ class Chart:
     lines: list[tuple[str, str]] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)
     title: str = ""
+    changes: list[Change] = field(default_factory=list)  # vertical marks: the product or the measurement changed
 
     @property
     def plot_left(self) -> int:
@@ -202,6 +213,7 @@ def score_chart(trend: ScorerTrend) -> Chart:
     chart.add_line([p.baseline for p in pts], "baseline")
     chart.add_line([p.threshold_line for p in pts], "threshold")
     chart.add_line([p.mean for p in pts], "mean")
+    _change_marks(chart, trend)
     for i, p in enumerate(pts):
         if p.mean is None:
             continue
@@ -210,6 +222,23 @@ def score_chart(trend: ScorerTrend) -> Chart:
                                     _marker_title(trend, p), label))
     place_labels(chart)
     return chart
+
+
+def _change_marks(chart: Chart, trend: ScorerTrend) -> None:
+    """A vertical line just before each run whose product (solid) or whose scorer's measurement
+    (dashed: a judge model, a rubric, the scorer's code) changed since the run before it."""
+    for i, p in enumerate(trend.points):
+        if i == 0 or not (p.product_changed or p.measurement_changed):
+            continue
+        x = (chart.x(i - 1) + chart.x(i)) / 2
+        both = bool(p.product_changed and p.measurement_changed)
+        if p.product_changed:
+            chart.changes.append(Change(x - (2 if both else 0), "change-product", "product",
+                                        f"run {p.run_id}: the product changed ({', '.join(p.product_changed)})"))
+        if p.measurement_changed:
+            chart.changes.append(Change(x + (2 if both else 0), "change-measurement", "measurement",
+                                        f"run {p.run_id}: {trend.scorer}'s measurement changed "
+                                        f"({', '.join(p.measurement_changed)}): compared under the new one"))
 
 
 def _marker_style(p: TrendPoint) -> tuple[str, str]:

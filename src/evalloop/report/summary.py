@@ -66,6 +66,7 @@ def run_summary(report: RunReport) -> dict[str, Any]:
             for s in report.comparison.scorers
         ],
         "notices": report.notices,
+        "bridge": None,  # the baseline runs re-graded for a changed measurement, and their cost (extras)
         **report.extras,
     }
 
@@ -88,4 +89,5 @@ def _change(report: RunReport) -> dict[str, Any] | None:
     change = report.comparison.fingerprint_change
     if change is None:
         return None
-    return {"previous_run": change.previous_run, "changed": change.changed, "restarted": change.restarted}
+    return {"previous_run": change.previous_run, "changed": change.changed, "restarted": change.restarted,
+            "product": change.product, "measurement": change.measurement, "bridged": change.bridged}

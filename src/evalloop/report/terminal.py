@@ -54,6 +54,7 @@ def print_run(report: RunReport, console: Console) -> None:
     if scoped:
         note(console, f"95% CI and p by scope ({scoped} scopes): the questions of one conversation "
              "are resampled together, not as independent cases")
+    _print_identity(report, console)
     for s in report.comparison.scorers:
         _print_details(s, console)
         result = report.outcome.results.get(s.scorer)
@@ -138,6 +139,31 @@ def closing_line(reports: Sequence[RunReport], seconds: float) -> str:
         parts.append(f"{broken} broken scorer{'s' if broken != 1 else ''}")
     verdict = f"FAILED ({failing} of {len(reports)})" if failing else "ok"
     return f"{verdict}: {', '.join(parts)} in {seconds:.1f}s"
+
+
+def _print_identity(report: RunReport, console: Console) -> None:
+    """Which changed since the baseline — the product, a scorer's measurement — and the bridge: the
+    baseline runs' outputs re-graded by the new measurement, and what that cost."""
+    change = report.comparison.fingerprint_change
+    if change is None or not (change.product or change.measurement):
+        return
+    if change.product:
+        note(console, f"product changed ({some(change.product, 4)}): "
+                      + ("the baseline restarts here" if change.product_restarted else "compared with the "
+                         "product before it" + (" under one measurement" if change.bridged else "")))
+    for scorer, parts in change.measurement.items():
+        note(console, f"{scorer}: measurement changed ({some(parts, 4)}): "
+                      + ("the baseline is earlier runs' outputs re-graded by it" if scorer in change.bridged
+                         else "its baseline restarts here"))
+    bridge = report.extras.get("bridge")
+    if bridge:
+        made = bridge["runs"]
+        note(console, f"bridge: {len(made)} baseline run{'s' if len(made) != 1 else ''} re-graded for "
+                      f"{', '.join(bridge['scorers'])}: {bridge['llm_calls']} judge calls"
+                      + (f" ({bridge['cache_hits']} cached)" if bridge["cache_hits"] else "")
+                      + f", ${bridge['cost_usd']:.4f}")
+        for r in bridge["unbridged"][:MAX_FLIPS_SHOWN]:
+            note(console, f"not bridged: run {r['run']} ({r['reason']})", indent=4)
 
 
 def power_line(s: ScorerComparison) -> str | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, computed_field
 
 from evalloop.errors import EvalloopError
+from evalloop.history import identity
 from evalloop.history.eligibility import baseline_eligible, verdict_reason
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
@@ -53,6 +54,10 @@ class TrendPoint(BaseModel):
     previous_run: str | None = None
     newly_failing: list[FlippedCase] = Field(default_factory=list)
     newly_passing: list[FlippedCase] = Field(default_factory=list)
+    # since the scorer's run before this one: what of the product changed (target_params.prompt, ...)
+    # and what of the scorer's measurement (model, params.rubric, code): the chart marks each apart
+    product_changed: list[str] = Field(default_factory=list)
+    measurement_changed: list[str] = Field(default_factory=list)
 
     @property
     def status(self) -> VerdictStatus | None:
@@ -262,16 +267,36 @@ def _scorer_trend(store: HistoryStore, name: str, shown: list[Run],
                   window: int) -> ScorerTrend:
     points: list[TrendPoint] = []
     latest: ScorerSummary | None = None
+    before: tuple[Run, ScorerSummary] | None = None  # the scorer's run before, for what changed since
     for run in shown:
         summary = summaries[run.id].get(name)
         if summary is not None:
             latest = summary
             points.append(_point(run, summary, verdict_window(store, run, summary, window), reader))
+            points[-1].product_changed, points[-1].measurement_changed = _changes(before, run, summary)
+            before = (run, summary)
     assert latest is not None
     mark = _pass_mark(latest)
     failing = reader.failing([p.run_id for p in points if not p.skipped], name, mark, _controls(latest))
     return ScorerTrend(scorer=name, kind=latest.kind, threshold=latest.threshold,
                        pass_mark=mark, points=points, failing=failing)
+
+
+def _changes(before: tuple[Run, ScorerSummary] | None, run: Run, summary: ScorerSummary) -> tuple[list[str], list[str]]:
+    """What of the product and of the scorer's measurement changed since the scorer's run before
+    (:mod:`evalloop.history.identity`; unknown on either side: nothing)."""
+    if before is None:
+        return [], []
+    prev, prev_summary = before
+    product: list[str] = []
+    measurement: list[str] = []
+    if prev.product_fingerprint and run.product_fingerprint and prev.product_fingerprint != run.product_fingerprint:
+        product = identity.product_changes(identity.parse(prev.fingerprint), identity.parse(run.fingerprint)) \
+            or ["target"]
+    if prev_summary.measurement and summary.measurement and prev_summary.measurement != summary.measurement:
+        measurement = identity.measurement_changes(identity.parse(prev.fingerprint), identity.parse(run.fingerprint),
+                                                   summary.scorer) or ["code"]
+    return product, measurement
 
 
 def _controls(summary: ScorerSummary) -> list[str]:

@@ -11,6 +11,7 @@ is collected from it, nothing is submitted twice.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -67,12 +68,20 @@ def wire(services: Services, store: HistoryStore, resume: str | None) -> Callabl
 
 def without_deadline(prepared: PreparedRun) -> list[str]:
     """A batch run's cases wait for their batches (minutes to hours): the suite's per-case
-    ``timeout`` is not applied, and the run says so (a notice, or none)."""
+    ``timeout`` and the scorers' deadlines are not applied, and the run says so (a notice, or
+    none). With every case in flight, a sync target stays in place unless the suite asks for
+    threads (not one per case)."""
     timeout = prepared.suite.timeout
-    if timeout is None:
+    update: dict[str, Any] = {"timeout": None}
+    if prepared.suite.target_threads is None:
+        update["target_threads"] = False
+    prepared.suite = prepared.suite.model_copy(update=update)
+    graded = [b.timeout for b in prepared.scorers if b.timeout is not None]
+    prepared.scorers = [dataclasses.replace(b, timeout=None) for b in prepared.scorers]
+    if timeout is None and not graded:
         return []
-    prepared.suite = prepared.suite.model_copy(update={"timeout": None})
-    return [f"batch mode: the suite's timeout ({timeout:g} s) is not applied; a case waits for its batch"]
+    what = f"the suite's timeout ({timeout:g} s)" if timeout is not None else "the scorers' timeouts"
+    return [f"batch mode: {what} is not applied; a case waits for its batch"]
 
 
 def resume_notice(services: Services, resume: str) -> str:

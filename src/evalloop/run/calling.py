@@ -138,7 +138,8 @@ async def _in_thread(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]
             loop.call_soon_threadsafe(settle, future, value, error)
 
     def job() -> None:
-        post(began, time.monotonic())
+        if timeout is not None:  # the deadline counts from here: the loop is told when it began
+            post(began, time.monotonic())
         try:
             value = context.run(fn, *args, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting coroutine
@@ -147,6 +148,8 @@ async def _in_thread(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]
             post(done, value)
 
     THREADS.submit(job)
+    if timeout is None:  # no deadline: one wake-up of the loop a call, not two
+        return 0.0, await done
     started = await began          # no deadline while a thread picks the call up
     return started, await _within(done, started, timeout)
 

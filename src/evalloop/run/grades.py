@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from evalloop.score import Score, passes
 
 if TYPE_CHECKING:
+    from evalloop.history.models import ScorerSummary
     from evalloop.run.bound import BoundScorer
     from evalloop.scoring.scorevec import CaseScores
 
@@ -96,6 +97,15 @@ class ScorerResult:
         changed (an expected failure of the product that did not fail), never the scorer's fault."""
         tests = set(self.scorer_controls)
         return sorted(c for c, v in self.controls.items() if c not in tests and passes(v, self.pass_mark))
+
+    def summary(self, run_id: str, measurement: str | None = None) -> ScorerSummary:
+        """The stored summary of this scorer in run ``run_id`` (measured as ``measurement`` says)."""
+        from evalloop.history.models import ScorerSummary
+        from evalloop.history.store import dumps
+
+        return ScorerSummary(run_id=run_id, scorer=self.scorer, kind=self.kind, mean=self.mean, n=self.n,
+                             errored=self.errored, skipped=self.n == 0 and not self.controls and self.skipped > 0,
+                             threshold=self.threshold, details=dumps(self.details()), measurement=measurement)
 
     def details(self) -> dict[str, Any]:
         """What the stored summary keeps beside its columns."""

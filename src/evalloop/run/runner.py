@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalloop.errors import EvalloopError, FixtureError
+from evalloop.history import identity
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
+from evalloop.history.outputs import cap_output
 from evalloop.history.provenance import new_run_id
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.llm.budget import Budget, budget_scope
@@ -37,6 +39,8 @@ from evalloop.run.calling import is_awaitable, traceback_of
 from evalloop.run.context import CaseContext, Services
 from evalloop.run.failures import Failure, TargetTimeout, classify
 from evalloop.run.grades import ScorerResult, _Grades
+from evalloop.run.judging import DeferredJudges, StopRule
+from evalloop.run.placement import SLOW, Placement, call_on_thread
 from evalloop.run.signals import IN_PLACE, interrupt_in_place
 from evalloop.run.targets import Target, resolve_target, stable_hash
 from evalloop.score import Score, ScorerKind
@@ -60,6 +64,16 @@ class PreparedRun:
     @property
     def fingerprint_hash(self) -> str:
         return stable_hash(self.fingerprint)
+
+    @property
+    def product(self) -> str | None:
+        """The hash of the product this run tests (:mod:`evalloop.history.identity`)."""
+        return identity.product_hash(self.fingerprint)
+
+    @property
+    def measurements(self) -> dict[str, str]:
+        """Each scorer's measurement hash: its code, parameters and judge model."""
+        return identity.measurement_hashes(self.fingerprint)
 
 
 @dataclass
@@ -113,11 +127,15 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
                   "pass_mark": pass_mark, "min_score": floor}
         _check_policy(policy, where)
-        bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label))
+        bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label,
+                                 timeout=ref.timeout or suite.timeout))
     params = {**suite.target.params, **(target_params or {})}
-    # a timeout can only interrupt a sync target that runs in a thread
     target = resolve_target(suite.target.ref, params, project_dir=project_dir,
-                            threads=suite.target_threads or suite.timeout is not None, services=services)
+                            threads=suite.target_threads, services=services)
+    if suite.target_threads is False and suite.timeout is not None and not target.is_async:
+        raise FixtureError("'target_threads: false' and 'timeout:' cannot both hold for a sync target: "
+                           "a call in place cannot be cut at its deadline", where=where,
+                           hint="drop one of them (see docs/targets.md)")
     cases_hash = _cases_hash(suite)
     fingerprint = {
         "target": target.ref,
@@ -178,7 +196,9 @@ def _cases_hash(suite: Suite) -> str:
         paths += sorted(suite.dataset_dir.glob("*.jsonl"))
     for path in paths:
         if path is not None and path.is_file():
-            digest.update(path.read_bytes())
+            with path.open("rb") as handle:  # in chunks: a large fixture is not held twice
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
     if suite.path is None and isinstance(suite.cases, list):
         digest.update(dumps([c.model_dump(mode="json") for c in suite.cases]).encode())
     return digest.hexdigest()[:16]
@@ -201,6 +221,8 @@ async def execute(
     select: Callable[[Case], bool] | None = None,
     max_cost: float | None = None,
     on_begin: Callable[[Run], None] | None = None,
+    max_output_bytes: int | None = None,
+    judge_stop: StopRule | None = None,
 ) -> RunOutcome:
     """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
 
@@ -208,7 +230,9 @@ async def execute(
     compared like ``--limit`` but never a baseline. ``max_cost`` (else the suite's) is the run's
     cost budget in USD (:mod:`evalloop.llm.budget`): once spent, no new case starts, the cases
     in flight finish, and the run is marked invalid saying what it spent. ``on_begin`` is told
-    the run once it is stored (batch mode records its batches under it)."""
+    the run once it is stored (batch mode records its batches under it). ``max_output_bytes``
+    caps each case's stored output (:mod:`evalloop.history.outputs`; None or 0: no cap). With the
+    suite's ``early_stop``, ``judge_stop`` says when its judges may stop (:mod:`evalloop.run.judging`)."""
     suite = prepared.suite
     services = services or Services()
     epochs = epochs or suite.epochs
@@ -223,24 +247,30 @@ async def execute(
     run = store.begin_run(Run(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
-        base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)),
-        n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases,
+        base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)), product_fingerprint=prepared.product,
+        n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases or suite.head_only is not None,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
     if on_begin is not None:
         on_begin(run)
     grades = {b.name: _Grades(n_cases) for b in prepared.scorers}
     state = _RunState(run, prepared, store, services, grades, batch_size, progress, n_cases)
+    state.max_output = max_output_bytes or None
     work: Iterator[tuple[int, Case, int]] = (
         (row, case, epoch) for epoch in range(epochs)
         for row, case in enumerate(itertools.islice(
             suite.iter_cases() if select is None else filter(select, suite.iter_cases()), n_cases))
     )
+    judges = [b for b in prepared.scorers if b.kind is ScorerKind.LLM_JUDGE]
+    if suite.early_stop is not None and judge_stop is not None and judges:
+        state.defer_judges(DeferredJudges(judges, judge_stop, suite.early_stop.looks, seed=run.id))
     budget = max_cost if max_cost is not None else suite.max_cost
     try:
         with budget_scope(budget) as state.budget:  # the workers' calls inherit it
             n_workers = max(1, min(concurrency, n_cases * epochs))
             workers = [asyncio.create_task(state.worker(work)) for _ in range(n_workers)]
+            if state.judging is not None:  # the deferred judges, once every case has its output
+                workers.append(asyncio.create_task(state.judging.judge(state, workers[:], concurrency)))
         with interrupt_in_place():  # Ctrl-C stops a sync call in place at once, not when it returns
             try:
                 await asyncio.gather(*workers)
@@ -279,10 +309,14 @@ class _RunState:
         self.totals: dict[str, Any] = {**RUN_TOTALS, "target_failures": 0, "infra_failures": 0}
         self.notices: list[str] = []
         self.budget: Budget | None = None
+        self.max_output: int | None = None  # bytes of an output stored (history.outputs)
         # looked up once, not per case
         self.scoring = [(b, b.name, grades[b.name]) for b in prepared.scorers]
+        self.scoring_now = self.scoring  # the scorers that grade a case as soon as it has its output
+        self.judging: DeferredJudges | None = None
         self.timeout = prepared.suite.timeout
-        self.inline = prepared.target.inline(self.timeout)
+        self.placement = Placement(prepared.suite.target_threads, is_async=prepared.target.is_async,
+                                   timeout=self.timeout)
         self.wants_ctx = prepared.target.wants_ctx or any(b.spec.wants_ctx for b in prepared.scorers)
 
     async def worker(self, work: Iterator[tuple[int, Case, int]]) -> None:
@@ -330,18 +364,23 @@ class _RunState:
         trace: str | None = None
         failure: Failure | None = None
         output: Any = None
+        placement = self.placement
         started = time.perf_counter()
         try:
-            if self.inline:
+            if placement.inline:
+                cpu = time.thread_time() if placement.probing else None  # does the call wait?
                 IN_PLACE.enter()  # Ctrl-C / SIGTERM interrupt the call here (run.signals)
                 try:
                     output = target.start(case.input, ctx)
                 finally:
                     IN_PLACE.active = False
+                    if cpu is not None or time.perf_counter() - started >= SLOW:
+                        placement.held(time.perf_counter() - started,
+                                       None if cpu is None else time.thread_time() - cpu)
                 if is_awaitable(output):
                     output = await output
             else:
-                output = await target(case.input, ctx, timeout=self.timeout)
+                output = await call_on_thread(placement, target, case.input, ctx, self.timeout)
         except EvalloopError as exc:
             if not _is_case_level(exc):
                 exc.where = f"{exc.where}, case '{case_id}'" if exc.where else f"case '{case_id}'"
@@ -355,7 +394,8 @@ class _RunState:
             trace = traceback_of(exc)
         latency_ms = (time.perf_counter() - started) * 1000.0
         scores: list[Score] = []
-        for bound, _, _ in self.scoring:
+        scoring = self.scoring if failure is not None else self.scoring_now
+        for bound, _, _ in scoring:
             if failure is Failure.INFRA:  # the API or network failed: errored, never a real 0
                 score = Score.infrastructure(error or "")
             elif failure is Failure.TARGET:  # the product failed its case: a real 0
@@ -364,6 +404,8 @@ class _RunState:
                 graded = bound.grade(case, output, ctx)
                 score = graded if isinstance(graded, Score) else await graded
             scores.append(score)
+        if failure is None and self.judging is not None:  # its judges grade it later (run.judging)
+            self.judging.defer(row, case, epoch, output)
         self.calls += 1
         if error is not None:
             self.case_errors += 1
@@ -380,15 +422,20 @@ class _RunState:
         if usage.calls or usage.cache_hits or usage.retries:  # evalloop's LLM clients were called
             cost, input_tokens, output_tokens = usage.cost_usd, usage.input_tokens, usage.output_tokens
             self.count_usage(usage)
+        stored, full, sha = None, None, None
+        if error is None:
+            stored = dumps(output)
+            if self.max_output is not None and len(stored) > self.max_output // 4:  # may be past the cap
+                stored, full, sha = cap_output(stored, self.max_output)
         # rows as tuples in the store's column order (CASE_RESULT_COLUMNS, CASE_SCORE_COLUMNS)
-        self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None,
-                               None if error else dumps(output), error, failure.value if failure else None,
-                               latency_ms, cost, input_tokens, output_tokens, trace))
+        self.case_rows.append((run_id, case_id, epoch, ",".join(tags) or None, stored, error,
+                               failure.value if failure else None, latency_ms, cost, input_tokens, output_tokens,
+                               trace, full, sha))
         if tags:
             self.tagged = True
         plain = case.expect == "pass"  # no scorer treats it as a known-bad control
         score_rows = self.score_rows
-        for (_, name, grades), score in zip(self.scoring, scores, strict=True):
+        for (_, name, grades), score in zip(scoring, scores, strict=True):
             grades.add(row, score, not plain and case.expects_fail(name))
             score_rows.append((run_id, case_id, epoch, name, score.value, score.errored, score.skipped,
                                score.message, dumps(score.metadata) if score.metadata else None))
@@ -396,6 +443,19 @@ class _RunState:
             self.flush()
         if self.progress is not None:
             self.progress(1)
+
+    def defer_judges(self, judging: DeferredJudges) -> None:
+        """Let ``judging``'s scorers grade after every case has its output (``early_stop``)."""
+        self.judging = judging
+        self.scoring_now = [t for t in self.scoring if t[1] not in judging.names]
+
+    def record_score(self, row: int, case: Case, epoch: int, name: str, score: Score, control: bool) -> None:
+        """A grade taken after its case's row was written (a deferred judge's)."""
+        self.grades[name].add(row, score, control)
+        self.score_rows.append((self.run_id, case.id, epoch, name, score.value, score.errored, score.skipped,
+                                score.message, dumps(score.metadata) if score.metadata else None))
+        if len(self.score_rows) >= self.batch_size:
+            self.flush()
 
     async def fixed(self, case: Case, epoch: int, row: int, usage: UsageTotals) -> None:
         """A negative control with a fixed output: the target is not called; the scorers the case
@@ -415,7 +475,7 @@ class _RunState:
             self.count_usage(usage)
         tags = case.tags
         self.case_rows.append((self.run_id, case_id, epoch, ",".join(tags) or None, dumps(case.output), None,
-                               None, 0.0, cost, input_tokens, output_tokens, None))
+                               None, 0.0, cost, input_tokens, output_tokens, None, None, None))
         if tags:
             self.tagged = True
         for grades, name, score in graded:
@@ -441,14 +501,8 @@ class _RunState:
     def finish(self, errored_limit: float) -> RunOutcome:
         ids = self.ids if all(self.ids) else [c or f"#{i}" for i, c in enumerate(self.ids)]  # never-run cases
         results = {b.name: self.grades[b.name].result(b, errored_limit, ids) for b in self.prepared.scorers}
-        summaries = {
-            name: ScorerSummary(
-                run_id=self.run.id, scorer=name, kind=r.kind, mean=r.mean, n=r.n, errored=r.errored,
-                skipped=r.n == 0 and not r.controls and r.skipped > 0, threshold=r.threshold,
-                details=dumps(r.details()),
-            )
-            for name, r in results.items()
-        }
+        measured = self.prepared.measurements
+        summaries = {name: r.summary(self.run.id, measured.get(name)) for name, r in results.items()}
         invalid = [r.invalid for r in results.values() if r.invalid]
         stopped: dict[str, Any] = {}
         if self.budget is not None and self.budget.exceeded:  # one line first: what it spent
@@ -463,6 +517,11 @@ class _RunState:
         stats_hook = getattr(self.prepared.target.fn, "run_stats", None)
         if callable(stats_hook):  # e.g. a retriever's index build time, index size, query latency
             notes["target_stats"] = dict(stats_hook())
+        if (placed := self.placement.describe()) is not None:
+            notes["target_calls"] = placed
+        if self.judging is not None:
+            notes["early_stop"], said = self.judging.describe()
+            self.notices.extend(said)
         digest = ids_digest(ids)
         vectors = [ScoreVector(run_id=self.run.id, scorer=name, digest=digest, n=len(ids),
                                data=r.vector.astype("<f8").tobytes()) for name, r in results.items()]

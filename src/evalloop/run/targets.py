@@ -9,15 +9,13 @@ under the fingerprint's ``injected`` key. A class is instantiated with the param
 and its instance called with the input. A target may describe itself for the run's
 fingerprint with a ``fingerprint(params) -> dict`` attribute (prompt hashes, model, config).
 How a call runs — threads, the deadline, awaiting what a sync target returns — is
-:mod:`evalloop.run.calling`'s.
+:mod:`evalloop.run.calling`'s; whether a run's calls go to threads, :mod:`evalloop.run.placement`'s.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import inspect
-import json
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalloop.errors import TargetError
+from evalloop.history.identity import stable_hash
 from evalloop.run.calling import call as call_target
 from evalloop.run.failures import TargetTimeout
 
@@ -40,28 +39,25 @@ class Target:
     params: dict[str, Any] = field(default_factory=dict)
     is_async: bool = False
     wants_ctx: bool = False
-    threads: bool = False
+    threads: bool | None = None  # the suite's target_threads: True, False, or None (adaptive)
     fingerprint: dict[str, Any] = field(default_factory=dict)
     lessons: dict[str, Any] = field(default_factory=dict)  # lessons / lesson_records, for targets naming them
 
-    async def __call__(self, input: Any, ctx: Any = None, *, timeout: float | None = None) -> Any:
+    async def __call__(self, input: Any, ctx: Any = None, *, timeout: float | None = None,
+                       in_thread: bool | None = None) -> Any:
         """The target's output for ``input``; :class:`TargetTimeout` past ``timeout`` seconds
-        from the call's start. A sync target runs on a daemon thread when ``threads`` is set."""
-        return await call_target(self.fn, (input,), self._kwargs(ctx), in_thread=self._in_thread,
+        from the call's start. A sync target runs on a daemon thread when ``in_thread`` says so;
+        left to itself (a calibration's calls), when the suite asks for threads (``threads``)."""
+        if in_thread is None:
+            in_thread = self.threads is True
+        return await call_target(self.fn, (input,), self._kwargs(ctx), in_thread=in_thread and not self.is_async,
                                  timeout=timeout)
-
-    def inline(self, timeout: float | None = None) -> bool:
-        """Whether a call may run in place (:meth:`start`): no thread, no deadline to keep."""
-        return timeout is None and not self._in_thread
 
     def start(self, input: Any, ctx: Any = None) -> Any:
         """Call the target in place, on the loop's thread: its output, or an awaitable giving it
-        (see :func:`evalloop.run.calling.is_awaitable`). Only when :meth:`inline` says so."""
+        (see :func:`evalloop.run.calling.is_awaitable`). Where a run calls it is
+        :class:`evalloop.run.placement.Placement`'s."""
         return self.fn(input, **self._kwargs(ctx))
-
-    @property
-    def _in_thread(self) -> bool:
-        return self.threads and not self.is_async
 
     def _kwargs(self, ctx: Any) -> dict[str, Any]:
         kwargs = {**self.params, **self.lessons} if self.lessons else self.params
@@ -162,7 +158,7 @@ def _import(ref: str, project_dir: Path | None) -> Any:
 
 def resolve_target(
     ref: str, params: Mapping[str, Any] | None = None, *, project_dir: Path | None = None,
-    threads: bool = False, services: Any = None,
+    threads: bool | None = None, services: Any = None,
 ) -> Target:
     """Resolve a target reference and check its parameters. Raises TargetError."""
     params = dict(params or {})
@@ -204,7 +200,3 @@ def resolve_target(
     )
 
 
-def stable_hash(data: Any) -> str:
-    """A short, stable hash of JSON-able data (for fingerprints)."""
-    blob = json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]

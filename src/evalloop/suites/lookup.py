@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
 from evalloop.errors import FixtureError
-from evalloop.suites.models import PACKAGE_FIXTURES, SUITE_SUFFIXES, YAML_LOADER, Suite, load_suite
+from evalloop.suites.models import PACKAGE_FIXTURES, SUITE_SUFFIXES, Suite, load_suite
+from evalloop.suites.yamlhead import declared_name
 
 
 def suite_dirs(project_dir: Path) -> list[Path]:
@@ -63,27 +62,31 @@ def suites_for_all(project_dir: Path, *, shipped: bool = False) -> list[str]:
 
 
 def _suite_name(path: Path) -> str:
-    """The declared name of a suite file, read cheaply; the file stem when it has none."""
+    """The declared name of a suite file, read from its beginning (a YAML file's first events,
+    :func:`~evalloop.suites.yamlhead.declared_name`); the file stem when it has none."""
+    if path.suffix != ".json":
+        return declared_name(path) or path.stem
     try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=YAML_LOADER)  # noqa: S506
+        data = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(data, dict) and isinstance(data.get("name"), str):
             return data["name"]
-    except (OSError, ValueError, yaml.YAMLError):
+    except (OSError, ValueError):
         pass
     return path.stem
 
 
-def find_suite(name_or_path: str, project_dir: Path) -> Suite:
-    """Load a suite by name (project first, then shipped) or by file path."""
+def find_suite(name_or_path: str, project_dir: Path, *, limit: int | None = None) -> Suite:
+    """Load a suite by name (project first, then shipped) or by file path. With ``limit`` (a run
+    of the first N cases, no case filter) a YAML suite may be read only that far
+    (:attr:`Suite.head_only`)."""
     candidate = Path(name_or_path)
     if candidate.suffix in SUITE_SUFFIXES and candidate.exists():
-        return load_suite(candidate)
+        return load_suite(candidate, limit)
     for directory in suite_dirs(project_dir):  # fast path: a file named after its suite
         for suffix in SUITE_SUFFIXES:
             path = directory / f"{name_or_path}{suffix}"
             if path.is_file() and _suite_name(path) == name_or_path:
-                return load_suite(path)
+                return load_suite(path, limit)
     suites = discover_suites(project_dir)
     if name_or_path not in suites:
         import difflib
@@ -92,4 +95,4 @@ def find_suite(name_or_path: str, project_dir: Path) -> Suite:
         hint = (f"did you mean '{close[0]}'? " if close else "") + "see `evalloop suites list`"
         raise FixtureError(f"unknown suite '{name_or_path}'", where=str(project_dir / "fixtures"),
                            hint=hint)
-    return load_suite(suites[name_or_path])
+    return load_suite(suites[name_or_path], limit)

@@ -42,10 +42,10 @@ from evalloop.suites.split import (
     near_duplicates,
     split_cases,
 )
+from evalloop.suites.yamlhead import YAML_LOADER, cases_head
 from evalloop.validation import first_error
 
 SUITE_SUFFIXES = (".yaml", ".yml", ".json")
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
 PACKAGE_FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
@@ -145,6 +145,7 @@ class ScorerRef(BaseModel):
     threshold: float | None = Field(default=None, gt=0.0, lt=1.0)
     pass_mark: float | None = Field(default=None, ge=0.0, le=1.0)
     min_score: float | None = Field(default=None, ge=0.0, le=1.0)  # absolute floor (0 turns it off)
+    timeout: float | None = Field(default=None, gt=0)  # seconds per grading; else the suite's timeout
     alias: str | None = Field(default=None, alias="as", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@:-]*$")
     _auto_label: str | None = PrivateAttr(default=None)
 
@@ -244,6 +245,19 @@ class Holdout(BaseModel):
             (f", salt {self.salt!r}" if self.salt else "")
 
 
+class EarlyStop(BaseModel):
+    """``early_stop``: the suite's judges grade the cases in ``looks`` random batches and stop once
+    the verdict is settled (:mod:`evalloop.verdicts.early_stop`). ``early_stop: true`` takes the
+    defaults; ``spending`` shapes the boundaries; ``power_loss`` is the share of the power to see
+    a threshold-size drop that a stop for "no change" may spend."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    looks: int = Field(default=4, ge=2, le=20)
+    spending: Literal["obrien-fleming", "pocock"] = "obrien-fleming"
+    power_loss: float = Field(default=0.02, gt=0, le=0.2)
+
+
 class _SplitRow(NamedTuple):
     """What the split reads of a case, kept from the validating pass: its input as a digest."""
 
@@ -266,11 +280,12 @@ class Suite(BaseModel):
     concurrency: int | None = Field(default=None, ge=1, le=1024)
     epochs: int = Field(default=1, ge=1)
     timeout: float | None = Field(default=None, gt=0)
-    target_threads: bool = False
+    target_threads: bool | None = None  # None: adaptive (run.placement); True: threads; False: in place
     window: int | None = Field(default=None, ge=1, le=100)
     verdict: dict[str, Any] = Field(default_factory=dict)
     max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
     batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
+    early_stop: EarlyStop | None = None  # judges stop once the verdict is settled (true: the defaults)
     holdout: Holdout = Field(default_factory=Holdout)
     cases: list[Case] | str | None = None
     dataset: str | None = None
@@ -279,8 +294,15 @@ class Suite(BaseModel):
     #: count, and a small JSONL file's cases (kept for the run; None for a larger file or inline
     #: cases)
     _checked: tuple[Any, int, list[Case] | None] | None = PrivateAttr(default=None)
+    #: read only as far as its first N cases (``load_suite(path, limit=N)``): a run of it is partial
+    _head_only: int | None = PrivateAttr(default=None)
     #: the last split (:meth:`split`) and what it was computed from
     _split: tuple[Any, Split] | None = PrivateAttr(default=None)
+
+    @field_validator("early_stop", mode="before")
+    @classmethod
+    def _early_stop_bool(cls, v: Any) -> Any:
+        return ({} if v else None) if isinstance(v, bool) else v
 
     @field_validator("target", mode="before")
     @classmethod
@@ -315,6 +337,11 @@ class Suite(BaseModel):
             if not 0.0 < value < 1.0:
                 raise ValueError(f"threshold for '{name}' must be between 0 and 1, got {value}")
         return self
+
+    @property
+    def head_only(self) -> int | None:
+        """N when the suite file was read only up to its first N cases (:mod:`evalloop.suites.yamlhead`)."""
+        return self._head_only
 
     @property
     def scorer_labels(self) -> list[str]:
@@ -554,8 +581,10 @@ def _yaml_case_lines(text: str) -> list[int]:
     return lines if not stack or stack[0] == "map" else []
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Load and validate a suite file, including all its cases. Raises FixtureError."""
+def load_suite(path: str | Path, limit: int | None = None) -> Suite:
+    """Load and validate a suite file, including all its cases (with ``limit``, a YAML file's
+    first ``limit`` cases when the rest need not be read: :func:`~evalloop.suites.yamlhead.cases_head`).
+    Raises FixtureError."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -563,6 +592,9 @@ def load_suite(path: str | Path) -> Suite:
         raise FixtureError(f"cannot read suite file: {exc.strerror}", where=str(path)) from None
     except UnicodeDecodeError as exc:
         raise not_utf8(exc, path, line=exc.object[:exc.start].count(b"\n") + 1) from None
+    head = cases_head(text, limit) if limit and path.suffix != ".json" else None
+    if head is not None:
+        text = head
     lines: list[int] = []
     try:
         if path.suffix == ".json":
@@ -603,4 +635,6 @@ def load_suite(path: str | Path) -> Suite:
                                    where=f"{path}:{line}" if line else str(path),
                                    hint="give every case a unique id")
             seen[case.id] = i
+    if head is not None:
+        suite._head_only = limit
     return suite

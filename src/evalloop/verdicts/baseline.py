@@ -4,9 +4,10 @@ The baseline of a scorer is its mean over the last N (default 5) eligible runs o
 suite before this run (one definition of eligibility: :mod:`evalloop.history.eligibility`).
 The verdict itself comes from :mod:`evalloop.verdicts.verdict`, with the policy the run recorded for
 each scorer; the run's own per-case scores come from the runner's :class:`ScorerResult` (or
-history, for a stored run). When the system's fingerprint changed since the last baseline run,
-the comparison says what changed, and with ``restart_on_change`` the window restarts. This
-module reads history; it knows nothing of memories.
+history, for a stored run). The window of a scorer holds only runs measured as this run's
+scorer is (a changed judge is bridged or restarts the window), and the comparison says what
+changed since it, the product or a measurement (:mod:`evalloop.verdicts.identity`). This module
+reads history; it knows nothing of memories.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ import numpy as np
 
 from evalloop.history.eligibility import RULE as ELIGIBILITY_RULE
 from evalloop.history.eligibility import RULE_KEY as ELIGIBILITY_RULE_KEY
-from evalloop.history.eligibility import accepted, eligible_now, fingerprint_changes
+from evalloop.history.eligibility import accepted, eligible_now
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.history.window import KEY as WINDOW_KEY
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Vector, align, from_mapping
-from evalloop.verdicts import sequential
+from evalloop.verdicts import identity, sequential
 from evalloop.verdicts.drop import drop_bounds, scope_groups
+from evalloop.verdicts.identity import FingerprintChange, Windows
 from evalloop.verdicts.runlabel import run_label_permutation_test
 from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, floor_sentence
 
@@ -84,20 +86,6 @@ class ScorerComparison:
     @property
     def p_value(self) -> float | None:
         return self.evidence.p_value if self.evidence else None
-
-
-@dataclass
-class FingerprintChange:
-    """The system under test changed since the last baseline run (prompt, model, params…)."""
-
-    previous_run: str
-    changed: list[str]
-    restarted: bool
-
-    def describe(self) -> str:
-        what = ", ".join(self.changed[:4]) + (f" and {len(self.changed) - 4} more" if len(self.changed) > 4 else "")
-        tail = "the baseline restarts here" if self.restarted else "the baseline spans both"
-        return f"the system changed since run {self.previous_run} ({what}): {tail}"
 
 
 @dataclass
@@ -184,7 +172,8 @@ def relative_drop(baseline: float | None, current: float | None) -> float | None
 
 def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
                 current: Mapping[str, Mapping[str, float] | Vector] | None = None,
-                nightly: bool = False, scopes: Mapping[str, str] | None = None) -> Comparison:
+                nightly: bool = False, scopes: Mapping[str, str] | None = None,
+                windows: Windows | None = None) -> Comparison:
     """Compare every scorer of ``run`` with its rolling baseline, and store the verdicts.
 
     ``current`` (scorer → case → epoch-averaged score, or the runner's score :class:`Vector`)
@@ -192,31 +181,22 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
     with a stored vector for the same case list is read as that vector, not row by row.
     ``nightly`` judges the run as one night of a series (:mod:`evalloop.verdicts.sequential`).
     ``scopes`` (case id → scope) are read from the run's stored tags unless the caller knows
-    them (``{}``: no case of the run has a tag).
+    them (``{}``: no case of the run has a tag). ``windows``: the baseline reads of
+    :func:`baseline_windows`, when the caller made them (to bridge a measurement change first).
     """
     summaries = store.summaries(run.id)
-    priors: dict[tuple[str, str | None], list[tuple[Run, ScorerSummary]]] = {}
-
-    def prior_of(scorer: str, base_fingerprint: str | None = None) -> list[tuple[Run, ScorerSummary]]:
-        """A scorer's baseline runs, read once per comparison (the latest is the last of them)."""
-        key = (scorer, base_fingerprint)
-        if key not in priors:
-            priors[key] = store.baseline_runs(run.suite, scorer, run, window, base_fingerprint)
-        return priors[key]
-
-    change = _fingerprint_change(run, summaries, prior_of)
-    restart = change.restarted if change else False
-    restarted_at = run.base_fingerprint if restart else None
+    windows = windows or baseline_windows(store, run, window, summaries)
+    change = identity.settle(windows)
     graded = sum(1 for s in summaries.values() if not s.skipped)
     if scopes is None:  # a scoped suite's verdicts count conversations, not questions
         scopes = store.case_scopes(run.id)
     results = [compare_scorer(store, run, summary, window,
                               current=None if current is None else current.get(summary.scorer),
-                              base_fingerprint=restarted_at, nightly=nightly, scorers=graded, scopes=scopes,
-                              prior=None if summary.skipped else prior_of(summary.scorer, restarted_at))
+                              nightly=nightly, scorers=graded, scopes=scopes,
+                              prior=None if summary.skipped else windows.measured(summary.scorer))
                for summary in summaries.values()]
     first = next((s.scorer for s in summaries.values() if not s.skipped), None)
-    target = _failure_rate(run, None if first is None else prior_of(first, restarted_at))
+    target = _failure_rate(run, None if first is None else windows.product.get(first, []))
     store.update_summaries(run.id, {
         r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop, "mean": r.current,
                    "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
@@ -226,6 +206,15 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
         for r in results
     })
     return Comparison(run, results, change, target)
+
+
+def baseline_windows(store: HistoryStore, run: Run, window: int,
+                     summaries: Mapping[str, ScorerSummary] | None = None) -> Windows:
+    """The baseline reads of ``run`` and what changed since its baseline (:mod:`evalloop.verdicts.identity`):
+    a product change restarts the window when a scorer's policy says ``restart_on_change``."""
+    summaries = store.summaries(run.id) if summaries is None else summaries
+    restart = any(_policy(s).restart_on_change for s in summaries.values() if not s.skipped)
+    return identity.read(store, run, summaries, window, restart)
 
 
 def _significant_drop(s: ScorerComparison) -> bool:
@@ -242,22 +231,6 @@ def _failure_rate(run: Run, prior: list[tuple[Run, ScorerSummary]] | None) -> Fa
     return FailureRate(run.target_failures, results(run),
                        sum(r.target_failures or 0 for r, _ in prior if r.target_failures is not None),
                        sum(results(r) for r, _ in prior if r.target_failures is not None))
-
-
-def _fingerprint_change(run: Run, summaries: dict[str, ScorerSummary],
-                        prior_of: Callable[[str], list[tuple[Run, ScorerSummary]]]) -> FingerprintChange | None:
-    """Whether the system differs from the latest run the baseline would use."""
-    latest: Run | None = None
-    for summary in summaries.values():
-        prior = prior_of(summary.scorer)
-        if prior and (latest is None or prior[-1][0].started_at > latest.started_at):
-            latest = prior[-1][0]
-    if latest is None or not run.base_fingerprint or not latest.base_fingerprint \
-            or latest.base_fingerprint == run.base_fingerprint:
-        return None
-    restart = any(_policy(s).restart_on_change for s in summaries.values() if not s.skipped)
-    return FingerprintChange(latest.id, fingerprint_changes(latest.fingerprint, run.fingerprint) or ["fingerprint"],
-                             restart)
 
 
 def _policy(summary: ScorerSummary) -> VerdictPolicy:
@@ -283,13 +256,13 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
                                   "min_score", "ci_method", "scopes"})
     if change is not None:
         data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
-                                      "restarted": change.restarted}
+                                      "restarted": change.restarted, "product": change.product,
+                                      "measurement": change.measurement, "bridged": change.bridged}
     return dumps(data)
 
 
 def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
-                   current: Mapping[str, float] | Vector | None = None,
-                   base_fingerprint: str | None = None, nightly: bool = False,
+                   current: Mapping[str, float] | Vector | None = None, nightly: bool = False,
                    scorers: int = 1, scopes: Mapping[str, str] | None = None,
                    prior: list[tuple[Run, ScorerSummary]] | None = None) -> ScorerComparison:
     """One scorer of one run against the last ``window`` eligible runs before it (``prior``, when
@@ -308,7 +281,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
         out.reason = details.get("skip") or "scorer did not run"
         return out
     if prior is None:
-        prior = store.baseline_runs(run.suite, summary.scorer, run, window, base_fingerprint)
+        prior = store.baseline_runs(run.suite, summary.scorer, run, window, measurement=summary.measurement)
     if not isinstance(current, Vector):
         current = Vector(*from_mapping(current if current is not None
                                        else store.case_scores(run.id, summary.scorer)))
@@ -398,7 +371,8 @@ def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Verdic
     last acceptance (or ever) — not only the rolling window. Each night may drop within the noise
     while the window follows it down; against the reference the same drop adds up, and the run
     regresses once it is at least the threshold with the evidence rule's confidence."""
-    reference = store.reference_runs(run.suite, summary.scorer, run, len(prior) or 1)
+    reference = store.reference_runs(run.suite, summary.scorer, run, len(prior) or 1,
+                                     measurement=summary.measurement)
     if not reference or {r.id for r, _ in reference} <= {r.id for r, _ in prior}:
         return evidence
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference], scopes,

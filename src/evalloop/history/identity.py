@@ -1,0 +1,145 @@
+"""What a run tested and how it was measured: a fingerprint split into the product and the measurement.
+
+A run's fingerprint (built by the runner) holds the **product** — the target, its parameters and
+its own description (prompt hashes, model, config), without the parts that change on their own
+(the case files, injected failure memories) — and, per scorer, the **measurement** — what turns
+an output into a score: the scorer's name, kind, parameters (a judge's rubric), the hash of its
+code (a prompt written in it) and, for a judge, the model that grades. The scorer's threshold
+(and the pass mark and floor beside it in the verdict policy) is neither: it decides how scores are
+judged, not what they are, so a run's stored scores stay comparable when it changes.
+
+The product hash is stored on the run (``runs.product_fingerprint``), the measurement hash on
+each scorer's summary (``scorer_summaries.measurement``): a measurement is a scorer's. Rows of
+an older evalloop get both from their stored fingerprint when the columns are added
+(:func:`backfill`); a row without a fingerprint has neither (``None``: unknown, taken as the same).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+#: parts of a fingerprint that change without the system under test changing
+VOLATILE_KEYS = frozenset({"cases", "injected"})
+#: the top-level parts of a fingerprint that describe the product
+PRODUCT_KEYS = ("target", "target_params", "target_fingerprint")
+#: keys of a scorer's entry that are verdict policy, not measurement
+POLICY_KEYS = frozenset({"threshold"})
+
+
+def stable_hash(data: Any) -> str:
+    """A short, stable hash of JSON-able data: every hash of a fingerprint or a part of it."""
+    blob = json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def stable(value: Any) -> Any:
+    """A fingerprint without its volatile parts (case files, injected failure memories), at any depth."""
+    if isinstance(value, dict):
+        return {k: stable(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    return value
+
+
+def product_part(fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """The product of a fingerprint: target, its parameters and its own description."""
+    return stable({k: fingerprint[k] for k in PRODUCT_KEYS if k in fingerprint})
+
+
+def measurement_part(entry: dict[str, Any]) -> dict[str, Any]:
+    """The measurement of one scorer's fingerprint entry: everything but its verdict policy."""
+    return {k: v for k, v in entry.items() if k not in POLICY_KEYS}
+
+
+def scorer_entries(fingerprint: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The scorers' entries of a fingerprint by the name results are stored under."""
+    found = fingerprint.get("scorers")
+    if not isinstance(found, list):
+        return {}
+    return {str(e["name"]): e for e in found if isinstance(e, dict) and "name" in e}
+
+
+def product_hash(fingerprint: dict[str, Any]) -> str | None:
+    """The product's hash; None for a fingerprint that names no target (unknown)."""
+    part = product_part(fingerprint)
+    return stable_hash(part) if part else None
+
+
+def measurement_hashes(fingerprint: dict[str, Any]) -> dict[str, str]:
+    """Each scorer's measurement hash, by scorer name."""
+    return {name: stable_hash(measurement_part(entry)) for name, entry in scorer_entries(fingerprint).items()}
+
+
+def parse(text: str | None) -> dict[str, Any]:
+    """A stored fingerprint (JSON text) as a dict; ``{}`` when there is none or it is unreadable."""
+    try:
+        found = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """The keys (one level into dicts, dotted) whose values differ."""
+    changed: list[str] = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) == b.get(key):
+            continue
+        if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
+            changed += [f"{prefix}{key}.{k}" for k in sorted(set(a[key]) | set(b[key]))
+                        if a[key].get(k) != b[key].get(k)]
+        else:
+            changed.append(f"{prefix}{key}")
+    return changed
+
+
+def product_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The parts of the product that differ (``target_params.prompt``, ``target_fingerprint.model``)."""
+    return _diff(product_part(before), product_part(after))
+
+
+def measurement_changes(before: dict[str, Any], after: dict[str, Any], scorer: str) -> list[str]:
+    """The parts of one scorer's measurement that differ (``model``, ``params.rubric``, ``code``)."""
+    a, b = scorer_entries(before).get(scorer), scorer_entries(after).get(scorer)
+    if a is None or b is None:
+        return [] if a is b else ["scorer"]
+    return _diff(measurement_part(a), measurement_part(b))
+
+
+def policy_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The verdict policy the fingerprint records that differs, per scorer (``llm-rubric.threshold``)."""
+    a, b = scorer_entries(before), scorer_entries(after)
+    return [f"{name}.{key}" for name in sorted(set(a) & set(b)) for key in sorted(POLICY_KEYS)
+            if a[name].get(key) != b[name].get(key)]
+
+
+# -- older rows: both hashes from the stored fingerprint -----------------------------------------
+
+def backfill(conn: Connection, run_ids: Iterable[str] | None = None) -> int:
+    """Fill ``product_fingerprint`` of runs and ``measurement`` of their scorer summaries where they
+    are missing, from each run's stored fingerprint (in the caller's transaction); returns the
+    number of runs read. ``run_ids``: only those runs (a run log's import), else every run."""
+    from sqlalchemy import select, update
+
+    from evalloop.history.models import Run, ScorerSummary
+
+    runs, summaries = Run.__table__, ScorerSummary.__table__
+    query = select(runs.c.id, runs.c.fingerprint).where(runs.c.product_fingerprint.is_(None))
+    if run_ids is not None:
+        wanted = list(run_ids)
+        if not wanted:
+            return 0
+        query = query.where(runs.c.id.in_(wanted))
+    rows = conn.execute(query).all()
+    for run_id, text in rows:
+        fingerprint = parse(text)
+        product = product_hash(fingerprint)
+        if product is not None:
+            conn.execute(update(runs).where(runs.c.id == run_id).values(product_fingerprint=product))
+        for scorer, measured in measurement_hashes(fingerprint).items():
+            conn.execute(update(summaries).where(summaries.c.run_id == run_id, summaries.c.scorer == scorer,
+                                                 summaries.c.measurement.is_(None)).values(measurement=measured))
+    return len(rows)
