@@ -65,6 +65,17 @@ def coin(input, prompt_file):
     return right if draw < 128 else ("CREATE" if right != "CREATE" else "UPDATE")
 
 
+def better(input, prompt_file):
+    """A prompt that states a rule is truly better, by chance alone: right with chance {better_p}
+    with a rule, 0.5 without, drawn for each (prompt text, case)."""
+    system = (HERE / prompt_file).read_text()
+    key = f"{{system}}\\0{{input['a']}}\\0{{input['b']}}".encode()
+    draw = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64
+    p = {better_p} if (RULE_SAME in system or RULE_DUP in system) else 0.5
+    right = _right(input)
+    return right if draw < p else ("CREATE" if right != "CREATE" else "UPDATE")
+
+
 def rules(input, prompt_file):
     """Follows the rules its prompt states, and only those."""
     system = (HERE / prompt_file).read_text()
@@ -77,15 +88,20 @@ def rules(input, prompt_file):
 '''
 
 
-def make_project(root: Path, trial: int, kind: str, n_cases: int, n_fresh: int) -> None:
+PROMPT_MARK = {"null": "(version {t})\n", "better": "(trial {t})\n", "rule": ""}
+TARGET_FN = {"null": "coin", "better": "better", "rule": "rules"}
+
+
+def make_project(root: Path, trial: int, kind: str, n_cases: int, n_fresh: int, better_p: float) -> None:
+    """A new project: its own prompt text (so its own draws), holdout salt and ledger."""
     from support.revision import BROKEN, RULE_DUP, RULE_SAME, cases
 
     (root / "fixtures").mkdir(parents=True)
     (root / "prompts").mkdir()
-    (root / "prompts" / "decide.md").write_text(BROKEN + (f"(version {trial})\n" if kind != "rule" else ""))
-    (root / "sut.py").write_text(TARGET.format(same=RULE_SAME, dup=RULE_DUP))
+    (root / "prompts" / "decide.md").write_text(BROKEN + PROMPT_MARK[kind].format(t=trial))
+    (root / "sut.py").write_text(TARGET.format(same=RULE_SAME, dup=RULE_DUP, better_p=better_p))
     share = {"same": n_cases // 2, "dup": n_cases // 4, "other": n_cases - n_cases // 2 - n_cases // 4}
-    target = {"ref": f"sut:{'rules' if kind == 'rule' else 'coin'}", "params": {"prompt_file": "prompts/decide.md"}}
+    target = {"ref": f"sut:{TARGET_FN[kind]}", "params": {"prompt_file": "prompts/decide.md"}}
     suite = {"name": "decisions", "target": target, "scorers": ["equals"],
              "holdout": {"fraction": 0.3, "salt": f"t{trial}"}, "cases": cases(**share)}
     (root / "fixtures" / "decisions.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
@@ -124,21 +140,24 @@ def worker(url: str) -> dict[str, Any]:
     return _WORKER
 
 
-def trial(args: tuple[int, str, int, int, int, int, str]) -> dict[str, Any]:
+def trial(args: tuple[int, str, int, int, int, int, float, str]) -> dict[str, Any]:
     """One trial: a new project revised ``rounds`` times; what was written and the final scores."""
-    t, kind, rounds, budget, n_cases, n_fresh, url = args
+    t, kind, rounds, budget, n_cases, n_fresh, better_p, url = args
     here = worker(url)
     from evalloop import load_settings
     from evalloop.loop.revise import arevise
     from evalloop.suites.lookup import find_suite
 
+    project = "null" if kind.startswith("null") else kind
     with tempfile.TemporaryDirectory(prefix="evalloop-revise-bench-") as tmp:
         root = Path(tmp)
-        make_project(root, t, "rule" if kind == "rule" else "null", n_cases, n_fresh)
+        make_project(root, t, project, n_cases, n_fresh, better_p)
         settings = load_settings(root)
         prompt = root / "prompts" / "decide.md"
-        before_fresh = mean_on(root, "fresh") if kind == "rule" else None
-        written, confirmed = 0, 0
+        before_fresh = mean_on(root, "fresh") if project != "null" else None
+        written = confirmed = found = 0
+        mde: float | None = None
+        n_test = 0
         for round_ in range(rounds):
             if kind == "null-no-ledger":
                 (root / "history" / "revisions" / "decisions.jsonl").unlink(missing_ok=True)
@@ -147,11 +166,15 @@ def trial(args: tuple[int, str, int, int, int, int, str]) -> dict[str, Any]:
             options = settings.revise.model_copy(update={"max_metric_calls": budget, "seed": 1000 * t + round_})
             result = here["loop"].run_until_complete(arevise(prompt, "decisions", settings=settings, write=True,
                                                              options=options, services=here["services"]))
+            if round_ == 0:
+                mde, n_test = result.power.mde, result.power.n_test
             written += result.written is not None
             confirmed += result.confirmation is not None
+            found += result.confirmation is not None and "+RULE:" in result.diff
         test = find_suite("decisions", root).held_out_ids()
-        return {"written": written, "confirmed": confirmed, "test": mean_on(root, "decisions", test),
-                "fresh": mean_on(root, "fresh"), "before_fresh": before_fresh}
+        return {"written": written, "confirmed": confirmed, "found": found, "mde": mde, "n_test": n_test,
+                "test": mean_on(root, "decisions", test), "fresh": mean_on(root, "fresh"),
+                "before_fresh": before_fresh}
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -178,25 +201,27 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=60, help="--max-metric-calls of each round")
     parser.add_argument("--cases", type=int, default=80)
     parser.add_argument("--fresh", type=int, default=200)
+    parser.add_argument("--better", type=float, default=0.7, help="the better scenario's chance with a rule")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--scenarios", default="null,null-no-ledger,rule")
+    parser.add_argument("--scenarios", default="null,null-no-ledger,better,rule")
     args = parser.parse_args()
     from evalloop.loop.gepa_adapter import REFLECT_SYSTEM
     from support.messages_server import LLMServer, Reflecting
     from support.revision import finding, rewording, task
 
-    def reflect(prompt: str) -> str:  # the rule scenario's reflector finds; the null ones' never do
-        return finding(prompt) if "(version " not in prompt else rewording(prompt)
+    def reflect(prompt: str) -> str:  # the null scenarios' reflector never finds a rule; the others' can
+        return rewording(prompt) if "(version " in prompt else finding(prompt)
 
     print(f"{args.cases} cases (30 % held out: the test split), {args.fresh} fresh cases; "
-          f"{args.budget} metric calls a round; {args.trials} trials\n")
-    print(f"{'scenario':<18} {'rounds':>6} {'trials with a write':>22} {'95 % interval':>16} "
-          f"{'test − fresh (final prompt)':>30} {'fresh gain':>11} {'s/round':>8}")
+          f"{args.budget} metric calls a round; {args.trials} trials; better: 0.5 -> {args.better}\n")
+    print(f"{'scenario':<15} {'rounds':>6} {'trials with a write':>22} {'95 % interval':>14} "
+          f"{'test - fresh (final)':>26} {'fresh gain':>10} {'rule confirmed':>15} {'MDE':>6} {'s/round':>8}")
     with LLMServer(Reflecting(reflect, task, REFLECT_SYSTEM[:60])) as server:
         for kind in args.scenarios.split(","):
-            rounds = 1 if kind == "rule" else args.rounds
+            rounds = args.rounds if kind.startswith("null") else 1
             started = time.perf_counter()
-            jobs = [(t, kind, rounds, args.budget, args.cases, args.fresh, server.url) for t in range(args.trials)]
+            jobs = [(t, kind, rounds, args.budget, args.cases, args.fresh, args.better, server.url)
+                    for t in range(args.trials)]
             rows = []
             with ProcessPoolExecutor(args.jobs) as pool:
                 for row in pool.map(trial, jobs):
@@ -208,14 +233,21 @@ def main() -> None:
             k = sum(1 for r in rows if r["written"])
             low, high = wilson(k, len(rows))
             m, a, b = mean_ci([r["test"] - r["fresh"] for r in rows])
-            gain = ""
-            if kind == "rule":
-                g, ga, gb = mean_ci([r["fresh"] - r["before_fresh"] for r in rows])
+            gain = found = ""
+            if not kind.startswith("null"):
+                g, _, _ = mean_ci([r["fresh"] - r["before_fresh"] for r in rows if r["written"]] or [0.0])
                 gain = f"{g:+.3f}"
+                n_found = sum(1 for r in rows if r["found"])
+                k_found = sum(1 for r in rows if r["found"] and r["written"])
+                found = f"{k_found}/{n_found} written"
+            mdes = [r["mde"] for r in rows if r["mde"] is not None]
+            mde = f"{sum(mdes) / len(mdes):.3f}" if mdes else "none"
+            n_test = sum(r["n_test"] for r in rows) / len(rows)
             confirmed = sum(r["confirmed"] for r in rows)
-            print(f"{kind:<18} {rounds:>6} {k:>5}/{len(rows):<4} ({100 * k / len(rows):5.1f} %) "
-                  f"[{100 * low:4.1f}, {100 * high:4.1f}] %   {m:+.3f} [{a:+.3f}, {b:+.3f}]        "
-                  f"{gain:>11} {per_round:8.2f}   ({confirmed} confirmations)")
+            print(f"{kind:<15} {rounds:>6} {k:>5}/{len(rows):<4} ({100 * k / len(rows):5.1f} %) "
+                  f"[{100 * low:4.1f}, {100 * high:4.1f}] %  {m:+.3f} [{a:+.3f}, {b:+.3f}]  "
+                  f"{gain:>10} {found:>15} {mde:>6} {per_round:8.2f}   "
+                  f"({confirmed} confirmations, {n_test:.1f} test cases)")
             sys.stdout.flush()
 
 
