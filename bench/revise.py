@@ -18,10 +18,17 @@ shown). The task is a Python target (no HTTP per case, so hundreds of searches f
   mean on the test split minus its mean on ``--fresh`` fresh cases (mean over trials, 95 % interval).
 * ``null, no ledger``: the same with the ledger deleted before each round, so every confirmation
   is at the first use's level: what the ledger's spending buys.
+* ``better``: a prompt that states a rule is truly better by chance alone — the target is right
+  with chance ``--better`` (0.7) with a rule and 0.5 without, drawn afresh per (prompt, case), so
+  a candidate can also break cases — and ``finding`` adds a rule when shown a failure that needs
+  it. One round per trial: the share written is the power end to end; "rule confirmed" counts the
+  trials whose confirmation tested a candidate with a rule, and how many of those were written
+  (the confirmation's own power); MDE is the plan's minimum detectable effect.
 * ``rule``: the target follows the rules its prompt states; the prompt lost two; ``finding`` can
   find them. One round per trial: the share written, and the written prompt's fresh-case gain.
 
-Usage: ``python bench/revise.py [--trials 200] [--rounds 10] [--budget 60] [--cases 80] [--jobs 2]``.
+Usage: ``python bench/revise.py [--trials 200] [--rounds 10] [--budget 60] [--cases 80] [--better 0.7]
+[--jobs 2] [--scenarios null,null-no-ledger,better,rule]``.
 Seeds are fixed (trial ``t`` uses salt ``t``): a rerun gives the same table.
 """
 
