@@ -136,7 +136,8 @@ def test_compare_targets_tests_and_intervals_go_by_conversation(project):
     low, high = second["intervals"]["recall@10"]
     assert low <= second["means"]["recall@10"] <= high
     text = cli(project, "compare-targets", "-s", "locomo", "-t", "bm25", "-t", "memory")
-    assert "by conversation (scope)" in " ".join(text.stdout.split())
+    said = " ".join(text.stdout.split())
+    assert "differences tested by conversation" in said and "whole conversations resampled" in said
 
 
 def test_generated_conversations_import_as_locomo_and_run(tmp_path):

@@ -161,14 +161,15 @@ def test_bad_input_writes_nothing(tmp_path):
 
 def test_interrupted_run_is_marked_and_never_a_baseline(tmp_path):
     target = '''
-import asyncio
+import asyncio, os
 async def slow(input):
-    if input["i"] >= 3:
-        await asyncio.sleep(60)
-    return input
+    if input["i"] >= 3:  # says so, then hangs: the test cancels the run once it has
+        open(os.path.join(input["dir"], "hung"), "w").close()
+        await asyncio.sleep(3600)
+    return {"i": input["i"]}
 '''
     suite = {"name": "slow", "target": "sut:slow", "scorers": ["json-valid"], "concurrency": 1,
-             "cases": [{"id": str(i), "input": {"i": i}} for i in range(10)]}
+             "cases": [{"id": str(i), "input": {"i": i, "dir": str(tmp_path)}} for i in range(10)]}
     root = make_project(tmp_path, {"slow": suite}, target=target)
     settings = load_settings(root)
     store = HistoryStore(settings.database_url)
@@ -176,7 +177,11 @@ async def slow(input):
 
     async def interrupt():
         task = asyncio.create_task(execute(prepared, store, batch_size=2, concurrency=1))
-        await asyncio.sleep(0.5)
+        for _ in range(6000):  # until case 3 hangs (cases 0-2 finished), at most a minute
+            if (tmp_path / "hung").exists() or task.done():
+                break
+            await asyncio.sleep(0.01)
+        assert (tmp_path / "hung").exists()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

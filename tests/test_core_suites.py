@@ -253,3 +253,37 @@ def test_a_small_jsonl_file_is_parsed_once_and_read_again_when_it_changes(tmp_pa
     monkeypatch.setattr(models, "KEEP_PARSED_BYTES", 10)  # a larger file streams, as before
     big = load_suite(tmp_path / "s.yaml")
     assert big.validate_cases() == 3 and big._checked is not None and big._checked[2] is None
+
+
+BOMB = """\
+name: bomb
+target: sut:echo
+scorers: [equals]
+cases:
+  - id: a
+    input:
+      a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+      b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+      c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+      d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+      e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+      f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+      g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+      h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+    expected: x
+"""
+
+
+def test_a_yaml_alias_bomb_is_refused_with_file_and_line(tmp_path):
+    """#40 item 6: a 600-byte alias bomb was accepted, and `run` grew to gigabytes expanding it."""
+    path = write(tmp_path, "bomb.yaml", BOMB)
+    with pytest.raises(FixtureError) as err:
+        load_suite(path)
+    line = err.value.one_line()
+    assert f"{path}:8" in line and "alias" in line and "\n" not in line
+
+
+def test_a_yaml_merge_key_is_an_alias_too(tmp_path):
+    text = GOOD.replace("  - id: b\n", "  - &base\n    id: b0\n    input: z\n  - <<: *base\n    id: b\n")
+    with pytest.raises(FixtureError, match="alias"):
+        load_suite(write(tmp_path, "merge.yaml", text))

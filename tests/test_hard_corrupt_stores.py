@@ -67,7 +67,7 @@ def test_a_damaged_history_database_is_one_line_and_no_completed_run(tmp_path, h
     db = settings.history_dir / "evalloop.db"
     damage_case_pages(db, how)
     proc = cli(root, "run", "--suite", "s")
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # an environment error (#40 item 10), never the verdict code
     (line,) = errors(proc)
     assert line.startswith(f"error: {db}: the history database is damaged") and "evalloop doctor" in line, line
     assert "evalloop history import" in line and "permission" not in line
@@ -141,7 +141,7 @@ def test_a_history_file_of_random_bytes_is_one_line_naming_it(tmp_path):
     db.parent.mkdir(parents=True)
     db.write_bytes(os.urandom(64 * 1024))
     proc = cli(root, "run", "--suite", "s")
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     (line,) = errors(proc)
     assert line.startswith(f"error: {db}: the history database is damaged (file is not a database)"), line
     assert "evalloop doctor --repair" in line and "run logs" in line, line
@@ -220,7 +220,6 @@ def test_a_run_with_a_damaged_llm_cache_goes_on_and_says_so_in_one_line(tmp_path
 
 def test_a_scheduled_run_logs_the_damaged_store_it_went_on_without(tmp_path):
     import signal
-    import time
     from datetime import UTC, datetime
 
     from evalloop.scheduling import ledger
@@ -233,17 +232,19 @@ def test_a_scheduled_run_logs_the_damaged_store_it_went_on_without(tmp_path):
     memory.parent.mkdir(parents=True)
     memory.write_bytes(os.urandom(64 * 1024))
     add_schedule(settings, ["s"], every="1h", job_id="once", first_run=datetime.now(UTC))
-    proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "NO_COLOR": "1"})
+    logged = tmp_path / "scheduler.log"
+    with open(logged, "w") as sink:
+        proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
+                                stdout=subprocess.DEVNULL, stderr=sink, text=True,
+                                env={**os.environ, "NO_COLOR": "1"})
     try:
-        done = wait_for(lambda: [e for e in ledger.entries(settings.database_url, "once") if e.status != "running"], 90)
-        time.sleep(0.5)
+        done = wait_for(lambda: [e for e in ledger.entries(settings.database_url, "once") if e.status != "running"]
+                        and "memory store is damaged" in logged.read_text(), 90)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(60)
     finally:
         proc.kill()
-    log = proc.stderr.read()
+    log = logged.read_text()
     assert done and rc == 0, log
     assert [e.status for e in ledger.entries(settings.database_url, "once")] == ["completed"], log
     (line,) = [x for x in log.splitlines() if "memory store is damaged" in x]

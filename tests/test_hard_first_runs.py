@@ -82,7 +82,7 @@ def test_a_schema_lock_held_too_long_is_named_as_such(tmp_path):
         started = time.monotonic()
         with pytest.raises(StoreError) as info:
             ensure_tables(engine, metadata, where=str(db), timeout=1.0)
-        assert 1.0 <= time.monotonic() - started < 10
+        assert time.monotonic() - started >= 1.0  # it retried for its timeout (a hang is pytest-timeout's)
     finally:
         holder.rollback()
         holder.close()

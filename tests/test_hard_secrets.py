@@ -9,7 +9,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -139,18 +138,22 @@ def test_a_scheduler_logs_no_webhook_token_and_no_database_password(tmp_path, mo
     write_answers(answers, {f"c{i}": 0.3 for i in range(6)})  # the scheduled run regresses
     add_schedule(settings, ["controlled"], every="1h", job_id="nightly", first_run=datetime.now(UTC))
     with webhook_server(statuses=[500]) as server:
-        proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "EVALLOOP_WEBHOOK_URL": secret_url(server.url), "NO_COLOR": "1"})
+        logged = tmp_path / "scheduler.log"
+        with open(logged, "w") as sink:
+            proc = subprocess.Popen([EVALLOOP, "scheduler", "start", "--poll", "0.2", "-C", str(root)],
+                                    stdout=subprocess.PIPE, stderr=sink, text=True,
+                                    env={**os.environ, "EVALLOOP_WEBHOOK_URL": secret_url(server.url),
+                                         "NO_COLOR": "1"})
         try:
             sent = wait_for(lambda: len(server.received) >= settings.webhook_retries, 90)
             done = wait_for(lambda: [e for e in ledger.entries(url, "nightly") if e.status == "completed"], 30)
-            time.sleep(1.0)  # the sink's failure line follows the last try
+            # the sink's failure line follows the last try: waited for, it is what is checked
+            wait_for(lambda: "sink webhook (" in logged.read_text(), 30)
             proc.send_signal(signal.SIGTERM)
             rc = proc.wait(60)
         finally:
             proc.kill()
-    out, log = proc.stdout.read(), proc.stderr.read()
+    out, log = proc.stdout.read(), logged.read_text()
     assert sent and done and rc == 0, (rc, log)
     assert "sink webhook (http://***@127.0.0.1" in log and "scheduler started" in log, log
     assert not leaked(out + log), log

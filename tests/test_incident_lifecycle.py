@@ -211,3 +211,42 @@ def test_the_metadata_says_the_numbers_the_text_says(tmp_path, monkeypatch):
         assert f"{meta['learn_score']:.2f}" == said.group(1)
         assert f"{meta['learn_baseline']:.2f}" == said.group(2)
         assert f"{100 * meta['learn_drop']:.1f}" == said.group(3)
+
+
+def test_a_scorer_below_its_floor_opens_an_incident_that_keeps_no_run_from_the_baseline(tmp_path, monkeypatch):
+    """Issue #36 (finding 9): a ``below floor`` verdict wrote no failure memory, so the README's
+    first failure never reached the learning loop. Now it opens an incident through the same
+    state machine: it remembers the failing cases, is injected, and resolves when the scorer is
+    back at its floor. Below its floor with no lesson holding it, the scorer's runs are its normal
+    (not good enough): they stay baselines, and nothing freezes."""
+    root = project(tmp_path, monkeypatch)                  # the heuristic floor: 0.95
+    good_runs(root)
+    low = run(root, dict.fromkeys(BROKEN[:2], 0.0))         # 0.90: under the floor, not a regression
+    s = low.comparison.scorers[0]
+    assert s.verdict == "below floor" and not s.is_regression
+    assert low.extras["memories"][0]["action"] == "opened", low.notices
+    (opened,) = records(root, "open")
+    assert opened.metadata["cause"] == "below floor" and opened.metadata["failing_cases"] == BROKEN[:2]
+    assert "floor cases (2) c00, c01" in learning.describe(opened)
+    summaries = HistoryStore(load_settings(root).database_url).summaries(low.outcome.run.id)
+    assert summaries["level"].eligible is True                       # a scorer below its floor is its normal
+    assert injection.injected_for(load_settings(root), "inc")[0].memory_ids == [opened.id]
+
+    again = run(root, dict.fromkeys(BROKEN[:2], 0.0))
+    assert again.extras["memories"][0]["action"] == "updated"
+    assert run(root).extras["memories"][0]["action"] == "resolved"   # back at its floor
+    assert records(root, "open") == []
+
+
+def test_a_remembered_case_gone_from_the_suite_does_not_keep_its_incident_open(tmp_path, monkeypatch):
+    """A remembered case the suite no longer has is never graded again: it is not waited for."""
+    import yaml
+
+    root = project(tmp_path, monkeypatch)
+    good_runs(root)
+    assert run(root, dict.fromkeys(BROKEN, 0.0)).comparison.has_regression
+    path = root / "fixtures" / "inc.yaml"
+    suite = yaml.safe_load(path.read_text())
+    suite["cases"] = [c for c in suite["cases"] if c["id"] != BROKEN[-1]]
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    assert run(root).extras["memories"][0]["action"] == "resolved"

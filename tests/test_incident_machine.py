@@ -1,36 +1,48 @@
-"""The incident lifecycle as a state machine (issue #22): Hypothesis drives random sequences of
-full, partial, errored, invalid, regressing, recovering, recurring and accepted runs through the
-real pipeline (``run_suite`` on a real SQLite history and the real embedded memory store) and
-checks every step against a small reference model of the table in
-:mod:`evalloop.learning.incidents`.
+"""The incident lifecycle as a state machine (issues #22, #36, #37): Hypothesis drives random
+sequences of runs through the real pipeline (``run_suite`` on a real SQLite history and the real
+embedded memory store) — full, partial, errored, nightly, regressing, recovering, with the lesson
+injected or not, holding the product or not, with the ablations evalloop starts itself, promoted
+and accepted — and checks every step against a small reference model of the table in
+:mod:`evalloop.learning.incident_machine`.
 
-The suite has 20 cases; the "break" flips c00..c05 from 1.0 to 0.0, and c19 fails on every run
-(a chronic failure, failing in every baseline too). Whether a run *regressed* is the verdict's
-business (its rules may change); the model takes it from the run's comparison and checks what the
-lifecycle does with it.
+The suite has 20 cases; the "break" sets c00..c05 to a broken value (0.0 or 0.6), and c19 fails
+on every run (chronic for a regression, remembered by a floor incident). The pass mark (0.5 or
+0.9), the floor (off, 0.9 or the heuristic default 0.95) and how often a held incident is
+ablated (every run, every second run, never) are drawn per example. The target reads its
+lessons: while "the lesson works", an injected lesson makes the broken cases pass. Whether a run
+*regressed*, is *below floor* or shows a significant drop is the verdict's business (its rules
+may change); the model takes those from the run's comparison and checks what the lifecycle does
+with them. In this deterministic suite "back" (the remembered cases at their level before the
+incident) is each remembered case scoring at least its mean in the baseline window (passing,
+for a case with no level), which is what the aggregate rule gives here.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, event, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from evalloop import load_settings
 from evalloop.history import HistoryStore
 from evalloop.learning import incidents as learning
 from evalloop.learning import injection
 from evalloop.memory.store import MemoryStore
+from evalloop.verdicts.outcome import passes
 from evalloop.verdicts.verdict import VerdictStatus
 from support.incidents import BROKEN, CASES, SCORER, SUITE, project, run
 
 CHRONIC = "c19"
 CLOSED = ("resolved", "accepted")
+ACTIVE = ("open", "held", "promoted")
+INJECTED = ("open", "held")
+WRITES = ("opened", "reopened", "updated", "held", "released")
 
 
 class IncidentMachine(RuleBasedStateMachine):
@@ -38,12 +50,25 @@ class IncidentMachine(RuleBasedStateMachine):
         super().__init__()
         self.tmp = tempfile.TemporaryDirectory()
         self.saved_env = os.environ.get("EVALLOOP_TEST_ANSWERS")
-        self.root = project(Path(self.tmp.name))
+        self.root: Path | None = None
         self.broken = False
-        # the model: every incident record (id → status, remembered cases), newest seen first
+        self.works = False  # the lesson holds the broken cases
+        # the model: every incident record (id → its state), newest seen first
         self.records: dict[str, dict[str, Any]] = {}
         self.current: str | None = None  # the record the scorer's state is read from
         self.last_run: str | None = None
+        self.graded: dict[str, dict[str, float]] = {}  # run id → its graded scores, as the model predicts
+
+    @initialize(pass_mark=st.sampled_from([0.5, 0.9]), value=st.sampled_from([0.0, 0.6]),
+                floor=st.sampled_from([0.0, 0.9, None]), every=st.sampled_from([1, 2, 0]),
+                works=st.sampled_from([True, True, False]))
+    def good_history(self, pass_mark: float, value: float, floor: float | None, every: int, works: bool) -> None:
+        self.pass_mark, self.value, self.every, self.works = pass_mark, value, every, works
+        self.root = project(Path(self.tmp.name), pass_mark=pass_mark, min_score=floor, ablation_every=every,
+                            lessons=True)
+        event(f"pass mark {pass_mark}, broken value {value}, floor {floor}, ablation every {every}")
+        for _ in range(3):
+            self.step(False)
 
     # -- the model -----------------------------------------------------------------------
 
@@ -51,90 +76,232 @@ class IncidentMachine(RuleBasedStateMachine):
     def state(self) -> str | None:
         return None if self.current is None else self.records[self.current]["status"]
 
-    def answers(self, broken: bool, errored: list[str] = ()) -> dict[str, Any]:
-        values: dict[str, Any] = {CHRONIC: 0.0}
-        if broken:
-            values.update(dict.fromkeys(BROKEN, 0.0))
-        values.update(dict.fromkeys(errored, "infra"))
-        return values
+    def scores_of(self, broken: bool, errored: list[str], ran: list[str], lesson: bool) -> dict[str, float]:
+        """What the model expects the run to grade: c19 fails, the break, the lesson's help."""
+        out = {}
+        for c in ran:
+            if c in errored:
+                continue
+            value = 0.0 if c == CHRONIC else (self.value if broken and c in BROKEN else 1.0)
+            if lesson and self.works and broken and c in BROKEN:
+                value = 1.0
+            out[c] = value
+        return out
 
-    def step(self, broken: bool, *, errored: list[str] = (), ran: list[str] = CASES, **kwargs: Any) -> None:
-        """One real run, then the model's transition, then the action the pipeline reported."""
-        values = self.answers(broken, errored)
+    def failing(self, graded: dict[str, float]) -> set[str]:
+        return {c for c, v in graded.items() if not passes(v, self.pass_mark)}
+
+    def level(self, window: list[str], case: str) -> tuple[float, float, int] | None:
+        values = [self.graded[r][case] for r in window if case in self.graded.get(r, {})]
+        if not values:
+            return None
+        return sum(values) / len(values), sum(passes(v, self.pass_mark) for v in values) / len(values), len(values)
+
+    def back(self, inc: dict[str, Any], f: dict[str, Any]) -> bool:
+        if inc["cause"] == "floor":
+            return not f["regressed"] and not f["sigdrop"] and f["at_floor"] and not f["below"]
+        if f["regressed"] or (f["sigdrop"] and not f["ablation"]):
+            return False
+        if f["below"] and not f["ablation"]:
+            return False
+        for c in inc["cases"]:
+            if c not in f["graded"]:
+                return False
+            lv = inc["levels"].get(c)
+            if (f["graded"][c] < lv[0] - 1e-9) if lv is not None else not passes(f["graded"][c], self.pass_mark):
+                return False
+        return True
+
+    def joining(self, inc: dict[str, Any], f: dict[str, Any]) -> list[str]:
+        if not f["full"] or f["ablation"]:
+            return []
+        fulls = [f["graded"], *(self.graded[r] for r, kind in inc["past"] if kind == "full")][:5]
+        out = []
+        for c in sorted(self.failing(f["graded"]) - inc["cases"] - inc["chronic"] - set(f["chronic"])):
+            lv = self.level(inc["window"], c) if len(inc["past"]) >= 2 else None
+            runs, passed = (lv[2], lv[1]) if lv is not None else (1, 1.0)
+            rate = (runs * (1 - passed) + 1) / (runs + 2)
+            k = sum(1 for g in fulls if c in g and not passes(g[c], self.pass_mark))
+            m = len(fulls)
+            if sum(math.comb(m, i) * rate ** i * (1 - rate) ** (m - i) for i in range(k, m + 1)) <= 0.01:
+                out.append(c)
+        return out
+
+    def predict(self, f: dict[str, Any]) -> tuple[str | None, str | None]:
+        """The table: the action and the record it moves (the current one unless it opens)."""
+        inc = self.records.get(self.current) if self.state in ACTIVE else None
+        trigger = (f["regressed"] or f["below"]) and not f["ablation"]
+        if inc is None:
+            if not trigger:
+                return None, None
+            return "open", None
+        if f["ablation"] and self.current not in f["ablation_for"]:
+            return None, None
+        if trigger:
+            return ("updated" if inc["status"] == "open" else "released"), self.current
+        clean = f["ablation"] or not f["lesson"]
+        if clean and (f["full"] or f["ablation"]) and self.back(inc, f):
+            return "resolved", self.current
+        if inc["status"] == "open" and f["full"] and f["lesson"] and self.back(inc, f):
+            return "held", self.current
+        if self.joining(inc, f) or (not f["ablation"] and inc["cases"] & self.failing(f["graded"])):
+            return "updated", self.current
+        if f["ablation"]:
+            return "ablated", self.current
+        if inc["status"] == "held" and f["full"]:
+            return "keep", self.current
+        return None, self.current
+
+    def apply(self, action: str, f: dict[str, Any], got: dict[str, Any]) -> None:
+        """Move the model as the table says, checking what the pipeline reported."""
+        memory_id = got["memory_id"]
+        failing = self.failing(f["graded"])
+        if action == "open":
+            if f["regressed"]:
+                cause, chronic = "regression", set(f["chronic"])
+                cases = {c for c in f["newly"] if c in failing and c not in chronic}
+            else:
+                cause, chronic, cases = "floor", set(), set(failing)
+            again = next((rid for rid, r in self.records.items() if r["status"] in CLOSED and r["cases"] & cases),
+                         None)
+            window = list(f["s"].window)
+            fresh = {"status": "open", "cases": cases, "cause": cause, "window": window, "past": [],
+                     "levels": {c: lv for c in cases if (lv := self.level(window, c)) is not None}}
+            if again is not None:
+                assert got["action"] == "reopened" and memory_id == again, (got, again)
+                r = self.records.pop(memory_id)
+                self.records = {memory_id: {**r, **fresh, "chronic": chronic - cases,
+                                            "runs": r["runs"] + 1, "reopened": r.get("reopened", 0) + 1},
+                                **self.records}
+            else:
+                assert got["action"] == "opened" and memory_id not in self.records, got
+                previous = next((rid for rid, r in self.records.items() if r["status"] in CLOSED), None)
+                self.records = {memory_id: {**fresh, "chronic": chronic, "runs": 1, "previous": previous},
+                                **self.records}
+            self.current = memory_id
+            return
+        assert got["action"] == action and memory_id == self.current, (got, action)
+        inc = self.records[memory_id]
+        if action in ("updated", "released", "held"):
+            joined = set(self.joining(inc, f))
+            levels = {c: lv for c in joined if (lv := self.level(inc["window"], c)) is not None}
+            if f["regressed"] and inc["cause"] == "floor":  # a floor incident that regresses escalates
+                inc["cause"], inc["window"] = "regression", list(f["s"].window)
+                newly = {c for c in f["newly"] if c in failing and c not in set(f["chronic"])}
+                levels.update({c: lv for c in newly if (lv := self.level(inc["window"], c)) is not None})
+                joined |= newly
+            inc["levels"].update({c: lv for c, lv in levels.items() if c not in inc["cases"]})
+            inc["cases"] |= joined
+            if inc["cause"] == "regression":
+                inc["chronic"] = (inc["chronic"] | set(f["chronic"])) - inc["cases"]
+            inc["runs"] += 1
+            inc["status"] = {"updated": inc["status"], "released": "open", "held": "held"}[action]
+        elif action == "resolved":
+            inc["status"] = "resolved"
+            inc["resolved_run"] = f["run"]
+        if action in WRITES:  # a write says when it was last seen: the newest first
+            self.records = {memory_id: self.records.pop(memory_id), **self.records}
+
+    def facts(self, s: Any, run: Any, graded: dict[str, float], *, lesson: bool,
+              ablation_for: list[str]) -> dict[str, Any]:
+        """What the model reads of a run: its verdict (the comparison's) and its graded scores."""
+        previous = self.graded.get(s.previous_run or "", {})
+        failing = self.failing(graded)
+        return {"s": s, "run": run.id, "full": not run.partial, "graded": graded,
+                "valid": bool(run.valid) and s.status not in (
+                    VerdictStatus.INVALID, VerdictStatus.SKIPPED, VerdictStatus.SCORER_BROKEN),
+                "regressed": s.is_regression, "below": s.status is VerdictStatus.BELOW_FLOOR,
+                "sigdrop": bool(s.evidence and s.evidence.significant_drop),
+                "at_floor": s.evidence is None or s.evidence.floor_state in (None, "above"),
+                "newly": [c for c, _ in s.newly_failing],
+                "chronic": sorted(c for c in failing if c in previous and not passes(previous[c], self.pass_mark)),
+                "lesson": lesson, "ablation": bool(ablation_for), "ablation_for": ablation_for}
+
+    def judge(self, f: dict[str, Any], got: list[dict[str, Any]]) -> str | None:
+        """The model's transition for one run against the pipeline's report of it."""
+        expected = self.predict(f)[0] if f["valid"] else None
+        if expected is None:
+            assert got == [], got
+        else:
+            want = ["opened", "reopened"] if expected == "open" else [expected]
+            assert len(got) == 1 and got[0]["action"] in want, (got, expected)
+            event(f"incident {got[0]['action']}")
+            self.apply(expected, f, got[0])
+        inc = self.records.get(self.current) if self.current else None
+        if inc is not None and inc["status"] in ACTIVE and f["valid"] and (f["full"] or f["ablation"]):
+            inc["past"].insert(0, (f["run"], "ablation" if f["ablation"] else "full"))  # its evidence
+        return expected
+
+    def step(self, broken: bool, *, errored: list[str] = (), ran: list[str] = CASES, inject: bool = True,
+             **kwargs: Any) -> None:
+        """One real run, then the model's transition, then the action the pipeline reported, then
+        the ablation the pipeline may have started and its transition."""
+        assert self.root is not None
+        values: dict[str, Any] = {CHRONIC: 0.0, "__held__": BROKEN if self.works else []}
+        if broken:
+            values.update(dict.fromkeys(BROKEN, self.value))
+        values.update(dict.fromkeys(errored, "infra"))
+        lesson = inject and self.state in INJECTED
+        if not inject:
+            kwargs["settings"] = load_settings(self.root, inject_failures=False)
         report = run(self.root, values, **kwargs)
         self.last_run = report.outcome.run.id
+        graded = self.scores_of(broken, list(errored), list(ran), lesson)
+        assert dict(report.outcome.results[SCORER].scores.items()) == graded  # the lesson reached the target
+        self.graded[self.last_run] = graded
         s = report.comparison.scorers[0]
-        graded = {c: (0.0 if values.get(c) == 0.0 else 1.0) for c in ran if values.get(c) != "infra"}
-        failing = {c for c, v in graded.items() if v < 0.5}
-        full = not report.outcome.run.partial
-        valid = not report.comparison.invalid and s.status not in (VerdictStatus.INVALID, VerdictStatus.SKIPPED,
-                                                                    VerdictStatus.SCORER_BROKEN)
-        regressed = s.is_regression
-        newly = [c for c, _ in s.newly_failing]
-        event(f"run: {'full' if full else 'partial'}, {'valid' if valid else 'invalid'}, "
-              f"{'errored, ' if errored and valid else ''}"
-              f"{'regressed' if regressed else 'not regressed'}, from {self.state}")
-        expected, record = None, self.current
-        if valid and self.state != "open" and regressed:
-            assert set(newly) <= set(BROKEN), newly              # c19 is never newly failing
-            again = next((rid for rid, r in self.records.items()
-                          if r["status"] in CLOSED and r["cases"] & set(newly)), None)
-            expected = "reopened" if again else "opened"
-            record = again
-        elif valid and self.state == "open":
-            cases = self.records[self.current]["cases"]
-            if regressed or cases & failing:
-                expected = "updated"
-            elif full and all(c in graded and graded[c] >= 0.5 for c in cases):
-                expected = "resolved"
-        got = [m for m in report.extras.get("memories", []) if m["scorer"] == SCORER]
-        assert [m["action"] for m in got] == ([expected] if expected else []), (got, expected, report.notices)
-        if expected is None:
-            return
-        memory_id = got[0]["memory_id"]
-        event(f"incident {expected}")
-        if expected == "opened":
-            assert memory_id not in self.records
-            previous = next((rid for rid, r in self.records.items() if r["status"] in CLOSED), None)
-            self.records = {memory_id: {"status": "open", "cases": set(newly), "runs": 1, "previous": previous},
-                            **self.records}
-        elif expected == "reopened":
-            assert memory_id == record
-            r = self.records.pop(memory_id)
-            self.records = {memory_id: {**r, "status": "open", "cases": set(newly), "runs": r["runs"] + 1,
-                                        "reopened": r.get("reopened", 0) + 1}, **self.records}
-        elif expected == "updated":
-            assert memory_id == self.current
-            r = self.records.pop(memory_id)
-            self.records = {memory_id: {**r, "cases": r["cases"] | set(newly), "runs": r["runs"] + 1},
-                            **self.records}
-        else:
-            assert memory_id == self.current
-            self.records[memory_id]["status"] = "resolved"
-            self.records[memory_id]["resolved_run"] = self.last_run
-        self.current = memory_id
-        if self.state == "open" and full and valid:  # an open incident keeps the run out of the baseline
+        f = self.facts(s, report.outcome.run, graded, lesson=lesson, ablation_for=[])
+        event(f"run: {'full' if f['full'] else 'partial'}, {'valid' if f['valid'] else 'invalid'}, "
+              f"{'with lesson, ' if lesson else ''}{s.status.value}, from {self.state}")
+        inc = self.records.get(self.current) if self.current else None
+        before = list(inc["past"]) if inc is not None else []
+        expected = self.judge(f, [m for m in report.extras.get("memories", []) if m["scorer"] == SCORER])
+        inc = self.records.get(self.current) if self.current else None
+        if inc is not None and f["full"] and f["valid"] and \
+                (inc["status"] == "held" or inc["status"] in ACTIVE and inc["cause"] == "regression"):
             summary = HistoryStore(load_settings(self.root).database_url).summaries(self.last_run)[SCORER]
-            assert summary.eligible is False
+            assert summary.eligible is False                       # an open regression or a held lesson
+        due = bool(expected) and inc is not None and inc["status"] == "held" and f["full"] and self.every > 0 \
+            and next((i for i, (_, kind) in enumerate(before) if kind == "ablation"), len(before)) + 1 >= self.every
+        assert (report.ablation is not None) == due, (report.extras.get("ablation"), due)
+        if report.ablation is not None:
+            self.ablated(report, list(errored))
+
+    def ablated(self, report: Any, errored: list[str]) -> None:
+        """The ablation the run started: the held incident's cases again, lessons off."""
+        event("ablation run")
+        inc = self.records[self.current]
+        sub = report.ablation
+        assert report.extras["ablation"]["incidents"] == [self.current]
+        whole = inc["cause"] == "floor" or not inc["cases"]  # every case of the run: the scorer's whole
+        cases = sorted(self.graded[report.outcome.run.id]) if whole else sorted(inc["cases"])
+        assert report.extras["ablation"]["cases"] == len(cases)
+        graded = self.scores_of(self.broken, errored, cases, lesson=False)  # the same answers, no lesson
+        assert dict(sub.outcome.results[SCORER].scores.items()) == graded  # no lesson reached it
+        self.graded[sub.outcome.run.id] = graded
+        summary = HistoryStore(load_settings(self.root).database_url).summaries(sub.outcome.run.id)[SCORER]
+        assert sub.outcome.run.partial and not summary.eligible       # never a baseline
+        f = self.facts(sub.comparison.scorers[0], sub.outcome.run, graded, lesson=False, ablation_for=[self.current])
+        self.judge(f, [m for m in report.extras["ablation"]["memories"] if m["scorer"] == SCORER])
 
     # -- the rules -----------------------------------------------------------------------
 
-    @initialize()
-    def good_history(self) -> None:
-        for _ in range(3):
-            self.step(False)
-
-    @rule()
-    def regress(self) -> None:
+    @rule(nightly=st.booleans(), inject=st.booleans())
+    def regress(self, nightly: bool, inject: bool) -> None:
         """A full run with the break in (again, or for the first time)."""
         self.broken = True
-        self.step(True)
+        self.step(True, nightly=nightly, inject=inject)
 
-    @rule()
-    def recover(self) -> None:
+    @rule(nightly=st.booleans(), inject=st.booleans())
+    def recover(self, nightly: bool, inject: bool) -> None:
         """A full run with the break fixed."""
         self.broken = False
-        self.step(False)
+        self.step(False, nightly=nightly, inject=inject)
+
+    @rule(works=st.booleans())
+    def lesson_works(self, works: bool) -> None:
+        """From now on an injected lesson makes the broken cases pass (or stops doing so)."""
+        self.works = works
 
     @rule(how=st.sampled_from(["only broken", "all but broken", "limit"]))
     def partial(self, how: str) -> None:
@@ -153,11 +320,24 @@ class IncidentMachine(RuleBasedStateMachine):
             self.broken = False
         self.step(self.broken, errored=CASES[:n])
 
+    @precondition(lambda self: self.root is not None)
+    @rule()
+    def promote(self) -> None:
+        """``evalloop lessons promote``: the lesson is folded into the prompt, no longer injected."""
+        with MemoryStore(load_settings(self.root).memory_file) as store:
+            ids = learning.promote_incidents(store, SUITE, None, "folded into the prompt")
+        if self.state in INJECTED:
+            assert ids == [self.current]
+            self.records[self.current]["status"] = "promoted"
+        else:
+            assert ids == []
+
+    @precondition(lambda self: self.root is not None)
     @rule()
     def accept(self) -> None:
         with MemoryStore(load_settings(self.root).memory_file) as store:
             ids = learning.accept_incidents(store, SUITE, None, "intended new normal", self.last_run)
-        if self.state == "open":
+        if self.state in ACTIVE:
             assert ids == [self.current]
             self.records[self.current]["status"] = "accepted"
         else:
@@ -167,6 +347,8 @@ class IncidentMachine(RuleBasedStateMachine):
 
     @invariant()
     def stored_states_match_the_model(self) -> None:
+        if self.root is None:
+            return
         settings_ = load_settings(self.root)
         if not settings_.memory_file.exists():
             assert self.records == {}
@@ -174,20 +356,23 @@ class IncidentMachine(RuleBasedStateMachine):
         with MemoryStore(settings_.memory_file) as store:
             stored = {r.id: r for r in learning.incidents(store, SUITE, status=None)}
         assert set(stored) == set(self.records)                    # none dropped, none doubled
-        assert sum(r.metadata["status"] == "open" for r in stored.values()) <= 1
+        assert sum(r.metadata["status"] in ACTIVE for r in stored.values()) <= 1
         for rid, model in self.records.items():
             meta = stored[rid].metadata
             assert meta["status"] == model["status"] and f"status:{model['status']}" in stored[rid].tags
-            assert set(meta["failing_cases"]) == model["cases"] and CHRONIC not in meta["failing_cases"]
+            assert set(meta["failing_cases"]) == model["cases"], (meta["failing_cases"], model["cases"])
+            assert meta.get("cause", "regression").replace("below ", "") == model["cause"]
+            if model["cause"] == "regression":
+                assert CHRONIC not in model["cases"] or CHRONIC in meta.get("levels_before", {})
             assert set(meta.get("chronic_cases") or []) <= {CHRONIC}
             assert meta["runs_seen"] == model["runs"]
             assert meta.get("reopened", 0) == model.get("reopened", 0)
-            assert meta.get("previous_id") == model["previous"]
+            assert meta.get("previous_id") == model.get("previous")
             if model["status"] == "resolved":
                 assert meta["resolved_run_id"] == model["resolved_run"]
         injected, notice = injection.injected_for(settings_, SUITE)
         assert notice is None
-        assert injected.memory_ids == ([self.current] if self.state == "open" else [])
+        assert injected.memory_ids == ([self.current] if self.state in INJECTED else [])
 
     def teardown(self) -> None:
         if self.saved_env is None:
@@ -197,6 +382,9 @@ class IncidentMachine(RuleBasedStateMachine):
         self.tmp.cleanup()
 
 
-IncidentMachine.TestCase.settings = settings(max_examples=15, stateful_step_count=10, derandomize=True,
-                                             deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: IM_N / IM_STEPS / IM_RANDOM=1 hunt deeper locally (CI: a fixed draw, no shrinking: each step is real runs)
+IncidentMachine.TestCase.settings = settings(
+    max_examples=int(os.environ.get("IM_N", 40)), stateful_step_count=int(os.environ.get("IM_STEPS", 12)),
+    derandomize=os.environ.get("IM_RANDOM") is None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_incident_lifecycle_machine = IncidentMachine.TestCase

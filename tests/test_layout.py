@@ -23,7 +23,7 @@ SRC = Path(evalloop.__file__).parent
 #: on the same level are independent of each other. "foundations" are the top-level modules every
 #: part may use; "front doors" are the entry points that may use everything.
 LEVELS: list[tuple[str, ...]] = [
-    ("foundations",),           # errors, redact, config, score, policy, lazy, untrusted, validation, access, environ
+    ("foundations",),           # errors, redact, config, score, policy, lazy, untrusted, validation, access, …
     ("llm", "memory"),          # LLM clients and cache; the memory store and embedders
     ("suites", "scoring"),      # cases and suites; scorers and score vectors
     ("history",),               # the run history, its run logs, locks and store health
@@ -37,7 +37,7 @@ LEVELS: list[tuple[str, ...]] = [
     ("front doors",),           # evalloop/__init__ (the public API), __main__, pytest_plugin
 ]
 FOUNDATIONS = {"errors", "redact", "config", "score", "policy", "lazy", "untrusted", "validation", "access",
-               "environ"}
+               "environ", "faults"}
 FRONT_DOORS = {"__init__", "__main__", "pytest_plugin"}
 LEVEL = {package: i for i, level in enumerate(LEVELS) for package in level}
 

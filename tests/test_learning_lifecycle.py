@@ -120,12 +120,23 @@ def test_break_regress_remember_recover_resolve(tmp_path):
     assert fp["injected"]["memories"] == [memory.id]
     assert healed.outcome.run.base_fingerprint == again.outcome.run.base_fingerprint
     assert healed.outcome.run.fingerprint_hash != again.outcome.run.fingerprint_hash
-    assert healed.extras["memories"][0]["action"] == "resolved"
+    # the product is still broken: the lesson holds it (issue #37), it is not resolved and stays
+    # injected; the ablation (the remembered cases without lessons) shows it is still needed
+    assert healed.extras["memories"][0]["action"] == "held"
+    assert healed.extras["ablation"]["memories"][0]["action"] == "ablated"
+    assert healed.comparison.scorers[0].verdict == "steady"
+    ((kept,),) = [open_memories(settings)]
+    assert kept.id == memory.id and kept.metadata["status"] == "held" and "status:held" in kept.tags
+
+    (root / "BROKEN").unlink()                                     # fixed: the next ablation retires it
+    fixed = run_suite("decisions", settings=settings)
+    assert fixed.extras["memories"][0]["action"] == "keep"
+    assert fixed.extras["ablation"]["memories"][0]["action"] == "resolved"
     assert open_memories(settings) == []
     with MemoryStore(settings.memory_file) as store:
         (resolved,) = store.list(tags=["eval-failure", "suite:decisions"])
         assert resolved.metadata["status"] == "resolved" and "status:resolved" in resolved.tags
-        assert resolved.metadata["resolved_run_id"] == healed.outcome.run.id
+        assert resolved.metadata["resolved_run_id"] == fixed.extras["ablation"]["run_id"]
     injected, notice = injection.injected_for(settings, "decisions")
     assert injected.text is None and notice is None                 # resolved: never injected again
 

@@ -95,7 +95,11 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
     assert fp["operation"] == "decide"
     assert fp["injected"]["memories"] == [record.id]
     assert seventh.outcome.run.base_fingerprint == reports[-1].outcome.run.base_fingerprint
-    (resolved,) = seventh.extras["memories"]  # its cases pass again: the incident is resolved
+    # its cases pass again, with the lesson injected: held by the lesson; the ablation that follows
+    # (its cases without lessons) passes too, so the product holds without it: resolved
+    (held,) = seventh.extras["memories"]
+    assert held["action"] == "held" and held["memory_id"] == record.id
+    (resolved,) = seventh.extras["ablation"]["memories"]
     assert resolved["action"] == "resolved" and resolved["memory_id"] == record.id
     assert seventh.comparison.fingerprint_change is None
     assert not any("system changed" in n for n in seventh.notices)

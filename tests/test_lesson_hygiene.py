@@ -90,9 +90,10 @@ def project(root: Path, chronic: bool = False) -> tuple[list[dict], list[dict]]:
     held_ids = Holdout().split([Case.model_validate(c) for c in every]).ids(HELD_OUT)
     held = [c for c in every if c["id"] in held_ids]
     learn = [c for c in every if c["id"] not in held_ids]
-    if chronic:
-        learn[0]["expected"]["action"] = "NOOP"
     suite = {"name": "decisions", "target": "sut:decide", "scorers": ["action-said"], "cases": every}
+    if chronic:  # floor off: a suite under its floor opens an incident whose lesson would fix the case
+        learn[0]["expected"]["action"] = "NOOP"
+        suite["verdict"] = {"min_score": 0}
     (root / "fixtures" / "decisions.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
     assert find_suite("decisions", root).held_out_ids() == held_ids
     leaks = {c["input"]["incoming"]["content"]: f"looks like {h['expected']['note']} — see "

@@ -130,19 +130,17 @@ async def test_rejected_key_is_a_config_error(llm_server, make_client):  # noqa:
 
 
 async def test_slow_reply_times_out_then_retry_succeeds(llm_server, make_client):  # noqa: F811
+    # the reply that comes too late is never read: had the client waited for it, it would answer "late"
     llm_server.script(Reply.of_text("late", delay=3.0), Reply.of_text("on time"))
-    started = time.perf_counter()
     response = await make_client(timeout=0.3).complete(ask())
     assert response.text == "on time" and response.retries == 1
-    assert time.perf_counter() - started < 1.5
 
 
 async def test_timeouts_exhausted_raise(llm_server, make_client):  # noqa: F811
+    # both replies would come (3 s late): the failure, not a reply, shows the client gave up on each
     llm_server.script(*[Reply.of_text("late", delay=3.0)] * 2)
-    started = time.perf_counter()
     with pytest.raises(LLMCallFailed, match=r"no reply within 0.3 s after 2 attempts"):
         await make_client(timeout=0.3, max_retries=1).complete(ask())
-    assert time.perf_counter() - started < 1.5
     assert llm_server.count == 2
 
 

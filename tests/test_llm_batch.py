@@ -172,6 +172,81 @@ def test_a_batch_run_killed_mid_poll_is_resumed_without_submitting_twice(tmp_pat
         assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr
 
 
+HOLDER = """
+import sys
+from evalloop.history.locks import DatabaseLock
+lock = DatabaseLock(sys.argv[1], "resume:" + sys.argv[2], owner="otherhost:1:abcdef")
+assert lock.acquire()
+print("held", flush=True)
+sys.stdin.readline()
+lock.release()
+"""
+
+
+def test_one_killed_batch_run_is_resumed_once(tmp_path):
+    """#40 item 2: two `--resume` of one killed run paid twice (3 submissions, 12 requests paid
+    again) and made 2 completed runs. One resumer holds the run's resume lease (here another
+    process holds it first); a run that was resumed to completion is not resumed again."""
+    import subprocess
+    import sys
+
+    from support.cli import cli
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        killed = killed_mid_poll(tmp_path, server, env)
+        url = load_settings(tmp_path).database_url
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, url, killed], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            busy = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        finally:
+            holder.communicate("\n", timeout=60)
+        assert busy.returncode == 2 and f"run {killed} is being resumed by otherhost:1:abcdef" in busy.stderr, \
+            busy.stderr
+        first = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        assert first.returncode == 0, first.stderr
+        second = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        assert second.returncode == 2 and "was resumed by run" in second.stderr, second.stderr
+        assert server.batches.submissions == 1 and server.batches.submitted_requests == 12
+        completed = [r for r in HistoryStore(url).runs("judged") if r.status == "completed"]
+        assert len(completed) == 1
+
+
+def test_two_resumes_of_one_killed_run_at_once_pay_once(tmp_path):
+    """#40 item 2 as the probe ran it: two `evalloop run --resume` processes of one killed run at
+    the same time. The second starts while the first polls the killed run's (held) batch, so the
+    first holds the resume lease: the second is refused, having submitted nothing."""
+    import subprocess
+    import time
+
+    from support.cli import EVALLOOP, cli
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        killed = killed_mid_poll(tmp_path, server, env)
+        server.batches.held.set()
+        polls = server.batches.polls
+        first = subprocess.Popen([EVALLOOP, "run", "--resume", killed, "--no-cache", "--json"], cwd=tmp_path,
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while server.batches.polls < polls + 2 and time.monotonic() < deadline and first.poll() is None:
+                time.sleep(0.05)  # waits for the event (the first resumer polling), not a duration
+            assert server.batches.polls >= polls + 2, "the first resumer never polled"
+            second = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        finally:
+            server.batches.held.clear()
+            out, err = first.communicate(timeout=120)
+        assert first.returncode == 0, err
+        assert second.returncode == 2 and f"run {killed} is being resumed by" in second.stderr, second.stderr
+        assert server.batches.submissions == 1 and server.batches.submitted_requests == 12
+        completed = [r for r in HistoryStore(load_settings(tmp_path).database_url).runs("judged")
+                     if r.status == "completed"]
+        assert len(completed) == 1
+
+
 def test_the_next_scheduled_fire_resumes_a_killed_batch_run(tmp_path, monkeypatch):
     import json
 
@@ -266,3 +341,134 @@ async def test_a_batch_run_does_not_apply_the_per_case_timeout(project, monkeypa
     assert report.outcome.run.target_failures == 0 and report.outcome.run.batched_calls == 8
     assert report.outcome.summaries["llm-rubric"].errored == 0  # the judge's grading is not cut either
     assert "batch mode: the suite's timeout (0.3 s) is not applied; a case waits for its batch" in report.notices
+
+
+def test_a_batch_run_killed_before_it_recorded_its_batch_is_resumed_without_paying_again(tmp_path):
+    """#40 item 2: a run killed just after the provider took its batch, before the history knew the
+    batch's id: `--resume` refused ("submitted no batch"), the run stayed `running`, and running
+    again paid for the requests a second time. The submission is recorded before it goes out, so
+    the resumer finds the unrecorded batch at the provider (created after it, with its requests)
+    and collects it. The kill point is deterministic (EVALLOOP_FAULT=batch.created)."""
+    import json
+    import sqlite3
+    import subprocess
+
+    from support.cli import EVALLOOP, cli
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        server.batches.held.set()
+        killed_proc = subprocess.run([EVALLOOP, "run", "--suite", "judged", "--no-cache", "--json"], cwd=tmp_path,
+                                     env={**env, "EVALLOOP_FAULT": "batch.created"}, capture_output=True,
+                                     text=True, timeout=120)
+        assert killed_proc.returncode == -9, killed_proc.stderr
+        assert server.batches.submissions == 1
+        with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+            (killed, status), = conn.execute("select id, status from runs").fetchall()
+        assert status == "running"
+        server.batches.held.clear()
+        resumed = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert server.batches.submissions == 1 and server.batches.submitted_requests == 12  # paid once
+        doc = json.loads(resumed.stdout)
+        assert doc["valid"] and doc["batched_calls"] == 12
+        assert f"resumed run {killed}: 12 request(s) collected from its batches, nothing submitted again" \
+            in resumed.stderr
+        with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+            assert conn.execute("select status from runs where id = ?", (killed,)).fetchone()[0] == "failed"
+            recorded = conn.execute("select batch_id from run_batches where run_id = ?", (doc["run_id"],)).fetchall()
+        assert [r[0] for r in recorded] == list(server.batches.batches)  # kept: the new run can be resumed
+
+
+def test_a_batch_run_killed_before_submitting_submits_once_when_resumed(tmp_path):
+    """The other side of the same step: killed after recording that it would submit, before the
+    provider took anything — the resumer finds no batch and submits the requests (once)."""
+    import subprocess
+
+    from support.cli import EVALLOOP, cli
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        proc = subprocess.run([EVALLOOP, "run", "--suite", "judged", "--no-cache", "--json"], cwd=tmp_path,
+                              env={**env, "EVALLOOP_FAULT": "batch.submitting"}, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == -9 and server.batches.submissions == 0, proc.stderr
+        killed = HistoryStore(load_settings(tmp_path).database_url).runs("judged")[0].id
+        resumed = cli(tmp_path, "run", "--resume", killed, "--no-cache", "--json", env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert server.batches.submissions == 1 and server.batches.submitted_requests == 12
+
+
+def test_a_batch_the_lookup_takes_for_lost_but_is_not_is_submitted_past(tmp_path):
+    """The Message Batches API has no metadata of ours, so the lookup takes a batch of as many
+    requests created after the record while it is in progress. When that batch ends without the
+    run's requests (another client's batch), they are submitted then: the run is graded, not errored."""
+    import json
+    import subprocess
+    import time
+
+    import anthropic
+
+    from support.cli import EVALLOOP
+
+    with LLMServer(answer) as server:
+        env = batch_project(tmp_path, server)
+        server.batches.held.set()
+        proc = subprocess.run([EVALLOOP, "run", "--suite", "judged", "--no-cache", "--json"], cwd=tmp_path,
+                              env={**env, "EVALLOOP_FAULT": "batch.submitting"}, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == -9 and server.batches.submissions == 0, proc.stderr
+        killed = HistoryStore(load_settings(tmp_path).database_url).runs("judged")[0].id
+        sdk = anthropic.Anthropic(api_key="test", base_url=server.url)
+        sdk.messages.batches.create(requests=[  # someone else's batch of 12, after the record
+            {"custom_id": f"foreign-{i}", "params": {"model": "claude-haiku-4-5", "max_tokens": 8,
+                                                      "messages": [{"role": "user", "content": "hi"}]}}
+            for i in range(12)])
+        polls = server.batches.polls
+        resumer = subprocess.Popen([EVALLOOP, "run", "--resume", killed, "--no-cache", "--json"], cwd=tmp_path,
+                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while server.batches.polls < polls + 2 and time.monotonic() < deadline and resumer.poll() is None:
+                time.sleep(0.05)  # waits for the event (the resumer polling the batch it took), not a duration
+        finally:
+            server.batches.held.clear()
+            out, err = resumer.communicate(timeout=120)
+        assert resumer.returncode == 0, err
+        doc = json.loads(out)
+        assert doc["valid"] and doc["scorers"][0]["errored"] == 0 and doc["scorers"][0]["n"] == 12
+        assert server.batches.submissions == 2 and "ended without this run's requests" in err
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_a_lost_batch_is_found_by_its_requests_and_no_other_is(project, monkeypatch, provider):
+    """The lookup behind resuming a run killed before it recorded its batch id, on both providers'
+    list APIs: the batch created after the record with exactly these requests; not one the
+    history knows already, nor one with other requests, nor one created long before."""
+    from datetime import timedelta
+
+    from evalloop.history.models import utcnow
+    from evalloop.llm import AnthropicClient, OpenAICompatClient
+    from evalloop.llm.openai_batches import OpenAIBatches
+    from evalloop.llm.types import LLMRequest, Message
+
+    def request(i: int) -> LLMRequest:
+        return LLMRequest(model="claude-haiku-4-5", messages=[Message(role="user", content=f"q{i}")])
+
+    with LLMServer(answer) as server:
+        server.batches.held.set()
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        backend = (AnthropicBatches(AnthropicClient(model="claude-haiku-4-5")) if provider == "anthropic"
+                   else OpenAIBatches(OpenAICompatClient(server.openai_url, "claude-haiku-4-5")))
+        since = utcnow()
+        ours = await backend.create([backend.entry(f"ours-{i}", request(i)) for i in range(3)])
+        other = await backend.create([backend.entry(f"other-{i}", request(i)) for i in range(2)])
+        ids = [f"ours-{i}" for i in range(3)]
+        assert await backend.find(ids, since, set()) == ours
+        assert await backend.find(ids, since, {ours}) is None          # recorded by a run: not lost
+        assert await backend.find(["ours-0", "ours-1"], since, {other}) is None  # no batch holds just these
+        assert await backend.find(ids, since + timedelta(hours=1), set()) is None  # created before the record
+        server.batches.held.clear()
+        assert await backend.ended(ours)
+        assert await backend.find(ids, since, set()) == ours          # ended: its results name its requests
+        assert await backend.find(["x-0", "x-1", "x-2"], since, set()) is None

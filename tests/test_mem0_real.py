@@ -76,7 +76,12 @@ def test_failure_memories_live_and_resolve_in_mem0(tmp_path: Path, mem0_server: 
 
     healed = run_suite("decisions", settings=settings)                 # injected from mem0
     assert healed.outcome.summaries["similarity-detection"].mean == 1.0
-    assert healed.extras["memories"][0]["action"] == "resolved"
+    assert healed.extras["memories"][0]["action"] == "held"            # the lesson holds the broken product
+    (held,) = learning.incidents(adapter, "decisions")                 # still injected, tagged status:held
+    assert held.id == memory.id and "status:held" in held.tags
+    (root / "BROKEN").unlink()
+    fixed = run_suite("decisions", settings=settings)                  # the ablation passes without it
+    assert fixed.extras["ablation"]["memories"][0]["action"] == "resolved"
     assert learning.incidents(adapter, "decisions") == []
     (resolved,) = learning.incidents(adapter, "decisions", status="resolved")
     assert resolved.id == memory.id

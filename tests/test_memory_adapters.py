@@ -7,8 +7,9 @@ import socket
 import pytest
 
 from evalloop.errors import ConfigError, ConnectionFailed, EvalloopError
-from evalloop.memory import HTTPMemoryAdapter, HTTPMemoryConfig, MemoryAdapter
+from evalloop.memory import HTTPMemoryAdapter, HTTPMemoryConfig
 from support.http_memory_server import MemoryServer, memory_server  # noqa: F401
+from support.memory_contract import check_adapter
 
 FAILURE = "Eval memory-similarity-eval regression detected: current 0.68, baseline 0.85"
 TAGS = "eval-failure,memory-similarity-eval,regression"
@@ -16,7 +17,6 @@ TAGS = "eval-failure,memory-similarity-eval,regression"
 
 def test_store_then_find_round_trip(memory_server: MemoryServer) -> None:  # noqa: F811
     adapter = HTTPMemoryAdapter(memory_server.url)
-    assert isinstance(adapter, MemoryAdapter)
     mid = adapter.store(FAILURE, TAGS, '{"eval_name": "memory-similarity-eval", "drop": 0.2}')
     other = adapter.store("Unrelated: the checkout page is slow", ["perf"])
     assert mid != other and memory_server.store.get(mid).information == FAILURE  # really stored
@@ -43,6 +43,10 @@ def test_store_then_find_round_trip(memory_server: MemoryServer) -> None:  # noq
     assert sent["filters"] == {"user_id": "evalloop", "tags": ["eval-failure"]} and sent["top_k"] == 100
     assert sent["threshold"] == 0.0 and "threshold" not in body   # no cut-off for filtered lookups only
     adapter.close()
+
+
+def test_http_adapter_keeps_the_adapter_protocols_promises(memory_server: MemoryServer) -> None:  # noqa: F811
+    check_adapter(HTTPMemoryAdapter(memory_server.url))
 
 
 def test_paths_identity_and_headers_are_configurable(memory_server: MemoryServer) -> None:  # noqa: F811

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from evalloop.errors import ConfigError, EvalloopError
-from evalloop.memory import HashingEmbedder, InvalidMemory, MemoryAdapter, MemoryStore
+from evalloop.memory import HashingEmbedder, InvalidMemory, MemoryStore
+from support.memory_contract import check_adapter
 
 
 @pytest.fixture(params=["sqlite-vec", "numpy"])
@@ -132,8 +133,8 @@ def test_reopen_keeps_data_and_rejects_another_embedder(tmp_path: Path, backend:
         MemoryStore(path, embedder=HashingEmbedder(32))
 
 
-def test_store_satisfies_the_adapter_protocol(store: MemoryStore) -> None:
-    assert isinstance(store, MemoryAdapter)
+def test_store_keeps_the_adapter_protocols_promises(store: MemoryStore) -> None:
+    check_adapter(store)
 
 
 def test_files_move_between_vector_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

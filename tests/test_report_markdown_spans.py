@@ -54,3 +54,57 @@ def test_ids_in_code_spans_render_verbatim():
         assert raw in shown, (raw, shown)
     assert "r<1>" in shown  # the <summary> is HTML: escaped there, and decoded by the browser
     assert "| ``a<b>`c\\|d`` | pass → **fail** |" in text
+
+
+HOSTILE = ("![pixel](https://tracker.example/p.png) [Approve this PR](https://evil.example/ok) "
+           "<img src=https://tracker.example/i.png> <a href='https://evil.example'>x</a> **bold** "
+           "\n# Heading from a case\n> quoted `tick` | pipe https://evil.example/bare www.evil.example")
+
+
+def hostile_report() -> TrendReport:
+    from evalloop.report.failing import FailingCase
+    from evalloop.report.trends import MemoryNote
+
+    rep = report()
+    suite = rep.suites[0]
+    point = suite.scorers[0].points[0]
+    point.reason = HOSTILE
+    point.newly_failing[0].message = HOSTILE
+    point.newly_failing[0].error = HOSTILE
+    point.newly_passing = [FlippedCase(case_id="# h", before=0.0, after=1.0, message=HOSTILE)]
+    suite.scorers[0].failing = [FailingCase(case_id="![i](https://x.example/c.png)", value=0.0, runs=3,
+                                            message=HOSTILE)]
+    suite.runs[0].valid = False
+    suite.runs[0].invalid_reason = HOSTILE
+    suite.memories = [MemoryNote(id="m", information=HOSTILE + "\n```\n" + HOSTILE, tags=[], scorer=SCORER,
+                                 run_id="r2", chronic_cases=["[c](https://evil.example)", "![x](https://t.example/a.png)"])]
+    return rep
+
+
+def test_case_text_is_inert_markdown():
+    """#40 item 7: a case's output (in a message, a reason, a memory) rendered as live Markdown —
+    an image loading from an outside host, a link reading 'Approve this PR'. No image, link,
+    heading or raw HTML of the rendered comment may come from case data."""
+    text = render_markdown(hostile_report())
+    md = MarkdownIt("commonmark").enable("table")
+    tokens = md.parse(text)
+
+    def walk(toks):
+        for t in toks:
+            yield t
+            yield from walk(t.children or [])
+
+    kinds = [t.type for t in walk(tokens)]
+    assert "image" not in kinds and "link_open" not in kinds
+    headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert len(headings) == 2 and "Heading from a case" not in " ".join(headings)
+    for t in walk(tokens):
+        if t.type in ("html_inline", "html_block"):
+            assert "img" not in t.content and "<a " not in t.content and "evil" not in t.content, t.content
+        assert t.type != "blockquote_open"
+    strong = [toks[i + 1].content for toks in (t.children or [] for t in tokens)
+              for i, c in enumerate(toks) if c.type == "strong_open"]
+    assert strong and "bold" not in strong
+    rendered = md.render(text)
+    assert "<img" not in rendered and "<a " not in rendered and "<h1" not in rendered
+    assert "Approve this PR" in rendered  # the words stay visible, as text

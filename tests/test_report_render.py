@@ -148,7 +148,7 @@ def test_markdown_for_a_pull_request(trends):
     drop = (trends.suites[0].scorers[0].points[-1].drop or 0) * 100
     assert f"−{drop:.1f}%".replace("−", "-") in row and "❌ **regressed**" in row
     assert row.rstrip(" |").endswith(sparkline([p.mean for p in trends.suites[0].scorers[0].points]))
-    assert "| `c1` | pass → **fail** | 0.80 → 0.10 | low &lt;script&gt;" in text
+    assert "| `c1` | pass → **fail** | 0.80 → 0.10 | low \\<script\\>" in text
     outside_code = re.sub(r"```text\n.*?\n```", "", text, flags=re.S)
     assert "<script>" not in outside_code and "<script>" in text  # raw only inside a code block
     assert "1 failure memory stored for this suite" in text and "reason: low <script>" in text
@@ -199,3 +199,32 @@ def test_invalid_runs_and_ungraded_scorers_still_render(tmp_path, monkeypatch):
     assert not list(charts["explodes over 2 runs"].iter("g"))
     assert page.count(">invalid <span") == 2 and "explodes: 3/3 grades errored" in page
     assert "| `explodes` | — | — | — | 10.0% | — | ❌ **invalid run** |" in render_markdown(report)
+
+
+def test_reports_during_a_suites_first_run(tmp_path, monkeypatch):
+    """#40 item 8: `report --all --html` while a suite's first run was in progress ended in a
+    traceback (jinja2 UndefinedError). Every format marks the suite 'first run in progress'."""
+    from evalloop.history.models import Run
+
+    suite = {"name": "done", "target": "sut:controlled", "scorers": ["value"],
+             "cases": [{"id": c, "input": {"id": c}} for c in CASES[:2]]}
+    root = make_project(tmp_path, {"done": suite, "fresh": {**suite, "name": "fresh"}}, scorers=SCORERS)
+    monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(tmp_path / "answers.json"))
+    write_answers(tmp_path / "answers.json", {c: 0.9 for c in CASES})
+    settings = load_settings(root)
+    run_suite("done", settings=settings)
+    store = HistoryStore(settings.database_url)
+    store.begin_run(Run(id="20990101T000000000-fresh0", suite="fresh"))
+    runner = CliRunner()
+    project = ["--project", str(root)]
+    out = tmp_path / "report.html"
+    res = runner.invoke(app, ["report", "--all", "--html", str(out), *project])
+    assert res.exit_code == 0 and res.exception is None, res.output
+    page = out.read_text()
+    assert "fresh" in page and "first run in progress" in page
+    for fmt in (["--markdown"], ["--json"], []):
+        res = runner.invoke(app, ["report", "--all", *fmt, *project])
+        assert res.exit_code == 0 and res.exception is None, (fmt, res.output)
+        assert "first run in progress" in res.stdout or '"in_progress": 1' in res.stdout, (fmt, res.stdout)
+    res = runner.invoke(app, ["report", "--suite", "fresh", "--html", str(out), *project])
+    assert res.exit_code == 0 and "first run in progress" in out.read_text()

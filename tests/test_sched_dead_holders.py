@@ -129,9 +129,9 @@ def test_the_lock_of_a_killed_local_process_is_taken_over_at_once(project):
     url = settings.database_url
     hold_lock_then_die(url, stale=3600)  # its expiry is an hour away
     assert current_holder(url, "suite:slow") is None
-    started = time.monotonic()
     taker = DatabaseLock(url, "suite:slow", stale_seconds=3600)
-    assert taker.acquire() and time.monotonic() - started < 2
+    assert taker.acquire()  # acquire never waits: an hour from stale, only the dead pid frees it
+    assert taker.taken_from is not None
     assert current_holder(url, "suite:slow").owner == taker.owner
     taker.release()
 

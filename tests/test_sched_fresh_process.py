@@ -3,7 +3,6 @@ the scheduler down. A real APScheduler on a SQLite job store, real `python -m ev
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 import yaml
@@ -69,7 +68,7 @@ def test_a_crashing_or_hanging_target_leaves_the_scheduler_serving(tmp_path):
     # a fire process needs ~1.6 s of CPU to start: 20 s leaves room on a loaded 2-core machine
     settings = project(tmp_path, timeout=20, crash=suite("crash", "bad:crash", 1), hang=suite("hang", "bad:hang", 1))
     add_schedule(settings, ["crash", "hang"], every="1h", job_id="bad", first_run=datetime.now(UTC))
-    started = time.monotonic()
+    # an hour-long call: both fires ending within the waits below shows the scheduler did not wait for it
     with serving(settings, join_timeout=60):
         assert wait_for(lambda: len([e for e in ledger.entries(settings.database_url, "bad")
                                      if e.status != "running"]) == 2, 120)
@@ -81,7 +80,6 @@ def test_a_crashing_or_hanging_target_leaves_the_scheduler_serving(tmp_path):
     hung = HistoryStore(settings.database_url).runs("hang", limit=None)
     # SIGTERM marks it interrupted; a target that blocks signals is SIGKILLed and its run reaped as failed
     assert len(hung) == 1 and hung[0].status in ("interrupted", "failed"), (hung[0].status, hung[0].invalid_reason)
-    assert time.monotonic() - started < 150
 
 
 def test_the_verdict_word_of_a_summary_is_the_runs_one_outcome():

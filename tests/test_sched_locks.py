@@ -5,12 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from datetime import UTC, datetime
 
 import pytest
+from sqlalchemy import update
 
-from evalloop.history.locks import DatabaseLock, LockBusy, claim_fire, current_holder
+from evalloop.history.locks import LOCKS, DatabaseLock, LockBusy, claim_fire, current_holder, engine_for
+from support.project import wait_for
 
 
 @pytest.fixture
@@ -35,22 +36,45 @@ def test_one_holder_at_a_time_then_released(url):
 
 
 def test_a_dead_holder_goes_stale_and_is_taken_over(url):
+    # the holder stopped beating (heartbeat=False): once its lease runs out, on the database's
+    # clock, a taker gets the lock. Waited for, not slept: the taker tries until it has it.
     dead = DatabaseLock(url, "suite:x", stale_seconds=0.3, heartbeat=False)
     assert dead.acquire()
     other = DatabaseLock(url, "suite:x", stale_seconds=30)
-    assert not other.acquire()
-    time.sleep(0.4)
-    assert other.acquire()
+    assert wait_for(other.acquire, 30), "a lease nobody refreshed never went stale"
+    assert other.taken_from == dead.owner
     assert not dead.refresh()  # the old holder learns that it lost the lock
     other.release()
 
 
+def test_a_fresh_lease_is_not_taken_over_and_an_aged_one_is(url):
+    # no clock is raced: the lease is made old by writing its times an hour back
+    holder = DatabaseLock(url, "suite:x", stale_seconds=30, heartbeat=False)
+    assert holder.acquire()
+    other = DatabaseLock(url, "suite:x", stale_seconds=30)
+    assert not other.acquire()
+    _age(url, "suite:x", 3600)
+    assert other.acquire() and other.taken_from == holder.owner
+    other.release()
+
+
 def test_heartbeat_keeps_a_long_holder_alive(url):
-    alive = DatabaseLock(url, "suite:x", stale_seconds=0.3)
+    # the lease is aged as if the holder had been silent for an hour: only its heartbeat can
+    # make it fresh again, and the test waits for that beat, then a taker finds it held
+    alive = DatabaseLock(url, "suite:x", stale_seconds=30, beat_seconds=0.05)
     assert alive.acquire()
-    time.sleep(0.8)  # well past the stale timeout, but refreshed every 0.1 s
-    assert not DatabaseLock(url, "suite:x", stale_seconds=0.3).acquire()
+    _age(url, "suite:x", 3600)
+    assert wait_for(lambda: current_holder(url, "suite:x", 30) is not None, 30), "no heartbeat refreshed it"
+    assert not DatabaseLock(url, "suite:x", stale_seconds=30).acquire()
     alive.release()
+
+
+def _age(url: str, name: str, seconds: float) -> None:
+    """Move a lock row's times ``seconds`` into the past (its holder silent that long)."""
+    with engine_for(url).begin() as conn:
+        conn.execute(update(LOCKS).where(LOCKS.c.name == name).values(
+            acquired_at=LOCKS.c.acquired_at - seconds, expires_at=LOCKS.c.expires_at - seconds,
+            refreshed_at=LOCKS.c.refreshed_at - seconds))
 
 
 def test_lock_is_exclusive_across_processes(url):

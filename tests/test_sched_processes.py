@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -57,7 +56,7 @@ def test_two_schedulers_on_one_database_never_overlap_a_suite(project, tmp_path)
     for before, after in zip(runs, runs[1:], strict=False):
         assert after.started_at >= before.ended_at, (before, after)
     entries = ledger.entries(settings.database_url, "tick")
-    assert {e.status for e in entries} <= {"completed", "skipped"}
+    assert {e.status for e in entries} <= {"completed", "skipped", "coalesced"}  # late fires are said (#40)
     assert sum(e.status == "completed" for e in entries) == len(runs)
 
 
@@ -90,7 +89,8 @@ def test_a_second_signal_interrupts_the_run_and_marks_it(project, tmp_path):
     try:
         assert wait_for(lambda: store.runs("slow", statuses=[RunStatus.RUNNING]), 20)
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        # the second signal once the first is handled (two at once may arrive as one)
+        assert wait_for(lambda: "finishing the run in progress" in (tmp_path / "s.log").read_text(), 30)
         proc.send_signal(signal.SIGINT)
         code = proc.wait(20)
     finally:

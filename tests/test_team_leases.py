@@ -19,7 +19,10 @@ from evalloop.history.locks import DatabaseLock, current_holder
 from evalloop.history.models import RunStatus
 from evalloop.history.store import HistoryStore
 
-LEASE = 1.0  # taken over after 1 s without a heartbeat (the holder beats every third of it)
+#: taken over after 3 s without a heartbeat (the holder beats every second): a live holder's
+#: beat may be late by two seconds on a loaded machine and still not lose its lease, while a
+#: skew of two minutes, on a host's clock instead of the database's, would show at once
+LEASE = 3.0
 BEAT = LEASE / 3
 
 
@@ -53,8 +56,8 @@ def test_clock_skew_neither_kills_a_live_run_nor_lets_two_hosts_hold_a_suite(his
         monkeypatch.setattr(time, "time", lambda: real() - skew)  # this host is off the other way
         store = HistoryStore(history_url)
         store.lease_seconds = LEASE
-        deadline = real() + 3 * LEASE
-        while real() < deadline:  # three leases long: the live holder keeps both
+        deadline = real() + LEASE
+        while real() < deadline:  # a lease long, past the holder's next beats: it keeps both
             taker = DatabaseLock(history_url, "suite:s", stale_seconds=LEASE)
             assert not taker.acquire(), "took a live holder's lock"
             assert current_holder(history_url, "suite:s") is not None

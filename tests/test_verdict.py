@@ -88,13 +88,29 @@ def test_significant_drop_well_under_the_threshold_is_a_watch():
 
 
 def test_p_value_is_the_run_label_permutation_test():
-    current, window = _suite(n=40, drop=0.05, sd=0.1)
-    v = decide(current, window, POLICY)
+    # the verdict's p-value against the test written out from its definition (not the function
+    # the verdict calls): per case, which of its k + 1 scores is "current" is a random label.
+    # Pass/fail cases with skewed pass rates, where the run-label test and a sign flip of
+    # x - ȳ disagree (0.28 against 0.14 here), and a one-sided test would give 0.95.
+    rng = np.random.default_rng(2)
+    q = rng.beta(4, 1, size=30)
+    window = [_cases((rng.uniform(size=30) < q).astype(float)) for _ in range(5)]
+    current = _cases((rng.uniform(size=30) < q * 0.85).astype(float))
+    v = decide(current, window, POLICY.model_copy(update={"permutations": 40_000}))
     ids = sorted(current)
-    x = np.array([current[c] for c in ids])
-    w = np.array([[run[c] for run in window] for c in ids])
-    direct = runlabel.run_label_permutation_test(x, w, permutations=4_000, seed=0)
-    assert v.p_value == pytest.approx(direct.p_value)
+    scores = np.array([[current[c], *(run[c] for run in window)] for c in ids])  # cases × (1 + k)
+    n, k = scores.shape[0], scores.shape[1] - 1
+    total = scores.sum(axis=1)
+
+    def statistic(chosen: np.ndarray) -> np.ndarray:  # mean over cases of the chosen score minus the others' mean
+        return np.mean(chosen - (total - chosen) / k, axis=-1)
+
+    observed = statistic(scores[:, 0])
+    labels = np.random.default_rng(12345).integers(0, k + 1, size=(40_000, n))
+    null = statistic(scores[np.arange(n), labels])
+    reference = min(1.0, 2 * min(np.mean(null <= observed + 1e-9), np.mean(null >= observed - 1e-9)))
+    assert 0.2 < reference < 0.4  # the data are the ones described above
+    assert v.p_value == pytest.approx(reference, abs=0.02)
 
 
 def test_run_label_test_with_one_earlier_run_is_the_sign_flip_test():

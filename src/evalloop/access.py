@@ -110,3 +110,26 @@ def _denied(path: Path, file: Path, files: list[Path], needed: str, me: str, *, 
             f"`sudo chown {me} {names}`", readable)
     return AccessProblem(path, f"{subject} is not {'readable' if needed == 'read' else 'writable'} (mode {mode})",
                          f"`chmod u+rw {names}`", readable)
+
+
+#: under this many free bytes a store's file system counts as full (SQLite needs a few pages
+#: for its journal even to roll back)
+FULL_BELOW = 256 * 1024
+
+
+def out_of_space(path: Path) -> bool:
+    """Whether the file system that holds ``path`` (or its nearest existing folder) is full."""
+    here = path
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        info = os.statvfs(here)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < FULL_BELOW
+
+
+def space_advice(path: Path | None) -> str:
+    """How to mend a full disk: nothing is damaged; free space where the store lives."""
+    where = f" on the file system of {path.parent}" if path is not None else ""
+    return f"free disk space{where} and run again (the store is intact: no repair needed)"

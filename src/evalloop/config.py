@@ -64,6 +64,9 @@ class LearningSettings(BaseModel):
     url: str | None = None
     user_id: str | None = None
     agent_id: str | None = None
+    #: a held incident's cases are run again without lessons after every this-many full runs
+    #: with its lesson (0: never; the suite's ``ablation_every`` wins)
+    ablation_every: int = Field(default=1, ge=0)
 
     @model_validator(mode="after")
     def _url(self) -> LearningSettings:

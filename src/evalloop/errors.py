@@ -32,6 +32,10 @@ class FixtureError(EvalloopError):
     """A suite or case file that cannot be loaded or validated."""
 
 
+class UnknownSuiteError(FixtureError):
+    """No suite of that name here (not a broken one: its file is absent from this checkout)."""
+
+
 class ScorerError(EvalloopError):
     """An unknown scorer, bad scorer parameters, or a registry clash."""
 
@@ -58,9 +62,15 @@ class ReplayMiss(EvalloopError):
 
 class StoreError(EvalloopError):
     """A store (history database, run log, memory store, LLM cache) that is damaged, locked or
-    unreachable; the line names the file, what is wrong, and how to recover."""
+    unreachable; the line names the file, what is wrong, and how to recover. An environment
+    error (exit 2), never a verdict: exit 1 is only for a run that fails its verdict."""
 
-    exit_code = 1
+    exit_code = 2
+
+
+class DiskFullError(StoreError):
+    """No space left where a store lives: the store is not damaged, and nothing may move or
+    rebuild it; free space and run again (exit 2)."""
 
 
 class StoreAccessError(StoreError):
@@ -111,6 +121,23 @@ def is_damage(message: str) -> bool:
     return any(m in low for m in _DAMAGE_MARKERS)
 
 
+def out_of_space(exc: BaseException, message: str, where: str | None) -> bool:
+    """Whether a database error is a full disk: SQLite says so (``SQLITE_FULL``, "disk is
+    full"), or it says "disk I/O error" where the store's file system has no space left."""
+    orig = getattr(exc, "orig", None) or exc
+    name = str(getattr(orig, "sqlite_errorname", "") or "")
+    low = message.lower()
+    if name == "SQLITE_FULL" or "disk is full" in low or "no space left" in low:
+        return True
+    if (name.startswith("SQLITE_IOERR") or "disk i/o error" in low) and where and "://" not in where:
+        from pathlib import Path
+
+        from evalloop.access import out_of_space as full
+
+        return full(Path(where))
+    return False
+
+
 def db_message(exc: BaseException) -> str:
     """The driver's own words for a database error (SQLAlchemy's wrapper and SQL left out)."""
     orig = getattr(exc, "orig", None) or exc
@@ -127,6 +154,14 @@ def store_error(exc: BaseException, *, store: str, where: str | None,
     """
     message = db_message(exc)
     low = message.lower()
+    if out_of_space(exc, message, where):
+        from pathlib import Path
+
+        from evalloop.access import space_advice
+
+        path = Path(where) if where and "://" not in where else None
+        return DiskFullError(redact_text(f"no space left on the disk of the {store} ({message})"),
+                             where=redact_text(where) if where else None, hint=space_advice(path))
     if is_damage(message):
         what, hint = f"the {store} is damaged ({message})", recover
     elif "locked" in low:

@@ -5,10 +5,11 @@
 a ``message_batch`` in ``in_progress``; ``GET /v1/messages/batches/{id}`` reports it ``ended``
 once ``delay`` seconds have passed and the desk is not ``held`` — then every request is answered
 as ``/v1/messages`` would (the server's script and responder, prompt caching included) — and
-``GET .../results`` streams the JSONL results; ``POST .../cancel`` cancels what is not answered
-yet. A scripted :class:`Reply` with ``batch_result`` set to ``"expired"`` or ``"canceled"`` gives
-that result instead of a message, one with an error status an ``errored`` result. The desk counts
-submissions (``submissions``), so a test can tell a resumed run submitted nothing twice.
+``GET .../results`` streams the JSONL results, ``GET /v1/messages/batches`` lists them (newest
+first); ``POST .../cancel`` cancels what is not answered yet. A scripted :class:`Reply` with
+``batch_result`` set to ``"expired"`` or ``"canceled"`` gives that result instead of a message,
+one with an error status an ``errored`` result. The desk counts submissions
+(``submissions``), so a test can tell a resumed run submitted nothing twice.
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ class BatchDesk:
         return 404, _error("not_found_error", f"no batch at {path}"), None
 
     def get(self, path: str) -> tuple[int, dict[str, Any], bytes | None]:
+        if path == PREFIX:  # the list, newest first, on one page
+            with self._lock:
+                batches = sorted(self.batches.values(), key=lambda b: b.created, reverse=True)
+            data = [self._shape(b) for b in batches]
+            return 200, {"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
+                         "last_id": data[-1]["id"] if data else None}, None
         parts = path[len(PREFIX) + 1:].split("/") if path.startswith(PREFIX + "/") else []
         batch = self.batches.get(parts[0]) if parts else None
         if batch is None:

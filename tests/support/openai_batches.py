@@ -1,5 +1,6 @@
 """The OpenAI Batch API of the loopback LLM server: ``POST /v1/files`` (a JSONL upload, purpose
-``batch``), ``POST /v1/batches``, ``GET /v1/batches/{id}`` and ``GET /v1/files/{id}/content``.
+``batch``), ``POST /v1/batches``, ``GET /v1/batches`` (the list, newest first), ``GET /v1/batches/{id}`` and
+``GET /v1/files/{id}/content``.
 
 A batch is ``in_progress`` until the Messages desk lets batches end (its ``held`` and ``delay``
 apply here too); then every line is answered as ``/v1/chat/completions`` would (the server's
@@ -27,6 +28,7 @@ class _Batch:
     id: str
     lines: list[dict[str, Any]]
     created: float
+    input_file_id: str | None = None
     status: str = "in_progress"
     output_file_id: str | None = None
     error_file_id: str | None = None
@@ -64,7 +66,7 @@ class OpenAIBatchDesk:
             if data is None or body.get("endpoint") != "/v1/chat/completions":
                 return 400, _error("input_file_id and endpoint /v1/chat/completions are required")
             lines = [json.loads(line) for line in data.splitlines() if line.strip()]
-            batch = _Batch(f"batch_{uuid.uuid4().hex[:24]}", lines, time.time())
+            batch = _Batch(f"batch_{uuid.uuid4().hex[:24]}", lines, time.time(), str(body["input_file_id"]))
             with self._lock:
                 self.batches[batch.id] = batch
             return 200, self._shape(batch)
@@ -72,6 +74,10 @@ class OpenAIBatchDesk:
 
     def get(self, path: str) -> tuple[int, dict[str, Any], bytes | None]:
         parts = path.strip("/").split("/")
+        if parts == ["v1", "batches"]:  # the list, newest first, on one page
+            with self._lock:
+                batches = sorted(self.batches.values(), key=lambda b: b.created, reverse=True)
+            return 200, {"object": "list", "data": [self._shape(b) for b in batches], "has_more": False}, None
         if len(parts) == 3 and parts[:2] == ["v1", "batches"] and parts[2] in self.batches:
             batch = self.batches[parts[2]]
             self._settle(batch)
@@ -113,7 +119,7 @@ class OpenAIBatchDesk:
 
     def _shape(self, batch: _Batch) -> dict[str, Any]:
         return {"id": batch.id, "object": "batch", "endpoint": "/v1/chat/completions", "status": batch.status,
-                "input_file_id": None, "output_file_id": batch.output_file_id,
+                "input_file_id": batch.input_file_id, "output_file_id": batch.output_file_id,
                 "error_file_id": batch.error_file_id, "created_at": int(batch.created),
                 "request_counts": {"total": len(batch.lines)}}
 

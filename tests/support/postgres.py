@@ -35,6 +35,16 @@ class PostgresServer:
     datadir: Path
     port: int
     user: str
+    options: str = ""
+
+    def halt(self) -> None:
+        """Kill the server at once (an outage), keeping its data: :meth:`restart` brings it back."""
+        _as_owner([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop"])
+
+    def restart(self) -> None:
+        """Start a halted server again on the same port and data."""
+        _as_owner([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-o", self.options,
+                   "-l", str(self.datadir.parent / "log"), "-w", "-t", "60", "start"])
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"
@@ -61,8 +71,10 @@ def _as_owner(cmd: list[str], check: bool = True) -> subprocess.CompletedProcess
     return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120)
 
 
-def start_server() -> PostgresServer:
-    """initdb + pg_ctl start on a temp dir and a free loopback port; raises if binaries are missing."""
+def start_server(durable: bool = False) -> PostgresServer:
+    """initdb + pg_ctl start on a temp dir and a free loopback port; raises if binaries are missing.
+    ``durable``: commits are on disk when they return (a server a test kills and starts again);
+    else the fast settings (fsync, synchronous commit and full-page writes off)."""
     bindir = pg_bin()
     if bindir is None:
         raise FileNotFoundError("PostgreSQL binaries (initdb, pg_ctl) not found: apt-get install postgresql")
@@ -75,12 +87,13 @@ def start_server() -> PostgresServer:
     _as_owner([str(bindir / "initdb"), "-D", str(datadir), "-U", user, "--auth=trust",
                "--no-sync", "-E", "UTF8", "--locale=C"])
     port = free_port()
-    options = (f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off "
-               "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c max_connections=200"
+    if not durable:
+        options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     try:
         _as_owner([str(bindir / "pg_ctl"), "-D", str(datadir), "-o", options, "-l", str(root / "log"),
                    "-w", "-t", "60", "start"])
     except subprocess.CalledProcessError as exc:
         log = (root / "log").read_text() if (root / "log").exists() else ""
         raise RuntimeError(f"pg_ctl start failed: {exc.stderr}\n{log}") from None
-    return PostgresServer(bindir, datadir, port, user)
+    return PostgresServer(bindir, datadir, port, user, options)

@@ -84,6 +84,46 @@ def slow_suite(n: int, sleep: float) -> dict[str, Any]:
                       for i in range(n)]}
 
 
+GATED_TARGET = TARGET + '''
+async def gated(input):
+    """Answers at once, unless the case has a ``gate`` directory: then it writes ``started-<id>``
+    there and waits until the test writes ``go-<id>`` (events the test waits on, not sleeps)."""
+    gate = input.get("gate")
+    if gate:
+        open(os.path.join(gate, "started-" + input["id"]), "w").close()
+        while not os.path.exists(os.path.join(gate, "go-" + input["id"])):
+            await asyncio.sleep(0.01)
+    return input["value"]
+'''
+
+
+class Gate:
+    """The test's side of :data:`GATED_TARGET`: a directory where held cases say they started and
+    where the test lets them go."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+
+    def started(self, case_id: str, timeout: float = 90.0) -> bool:
+        """Wait until the case's target call has started (True), or ``timeout`` seconds."""
+        return wait_for(lambda: (self.path / f"started-{case_id}").exists(), timeout)
+
+    def go(self, case_id: str) -> None:
+        """Let the held case's call return."""
+        (self.path / f"go-{case_id}").touch()
+
+
+def gated_suite(n: int, held_from: int, gate: Gate, target: str = "sut:gated") -> dict[str, Any]:
+    """``n`` cases of :data:`GATED_TARGET`, one at a time: the first ``held_from`` answer at once,
+    each later one waits for ``gate`` to let it go. Case ``c{held_from}`` starting means every
+    case before it has finished (been graded)."""
+    return {"name": "slow", "target": target, "scorers": ["equals"], "concurrency": 1,
+            "cases": [{"id": f"c{i}", "expected": i,
+                       "input": {"id": f"c{i}", "value": i, **({"gate": str(gate.path)} if i >= held_from else {})}}
+                      for i in range(n)]}
+
+
 def wait_for(predicate: Any, timeout: float = 10.0) -> bool:
     """Poll ``predicate`` every 50 ms until it is true or ``timeout`` seconds pass."""
     import time

@@ -30,6 +30,7 @@ from evalloop.cli import (  # noqa: F401  (they register commands)
     failures,
     history,
     learn,
+    lessons,
     memories,
     report,
     revise,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
@@ -169,9 +170,17 @@ def friendly(fn: Callable[P, R]) -> Callable[P, R]:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             raise typer.Exit(0) from None
-        except OSError as exc:  # a path the user gave that cannot be read or written
+        except OSError as exc:  # a path the user gave that cannot be read or written, a full disk
             where = f"{exc.filename}: " if exc.filename else ""
-            print(f"error: {where}{exc.strerror or exc} — check the path and its permissions", file=sys.stderr)
+            if exc.errno == errno.ENOSPC:
+                from pathlib import Path
+
+                from evalloop.access import space_advice
+
+                advice = space_advice(Path(exc.filename) if exc.filename else None)
+                print(f"error: {where}no space left on the device — {advice}", file=sys.stderr)
+            else:
+                print(f"error: {where}{exc.strerror or exc} — check the path and its permissions", file=sys.stderr)
             raise typer.Exit(2) from None
         except Exception as exc:  # a database (history, locks, memory, cache) failed under us
             if not is_db_error(exc):

@@ -13,7 +13,7 @@ from evalloop.errors import FixtureError
 
 if TYPE_CHECKING:
     from evalloop.retrieval.loaders import ImportReport
-    from evalloop.retrieval.suite_compare import Difference
+    from evalloop.retrieval.suite_compare import TargetResult
 
 # the options `bench generate` and `bench import` share: the suite they write
 RetrieverOpt = Annotated[str, typer.Option(help="Suite target: bm25, hybrid, memory, or module:Class.")]
@@ -108,7 +108,14 @@ SCOPED_SCORERS: list[object] = [{"name": "hit", "params": {"k": 5}}, {"name": "h
                                 "recall@5", "recall@10", "ndcg@10", "mrr@20"]
 
 
-QA_SCORERS: list[object] = ["j-judge", "locomo-f1", "abstention"]
+JUDGES: list[object] = [{"name": "j-judge", "params": {"judge": "mem0"}, "as": "j-mem0"},
+                        {"name": "j-judge", "params": {"judge": "strict"}, "as": "j-strict"}]
+QA_SCORERS: dict[str, list[object]] = {
+    # LoCoMo's own scoring (locomo-f1, locomo-adversarial) beside mem0's columns and evalloop's
+    "locomo": [*JUDGES, "locomo-f1", "bleu-1", "evalloop-f1", "locomo-adversarial", "abstention"],
+    "longmemeval": [*JUDGES, "locomo-f1", "bleu-1", "evalloop-f1", "abstention"],
+}
+QA_PROTOCOL = {"locomo": "locomo", "longmemeval": "evalloop"}
 
 
 def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: Literal["session", "turn"] = "session",
@@ -160,11 +167,13 @@ def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: Literal[
         "name": f"{name or out_dir.name}-qa",
         "description": f"{report.format} QA from {source.name}: {report.n_qa} questions "
                        f"({n_adv} adversarial, graded by abstention only); each retrieves its top "
-                       f"{qa_k} from its own conversation and the run's model answers. j-judge is "
-                       f"J (binary, generous), locomo-f1 LoCoMo's token F1.",
+                       f"{qa_k} from its own conversation and the run's model answers "
+                       f"({QA_PROTOCOL[fmt]} protocol). j-mem0 is mem0's J judge (same topic), "
+                       f"j-strict evalloop's (same fact); locomo-f1 is LoCoMo's own token F1, "
+                       f"evalloop-f1 evalloop's corrected one.",
         "target": {"ref": "evalloop.retrieval.suite:AnswerTarget",
-                   "params": {"retriever": retriever, "k": qa_k}},
-        "scorers": QA_SCORERS,
+                   "params": {"retriever": retriever, "k": qa_k, "protocol": QA_PROTOCOL[fmt]}},
+        "scorers": QA_SCORERS[fmt],
         "dataset": qa_dir.name,
     }
     _write_suite(qa_file, qa_suite)
@@ -234,19 +243,44 @@ def import_cmd(
                 f"model and a judge: [bold]evalloop run --suite {qa_file}[/bold]", highlight=False)
 
 
-def _cell(value: float | None, diff: Difference | None = None) -> str:
+def _cell(result: TargetResult, scorer: str) -> str:
+    """A mean with its spread over epochs (± std), its 95% interval, and its difference from the
+    reference with stars; the interval on its own line, so a column stays narrow."""
     from evalloop.report.format import num
 
-    text = num(value)
+    text = num(result.means.get(scorer))
+    if scorer in result.spread:
+        text += f" ± {result.spread[scorer][1]:.3f}"
+    if scorer in result.intervals:
+        low, high = result.intervals[scorer]
+        text += f"\n[{low:.2f}–{high:.2f}]"
+    diff = result.vs_reference.get(scorer)
     if diff is not None and diff.p_value is not None:
         from evalloop.verdicts.stats import stars
 
-        text += f" ({diff.diff:+.3f}{stars(diff.p_value)})"
+        text += f" {diff.diff:+.3f}{stars(diff.p_value)}"
     return text
 
 
 def _ms(value: object) -> str:
     return "—" if not isinstance(value, int | float) else f"{value:.2f}"
+
+
+def _measures(stats: dict, qa: bool) -> dict[str, str]:
+    """The measurement columns of one target: latency, tokens, cost, memory size and what
+    building the memory cost (a system's LLM extraction) for a QA suite; latency, build time and
+    index size for a retrieval one."""
+    size, build = stats.get("index_bytes"), stats.get("build_s")
+    kb = "—" if size is None else f"{size / 1024:.0f}"
+    if not qa:
+        return {"p50 ms": _ms(stats.get("latency_p50_ms")), "p95 ms": _ms(stats.get("latency_p95_ms")),
+                "build ms": _ms(None if build is None else build * 1000.0), "index KB": kb}
+    cost, built = stats.get("answer_cost_usd"), stats.get("extraction_cost_usd")
+    return {"search p50": _ms(stats.get("search_p50_ms")), "search p95": _ms(stats.get("search_p95_ms")),
+            "total p50": _ms(stats.get("total_p50_ms")), "total p95": _ms(stats.get("total_p95_ms")),
+            "tokens/q": _ms(stats.get("tokens_per_question")), "cost $": "—" if cost is None else f"{cost:.4f}",
+            "memory tok/conv": _ms(stats.get("memory_tokens_per_scope")),
+            "build $": "—" if built is None else f"{built:.4f}"}
 
 
 @app.command("compare-targets")
@@ -260,7 +294,11 @@ def compare_targets_cmd(
     record: Annotated[bool, typer.Option("--record", help="Store each run in the project "
                       "history as suite <suite>.<target> (own baselines).")] = False,
     strata: Annotated[bool, typer.Option("--strata", help="Also print per-stratum means.")] = False,
-    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="About N cases: whole conversations drawn "
+                     "at random (--seed) on a scoped suite, else the first N.")] = None,
+    seed: Annotated[int, typer.Option(help="Which conversations --limit draws.")] = 0,
+    epochs: Annotated[int | None, typer.Option(min=1, metavar="N", help="Run every case N times; "
+                      "each mean gets its standard deviation over the N epochs.")] = None,
     json_out: JsonOpt = False,
     project: ProjectOpt = None,
 ) -> None:
@@ -281,38 +319,46 @@ def compare_targets_cmd(
 
     settings = settings_for(project)
     result = asyncio.run(acompare_targets(suite, target, settings=settings, record=record,
-                                          limit=limit))
+                                          limit=limit, seed=seed, epochs=epochs))
     if json_out:
         print(result.model_dump_json(indent=2))
         return
     console = out()
     console.print(f"[bold]{result.suite}[/bold]  {result.n_cases} cases  "
                   f"reference: {escape(result.reference)}")
+    if result.sample:
+        console.print(f"  --limit: {result.sample}", highlight=False)
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("target")
     for s in result.scorers:
         table.add_column(s, justify="right")
-    qa = any("total_p50_ms" in r.stats for r in result.results)  # a memory-QA suite: answers too
-    cols = (("search p50", "search p95", "total p50", "total p95", "tokens/q", "cost $") if qa
-            else ("p50 ms", "p95 ms", "build ms", "index KB"))
-    for col in cols:
-        table.add_column(col, justify="right")
     for r in result.results:
-        st = r.stats
-        size, build = st.get("index_bytes"), st.get("build_s")
-        cells = ([_ms(st.get("search_p50_ms")), _ms(st.get("search_p95_ms")), _ms(st.get("total_p50_ms")),
-                  _ms(st.get("total_p95_ms")), _ms(st.get("tokens_per_question")),
-                  "—" if st.get("answer_cost_usd") is None else f"{st['answer_cost_usd']:.4f}"] if qa
-                 else [_ms(st.get("latency_p50_ms")), _ms(st.get("latency_p95_ms")),
-                       _ms(None if build is None else build * 1000.0),
-                       "—" if size is None else f"{size / 1024:.0f}"])
-        table.add_row(escape(r.target), *[_cell(r.means.get(s), r.vs_reference.get(s)) for s in result.scorers],
-                      *cells)
+        table.add_row(escape(r.target), *[_cell(r, s) for s in result.scorers])
     console.print(table)
+    qa = any("total_p50_ms" in r.stats for r in result.results)  # a memory-QA suite: answers too
+    measures = {r.target: _measures(r.stats, qa) for r in result.results}
+    cols = next(iter(measures.values()), {})
+    spent = Table(show_edge=False, pad_edge=False)
+    spent.add_column("target")
+    for col in cols:
+        spent.add_column(col, justify="right")
+    for r in result.results:
+        spent.add_row(escape(r.target), *measures[r.target].values())
+    console.print(spent)
+    spreads = {n for r in result.results for _, _, n in r.spread.values()}
+    if spreads:
+        console.print(f"  ± is the standard deviation of the mean over {max(spreads)} epochs", highlight=False)
     tests = {d.test for r in result.results for d in r.vs_reference.values()}
     if "paired permutation by scope" in tests:
-        console.print("  differences tested by conversation (scope): whole scopes flipped; "
-                      "--json gives each mean's 95% interval, resampled by scope", highlight=False)
+        console.print(escape("  [lo–hi]: 95% interval of the mean, whole conversations resampled; differences "
+                             "tested by conversation (whole scopes flipped)"), highlight=False)
+    else:
+        console.print(escape("  [lo–hi]: 95% bootstrap interval of the mean"), highlight=False)
+    from evalloop.report.terminal import target_lines
+
+    for r in result.results:  # each target's benchmark card: what its figures were measured with
+        for line in target_lines({"card": r.stats["card"]} if "card" in r.stats else {}):
+            console.print(escape(f"  {r.target} {line}"), highlight=False)
     if strata:
         from evalloop.report.strata import strata_table
 

@@ -26,7 +26,8 @@ def doctor(
     """Check each store evalloop keeps and say how to recover a damaged one.
 
     A store this user cannot open (owner, mode, read-only mount, lock) is not damaged: doctor
-    says how to fix the permissions, and --repair never moves it.
+    says how to fix the permissions, and --repair never moves it. A repair that was killed
+    midway is finished (its new file was verified) or undone (it was not) first, and said so.
 
     Exit 0 when every store is usable (ok, or not made yet), 1 when one is damaged, cannot be
     opened or is unreachable (after --repair: still), 2 on a usage or configuration error.
@@ -34,12 +35,16 @@ def doctor(
     Example: [bold]evalloop doctor --repair[/bold]
     """
     from evalloop.history.health import check_all
-    from evalloop.history.repair import plan
+    from evalloop.history.repair import finish_interrupted, plan
     from evalloop.history.repair import repair as do_repair
 
     settings = settings_for(project)
-    checks = check_all(settings)
     console = out()
+    finished = finish_interrupted(settings)  # a repair killed midway: undone or finished first
+    if not json_out:
+        for item in finished:
+            console.print(item.line(), markup=False, soft_wrap=True)
+    checks = check_all(settings)
     steps, repairs = [], []
     if repair and not all(c.ok for c in checks):
         steps = plan(settings, checks)
@@ -66,7 +71,8 @@ def doctor(
     if json_out:
         print(json.dumps({"checks": [c.model_dump() | {"ok": c.ok} for c in checks],
                           "plan": [s.model_dump() for s in steps],
-                          "repairs": [r.model_dump() for r in repairs]}, indent=2))
+                          "repairs": [r.model_dump() for r in repairs],
+                          "interrupted": [r.model_dump() for r in finished]}, indent=2))
     else:
         for item in repairs:
             console.print(item.line(), markup=False, soft_wrap=True)

@@ -14,7 +14,7 @@ FIRST = ("init", "run", "show", "compare", "history", "report")
 PANELS = {
     "suites": "Suites and scorers", "scorers": "Suites and scorers", "calibrate": "Suites and scorers",
     "memories": "The learning loop", "failures": "The learning loop", "prompt": "The learning loop",
-    "learn": "The learning loop",
+    "learn": "The learning loop", "lessons": "The learning loop",
     "schedule": "Scheduling", "scheduler": "Scheduling",
     "bench": "Memory-system benchmarks", "compare-targets": "Memory-system benchmarks",
     "doctor": "Maintenance",

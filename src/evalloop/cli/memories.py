@@ -85,7 +85,7 @@ def memories_find(
     if not injection.has_memories(settings):  # nothing learned yet: nothing to find (and nothing created)
         _print([], json_out)
         return
-    adapter = injection.open_adapter(settings)
+    adapter = injection.open_adapter(settings, readonly=True)
     try:
         _print(_rows(adapter.find(query, limit=limit, tags=tag or None)), json_out)
     finally:
@@ -111,7 +111,7 @@ def memories_list(
     if not injection.has_memories(settings):  # nothing learned yet: an empty list (and nothing created)
         _print([], json_out)
         return
-    adapter = injection.open_adapter(settings)
+    adapter = injection.open_adapter(settings, readonly=True)
     try:
         _print(_rows(adapter.list(tags=tag or None, limit=limit)), json_out)
     finally:

@@ -106,6 +106,9 @@ def _print_table(trends: TrendReport) -> None:
         table.add_column(col, no_wrap=True)
     records = []
     for s in trends.suites:
+        if not s.runs:
+            table.add_row(s.suite, "", "0", "", "", "", s.progress_note or "no finished run yet", "")
+            records.append(Record(s.suite, [s.progress_note or "no finished run yet"]))
         for t in s.scorers:
             p = t.latest
             verdict = (p.verdict if p else None) or ""

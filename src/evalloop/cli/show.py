@@ -81,7 +81,8 @@ def show(
 
 
 def _incidents(settings: Settings, suite: str, run_id: str) -> list[dict[str, Any]]:
-    """The suite's open incidents and those this run moved: one line each, chronic cases apart."""
+    """The suite's active incidents (open, held, promoted) and those this run moved: one line
+    each, chronic cases apart."""
     if not settings.memory_url and not settings.memory_file.exists():
         return []
     from evalloop.learning import incidents as learning
@@ -96,12 +97,13 @@ def _incidents(settings: Settings, suite: str, run_id: str) -> list[dict[str, An
     except Exception as exc:  # noqa: BLE001 - the run's cases are shown without them
         err().print(f"failure memories not read: {exc}", markup=False)
         return []
+    from evalloop.learning.incident_records import meta
+
     shown = []
     for record in found:
-        meta = record.metadata
-        if meta.get("status") == "open" or run_id in (meta.get("eval_run_ids") or []) \
-                or run_id in (meta.get("resolved_run_id"), meta.get("accepted_run_id")):
-            shown.append({"id": record.id, "scorer": meta.get("scorer"), "status": meta.get("status"),
-                          "failing_cases": meta.get("failing_cases") or [],
-                          "chronic_cases": meta.get("chronic_cases") or [], "line": learning.describe(record)})
+        m = meta(record)
+        if m is not None and (m.status in learning.ACTIVE or run_id in m.eval_run_ids
+                              or run_id in (m.resolved_run_id, m.accepted_run_id)):
+            shown.append({"id": record.id, "scorer": m.scorer, "status": m.status, "failing_cases": m.failing_cases,
+                          "chronic_cases": m.chronic_cases, "line": learning.describe(record)})
     return shown

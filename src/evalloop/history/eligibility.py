@@ -2,18 +2,20 @@
 :mod:`evalloop.history.identity`).
 
 The single definition of baseline eligibility: verdicts (``HistoryStore.baseline_runs``),
-reports and trends all ask :func:`baseline_eligible`. A scorer of a run is eligible when the
-run completed, is valid, ran every case (not ``--limit``), the scorer graded at least one case
-with a finite mean, its verdict does not fail as a change (``regressed``, ``scorer broken``,
-``invalid run``) nor show a significant drop (a ``watch`` that is one), and no incident of the
-scorer stayed open after the run (the learning step
-clears the flag). So a lasting regression never drifts into its own baseline: the baseline
-stays on the last good runs until the incident resolves, or until the change is *accepted*
-(``evalloop accept``), which makes that run eligible whatever its verdict and the oldest run
-any later baseline may reach back to. A scorer ``below floor`` stays eligible: it is the
-normal, only not good enough. A baseline of a scorer holds only runs measured as the current run
-is (same scorer code, parameters, judge model): a run graded otherwise enters through its
-*bridge* — its stored outputs re-graded by the current measurement — or not at all.
+reports and trends all ask :func:`baseline_eligible`. A scorer of a run is eligible when it
+measured the suite (:func:`measured`: the run completed, is valid, ran every case — not
+``--limit`` — and the scorer graded a case with a finite mean), its grades are trustworthy (not
+``scorer broken`` nor ``invalid run``), its drop does not hold (a ``regressed`` verdict or a
+significant drop of any size keeps it out only when the drop also holds against a *sound*
+baseline, judged by :func:`evalloop.verdicts.baseline.compare_scorer`: no windup from a baseline
+run that scored high by chance), and no incident of the scorer kept it out after the run (the
+learning step clears the flag). So a lasting regression never drifts into its own baseline: the
+baseline stays on the last good runs until the incident resolves, or until the change is
+*accepted* (``evalloop accept``), which makes that run eligible whatever its verdict and the
+oldest run any later baseline may reach back to. A scorer ``below floor`` stays eligible: it is
+the normal, only not good enough. A baseline of a scorer holds only runs measured
+as the current run is (same scorer code, parameters, judge model): a run graded otherwise enters
+through its *bridge* — its stored outputs re-graded by the current measurement — or not at all.
 
 The answer is stored on the summary when the run is judged (``eligible``), together with the
 number of the rule that gave it (``details["eligibility_rule"]``, :data:`RULE`). A row judged by
@@ -34,16 +36,16 @@ from evalloop.history.identity import VOLATILE_KEYS, stable
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 
 __all__ = ["NOT_A_BASELINE", "RULE", "RULE_KEY", "VOLATILE_KEYS", "accepted", "base_fingerprint",
-           "baseline_eligible", "eligible_now", "judged_by_rule", "measured_as", "stored_significant_drop",
-           "verdict_reason"]
+           "baseline_eligible", "eligible_now", "judged_by_rule", "measured", "measured_as", "of_measurement",
+           "stored_significant_drop", "verdict_reason"]
 
 
-#: verdicts that keep a run out of later baselines: a change nobody accepted, or untrustworthy grades
-NOT_A_BASELINE = frozenset({"regressed", "scorer broken", "invalid run"})
+#: verdicts that keep a run out of later baselines whatever else it shows: untrustworthy grades
+NOT_A_BASELINE = frozenset({"scorer broken", "invalid run"})
 
 #: the number of the eligibility rule (:func:`eligible_now`) this version judges by; stored on every
 #: judged summary under :data:`RULE_KEY`. Rows without it, or with a lower one, are judged again.
-RULE = 2
+RULE = 3
 RULE_KEY = "eligibility_rule"
 
 
@@ -69,15 +71,36 @@ def verdict_reason(summary: ScorerSummary) -> str:
     return str(evidence.get("reason") or "")
 
 
-def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, significant_drop: bool = False) -> bool:
+def measured(run: Run, summary: ScorerSummary | None) -> bool:
+    """Whether this scorer of a run measured the suite at all: the run completed, is valid, ran
+    every case, and the scorer graded a case with a finite mean (whatever its verdict)."""
+    return (summary is not None and run.status == RunStatus.COMPLETED and bool(run.valid) and not run.partial
+            and not summary.skipped and summary.n > 0 and summary.mean is not None
+            and math.isfinite(summary.mean))
+
+
+def of_measurement(run: Run, summary: ScorerSummary, measurement: str | None) -> bool:
+    """Whether a scorer of a run may stand beside runs measured as ``measurement`` says: measured
+    the same way (:func:`measured_as`), and a bridge only of the measurement it was graded by."""
+    if run.bridge_of is not None and (measurement is None or summary.measurement != measurement):
+        return False
+    return measured_as(summary, measurement)
+
+
+def eligible_now(run: Run, summary: ScorerSummary, verdict: str | None, *, kept_out: bool | None = None) -> bool:
     """Whether a judged scorer of a finished run may serve as a later run's baseline.
 
-    ``significant_drop``: the run is significantly lower than its baseline, even if not by the
-    threshold (a ``watch``): such a run is no "good run" either, or a lasting drop would be
-    absorbed into its own baseline a run at a time."""
-    return (run.status == RunStatus.COMPLETED and bool(run.valid) and not run.partial
-            and not summary.skipped and summary.n > 0 and summary.mean is not None
-            and math.isfinite(summary.mean) and verdict not in NOT_A_BASELINE and not significant_drop)
+    ``kept_out``: the run's drop — a ``regressed`` verdict, or a significant drop of any size
+    (a ``watch``) — holds against a *sound* baseline (judged by
+    :func:`evalloop.verdicts.baseline.compare_scorer`): such a run is no "good run", or a lasting
+    drop would be absorbed into its own baseline a run at a time; a drop that does not hold there
+    came from a baseline run that scored high by chance, and the run is a good run after all (no
+    windup). ``None`` (a row judged by an older version): a ``regressed`` verdict keeps it out."""
+    if not measured(run, summary) or verdict in NOT_A_BASELINE:
+        return False
+    if kept_out is None:
+        return verdict != "regressed"
+    return not kept_out
 
 
 def measured_as(summary: ScorerSummary, measurement: str | None) -> bool:
@@ -115,11 +138,7 @@ def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: s
     With ``measurement``: of a run whose scorer is measured so — only runs measured the same way
     are (a run measured otherwise enters through its *bridge*, its outputs re-graded). A bridge
     is never a baseline but of the measurement it was graded by."""
-    if summary is None or run.status != RunStatus.COMPLETED:
-        return False
-    if run.bridge_of is not None and (measurement is None or summary.measurement != measurement):
-        return False
-    if not measured_as(summary, measurement):
+    if summary is None or run.status != RunStatus.COMPLETED or not of_measurement(run, summary, measurement):
         return False
     if accepted(summary) is not None:
         return True
@@ -127,8 +146,11 @@ def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: s
         return False
     if summary.eligible is not None and judged_by_rule(summary) >= RULE:
         return bool(run.valid)
-    # judged by an older version (or never): the current rule, on what the row holds
-    return eligible_now(run, summary, summary.verdict, significant_drop=stored_significant_drop(summary))
+    # judged by an older version (or never): the current rule, on what the row holds (whether a
+    # drop held against a sound baseline was not asked then: a regressed verdict or a significant
+    # drop keeps the row out, as that version's own rule did)
+    return eligible_now(run, summary, summary.verdict,
+                        kept_out=summary.verdict == "regressed" or stored_significant_drop(summary))
 
 
 def base_fingerprint(fingerprint: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
 
-from evalloop.history.locks import LOCKS, db_now, engine_for, owner_process, stale_reason
+from evalloop.history.locks import LOCKS, clock, engine_for, owner_process, stale_reason
 from evalloop.history.models import Run, RunStatus, utcnow
 
 RUNS = Run.__table__
@@ -40,7 +40,7 @@ def _lapsed(store: HistoryStore, run_ids: list[str]) -> dict[str, tuple[Any, str
     engine_for(store.engine)
     with store.engine.connect() as conn:
         leases = {r.name: r for r in conn.execute(  # with the database's clock: no host's
-            select(LOCKS, db_now(store.engine).label("now"))
+            select(LOCKS, *clock(store.engine))
             .where(LOCKS.c.name.in_([f"run:{run_id}" for run_id in run_ids])))}
     out: dict[str, tuple[Any, str]] = {}
     for run_id in run_ids:

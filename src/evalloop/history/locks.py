@@ -146,6 +146,19 @@ def db_now(engine: Engine) -> ColumnElement[float]:
     return literal(time.time(), Float)  # another database: this host's clock, as before
 
 
+def db_started(engine: Engine) -> ColumnElement[float]:
+    """When the database server last started, as Unix seconds in SQL (0 where it cannot say): a
+    heartbeat missed while the server was down is not counted against its holder."""
+    if engine.dialect.name == "postgresql":
+        return cast(func.extract("epoch", func.pg_postmaster_start_time()), Float)
+    return literal(0.0, Float)
+
+
+def clock(engine: Engine) -> tuple[ColumnElement[float], ColumnElement[float]]:
+    """The columns a lock row is judged by: the database's ``now`` and its ``db_started``."""
+    return db_now(engine).label("now"), db_started(engine).label("db_started")
+
+
 def database_time(engine: Engine) -> float:
     """The database's clock now, in Unix seconds."""
     with engine.connect() as conn:
@@ -200,7 +213,7 @@ class DatabaseLock:
         """Take the row of a dead or stale holder (compare-and-swap on the holder and the
         heartbeat seen: a holder that beats meanwhile keeps its lock)."""
         with self.engine.connect() as conn:
-            current = conn.execute(select(LOCKS, db_now(self.engine).label("now"))
+            current = conn.execute(select(LOCKS, *clock(self.engine))
                                    .where(LOCKS.c.name == self.name)).first()
         if current is None:  # released meanwhile: try a fresh insert once
             try:
@@ -281,16 +294,26 @@ class DatabaseLock:
 
 
 def _stale_reason(row: Any, now: float, stale_seconds: float) -> str | None:
-    """Why a lock row may be taken over by a taker with ``stale_seconds``, or None if it may not."""
+    """Why a lock row may be taken over by a taker with ``stale_seconds``, or None if it may not.
+
+    A row last refreshed before the database server (re)started (``row.db_started``, when the
+    query selected it) counts as refreshed at the restart: its holder could not beat while the
+    server was down, so a lease survives an outage and lapses only if the holder stays silent
+    once the database is back."""
     if holder_is_dead(row.owner):
         return "its process died"
-    if row.expires_at < now:
+    beat = row.refreshed_at if row.refreshed_at is not None else row.acquired_at
+    expires, refreshed = row.expires_at, row.refreshed_at
+    started = float(getattr(row, "db_started", 0.0) or 0.0)
+    if beat is not None and started > beat:
+        expires, refreshed = expires + (started - beat), started
+    if expires < now:
         return "expired"
-    if row.refreshed_at is not None:
+    if refreshed is not None:
         # the taker's own patience, but never less than three of the holder's heartbeats
         patience = max(stale_seconds, 3.0 * (row.beat_seconds or MAX_BEAT_SECONDS))
-        if row.refreshed_at < now - patience:
-            return f"not refreshed for {now - row.refreshed_at:.0f} s"
+        if refreshed < now - patience:
+            return f"not refreshed for {now - refreshed:.0f} s"
     return None
 
 
@@ -301,7 +324,7 @@ def current_holder(db: str | Engine, name: str, stale_seconds: float | None = No
     """The live holder of a lock, or None (free, stale, or held by a dead process of this host)."""
     engine = engine_for(db)
     with engine.connect() as conn:
-        row = conn.execute(select(LOCKS, db_now(engine).label("now")).where(LOCKS.c.name == name)).first()
+        row = conn.execute(select(LOCKS, *clock(engine)).where(LOCKS.c.name == name)).first()
     if row is None:
         return None
     if _stale_reason(row, row.now, stale_seconds if stale_seconds is not None else math.inf):

@@ -4,11 +4,12 @@ every schedule and memory that can still be read.
 :func:`plan` says what would be done, and what would be kept, before anything is touched (the
 CLI shows it and asks); :func:`repair` does it. Only a *damaged* store (the file is corrupt) is
 ever moved: a store this process cannot open (ownership, mode, a read-only mount, a lock) is left
-exactly as it is, with the fix. A damaged SQLite history database is moved aside (with its
-``-wal``/``-shm`` files, which would otherwise be replayed into the new one), rebuilt from the
-committed run logs, and given back the schedules, schedule fire records and calibrations that
-can still be read from it; a damaged memory store is moved aside and every memory that can still
-be read goes into a new one (same ids, tags, metadata and times); a damaged LLM cache is moved
+exactly as it is, with the fix. A damaged SQLite history database is rebuilt beside itself
+from the committed run logs, given back the schedules, schedule fire records and calibrations
+that can still be read from it, verified, and swapped in (:mod:`evalloop.history.swap`: a kill at
+any step leaves the damaged file or the verified new one, never less); a damaged memory store
+is rebuilt the same way from every memory that can still be read (same ids, tags, metadata and
+times); a damaged LLM cache is moved
 aside; a run log's partial last line is cut off. Nothing is deleted: a moved file keeps its name
 plus ``.broken-<UTC time>``. A server database, or a run log line damaged mid-file, is left to
 the user (the check says how).
@@ -94,6 +95,25 @@ def plan(settings: Settings, checks: list[Check], *, act: bool = False) -> list[
     return steps
 
 
+def finish_interrupted(settings: Settings) -> list[Repair]:
+    """Undo or finish each repair a kill left midway (:func:`evalloop.history.swap.finish_interrupted`),
+    before anything is checked: the history database and the memory store."""
+    from sqlalchemy.engine import make_url
+
+    from evalloop.history.swap import finish_interrupted as finish
+
+    files = [("memory store", settings.memory_file)]
+    parsed = make_url(settings.database_url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        files.insert(0, ("history database", Path(parsed.database)))
+    done = []
+    for store, path in files:
+        said = finish(path)
+        if said is not None:
+            done.append(Repair(store=store, where=str(path), action=said))
+    return done
+
+
 def repair(settings: Settings, checks: list[Check]) -> list[Repair]:
     """Repair the damaged stores among ``checks`` as :func:`plan` says."""
     return plan(settings, checks, act=True)
@@ -101,8 +121,10 @@ def repair(settings: Settings, checks: list[Check]) -> list[Repair]:
 
 def _history(settings: Settings, check: Check, act: bool) -> Repair:
     from evalloop.history import runlog
+    from evalloop.history.engine import forget
     from evalloop.history.salvage import carry_over, history_keepers
     from evalloop.history.store import HistoryStore
+    from evalloop.history.swap import replace_verified, sqlite_verdict
 
     path = _history_file(settings, check)
     if path is None:
@@ -115,9 +137,18 @@ def _history(settings: Settings, check: Check, act: bool) -> Repair:
         return Repair(store=check.store, where=check.where,
                       action=f"move it aside (to {path.name}.broken-<time>), rebuild it from {len(logs)} "
                              f"run log(s), and keep from the damaged file: {kept}")
-    moved = move_aside(path)
-    counts = runlog.import_logs(HistoryStore(settings.database_url), settings.history_dir)
-    carry_over(keepers, path)
+    counts: dict[str, int] = {}
+    held: dict[str, int] = {}
+
+    def build(new: Path) -> None:
+        url = f"sqlite:///{new}"
+        try:
+            counts.update(runlog.import_logs(HistoryStore(url), settings.history_dir))
+        finally:
+            forget(url)  # every connection closed: no -wal stays beside the new file
+        held.update(carry_over(keepers, new))
+
+    moved = replace_verified(path, build, lambda new: sqlite_verdict(new, {"runs": sum(counts.values()), **held}))
     total = sum(counts.values())
     per_suite = ", ".join(f"{suite} {n}" for suite, n in sorted(counts.items()))
     return Repair(store=check.store, where=check.where,
@@ -137,7 +168,18 @@ def _memories(path: Path, check: Check, act: bool) -> Repair:
         return Repair(store=check.store, where=check.where,
                       action=f"move it aside (to {path.name}.broken-<time>) and copy the {len(memories)} "
                              f"{noun} it can still read into a new store{gone}")
-    moved = move_aside(path)
-    n = restore_memories(path, memories, meta) if memories else 0
+    from evalloop.history.swap import replace_verified, sqlite_verdict
+
+    kept: list[int] = []
+
+    def build(new: Path) -> None:
+        kept.append(restore_memories(new, memories, meta) if memories else 0)
+        if not memories:
+            from evalloop.memory.store import MemoryStore
+
+            MemoryStore(new).close()  # an empty store, so that the swap leaves a usable file
+
+    moved = replace_verified(path, build, lambda new: sqlite_verdict(new, {"memories": kept[0]}))
+    n = kept[0]
     return Repair(store=check.store, where=check.where,
                   action=f"moved aside to {moved.name}; kept {n} {noun} in a new store{gone}")

@@ -93,9 +93,11 @@ def history_keepers(path: Path) -> list[Rows]:
         return [Rows(table="evalloop_jobs", lost=-1)]
 
 
-def carry_over(keepers: list[Rows], target: Path) -> None:
-    """Write the kept rows into the rebuilt database ``target`` (tables made as they were)."""
+def carry_over(keepers: list[Rows], target: Path) -> dict[str, int]:
+    """Write the kept rows into the rebuilt database ``target`` (tables made as they were);
+    how many rows each table holds then (for the repair's verification)."""
     conn = sqlite3.connect(target, timeout=30)
+    held: dict[str, int] = {}
     try:
         with conn:
             for kept in keepers:
@@ -111,8 +113,10 @@ def carry_over(keepers: list[Rows], target: Path) -> None:
                 marks = ", ".join("?" * len(both))
                 conn.executemany(f'INSERT OR IGNORE INTO "{kept.table}" ({names}) VALUES ({marks})',
                                  [tuple(row[i] for i in both) for row in kept.rows])
+                held[kept.table] = conn.execute(f'SELECT count(*) FROM "{kept.table}"').fetchone()[0]
     finally:
         conn.close()
+    return held
 
 
 class Memory(BaseModel):

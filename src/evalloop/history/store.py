@@ -15,6 +15,7 @@ import logging
 import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import Row, Select, Table, func, insert, update
@@ -35,6 +36,7 @@ from evalloop.history.models import (
     TableModel,
     utcnow,
 )
+from evalloop.history.outage import Backlog, outlast
 from evalloop.redact import redact_text
 
 #: how long a run's lease lasts without a heartbeat (settings ``heartbeat_seconds`` ×
@@ -98,6 +100,7 @@ class HistoryStore(metaclass=_MappedErrors):
     def __init__(self, url: str, *, readonly: bool = False) -> None:
         self.url = url
         self.readonly = readonly
+        self.backlog = Backlog()  # case results kept while the database is away (history/outage.py)
         if readonly:
             from evalloop.history.readonly import readonly_engine
 
@@ -110,11 +113,22 @@ class HistoryStore(metaclass=_MappedErrors):
         return Session(self.engine, expire_on_commit=False)
 
     # -- writing -----------------------------------------------------------------------
+    def now(self, default: datetime | None = None) -> datetime:
+        """The time a run is stamped with: on a server database (a team's history) the
+        database's clock, so that no host's clock orders runs, picks baselines or decides
+        which run is the latest; on SQLite (one host writes it) ``default`` or this host's."""
+        if self.engine.dialect.name == "sqlite":
+            return default or utcnow()
+        from evalloop.history.locks import database_time
+
+        return datetime.fromtimestamp(database_time(self.engine), UTC)
+
     def begin_run(self, run: Run) -> Run:
         """Store a new run and hold its lease (a heartbeat keeps it while this process lives)."""
         from evalloop.history.locks import process_owner
 
         owner = process_owner()
+        run.started_at = self.now(run.started_at)
         try:
             notes = json.loads(run.notes or "{}")
         except ValueError:
@@ -160,6 +174,10 @@ class HistoryStore(metaclass=_MappedErrors):
         if not cases and not scores:
             return
         cases, scores = _redacted(cases, "error", CASE_RESULT_COLUMNS), _redacted(scores, "message", CASE_SCORE_COLUMNS)
+        self.backlog.push(functools.partial(self._insert_results, cases, scores))
+
+    def _insert_results(self, cases: Sequence[Mapping[str, Any] | tuple[Any, ...]],
+                        scores: Sequence[Mapping[str, Any] | tuple[Any, ...]]) -> None:
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
                 # The DB-API is several times faster than Core's parameter handling for these
@@ -187,17 +205,25 @@ class HistoryStore(metaclass=_MappedErrors):
 
     def finish_run(self, run_id: str, summaries: Iterable[ScorerSummary],
                    vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
-        """Write the summaries, score vectors and the run's final fields in one transaction."""
-        with self.engine.begin() as conn:
-            run = _run_by_id(conn, run_id)
-            assert run is not None, run_id
-            for key, value in fields.items():
-                setattr(run, key, redact_text(value) if isinstance(value, str) else value)
-            run.ended_at = run.ended_at or utcnow()
-            _insert_all(conn, list(vectors))
-            _insert_all(conn, list(summaries))
-            changed = {key: getattr(run, key) for key in (*fields, "ended_at")}
-            conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(**changed))
+        """Write the summaries, score vectors and the run's final fields in one transaction,
+        after the case results kept while the database was away; an outage is waited out."""
+        self.backlog.drain()
+        summaries, vectors = list(summaries), list(vectors)
+
+        def write() -> Run:
+            with self.engine.begin() as conn:
+                run = _run_by_id(conn, run_id)
+                assert run is not None, run_id
+                for key, value in fields.items():
+                    setattr(run, key, redact_text(value) if isinstance(value, str) else value)
+                run.ended_at = self.now(run.ended_at)
+                _insert_all(conn, vectors)
+                _insert_all(conn, summaries)
+                changed = {key: getattr(run, key) for key in (*fields, "ended_at")}
+                conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(**changed))
+            return run
+
+        run = outlast(write, self.backlog.seconds)
         self._end_lease(run_id)
         return run
 
@@ -207,7 +233,7 @@ class HistoryStore(metaclass=_MappedErrors):
             with self.engine.begin() as conn:
                 done = conn.execute(update(RUNS).where(RUNS.c.id == run_id).values(
                     status=status, valid=False, invalid_reason=redact_text(reason or status.value),
-                    ended_at=utcnow()))
+                    ended_at=self.now()))
             if done.rowcount == 0:
                 return
         except SQLAlchemyError:  # the database went away: the lease lapses and a reaper marks it
@@ -286,7 +312,7 @@ class HistoryStore(metaclass=_MappedErrors):
             return {summary.scorer: summary for summary, in as_models(rows, ScorerSummary)}
 
     def baseline_runs(self, suite: str, scorer: str, before: Run, n: int, product: str | None = None, *,
-                      measurement: str | None = None) -> list[tuple[Run, ScorerSummary]]:
+                      measurement: str | None = None, measured_only: bool = False) -> list[tuple[Run, ScorerSummary]]:
         """The last ``n`` runs before ``before`` that may serve as this scorer's baseline: runs
         that had *completed* before it started (a run of another host that was still going
         when this one began is never its baseline, even once it completed).
@@ -295,9 +321,16 @@ class HistoryStore(metaclass=_MappedErrors):
         the query only narrows the candidates. With ``product``, only runs of that product (a
         baseline restarted when the product changed). With ``measurement``, only runs whose scorer
         was measured so: its own runs graded so, and *bridges* (earlier runs' outputs re-graded
-        so); without, the product's own runs however measured, and no bridge.
+        so); without, the product's own runs however measured, and no bridge. ``measured_only``:
+        every run that measured the suite so (:func:`history.eligibility.measured`), whatever its
+        verdict — the runs a drop's soundness is judged against.
         """
-        from evalloop.history.eligibility import accepted, baseline_eligible
+        from evalloop.history.eligibility import accepted, baseline_eligible, measured, of_measurement
+
+        def takes(run: Run, summary: ScorerSummary) -> bool:
+            if measured_only:
+                return measured(run, summary) and of_measurement(run, summary, measurement)
+            return baseline_eligible(run, summary, measurement=measurement)
 
         query = (
             _measured(_with_summaries(suite, scorer, before), measurement)
@@ -311,7 +344,7 @@ class HistoryStore(metaclass=_MappedErrors):
         found: list[tuple[Run, ScorerSummary]] = []
         with self.engine.connect() as conn:
             for run, summary in as_models(conn.execute(query.execution_options(yield_per=64)), Run, ScorerSummary):
-                if baseline_eligible(run, summary, measurement=measurement):
+                if takes(run, summary):
                     found.append((run, summary))
                     if len(found) >= n or accepted(summary) is not None:
                         break  # an accepted run is the oldest any later baseline reaches back to

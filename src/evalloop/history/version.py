@@ -16,7 +16,7 @@ from typing import Literal
 
 from sqlalchemy import inspect, select
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ProgrammingError
+from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from evalloop.errors import EvalloopError
 from evalloop.history.models import SchemaVersion
@@ -56,6 +56,10 @@ def stored_version(engine: Engine) -> int | None:
         with engine.connect() as conn:
             found = conn.execute(select(SCHEMA.c.version).where(SCHEMA.c.name == ROW)).scalar()
     except ProgrammingError:  # no version table: made by an evalloop before schema versions
+        return 0
+    except OperationalError as exc:  # SQLite says so this way (an unreachable server is raised)
+        if "no such table" not in str(exc):
+            raise
         return 0
     return 0 if found is None else int(found)
 

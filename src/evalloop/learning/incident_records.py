@@ -5,8 +5,10 @@ This module owns the record's content and nothing that touches a store: the fail
 text), the metadata every reader uses (``status``, ``failing_cases``, ``chronic_cases``, runs
 seen, …), the tags (``eval-failure``, ``suite:<name>``, ``scorer:<name>``, ``status:<state>``) and
 the one line :func:`describe` shows for an incident. Held-out cases never reach any of it
-(:func:`learn_only`). The state machine is :mod:`evalloop.learning.incident_machine`; the store
-side is :mod:`evalloop.learning.incidents`.
+(:func:`learn_only`). Its metadata is one model, :class:`IncidentMeta` (read with :func:`meta`, written with
+:meth:`IncidentMeta.dump`): no other module reads an incident's metadata by key. The state
+machine is :mod:`evalloop.learning.incident_machine`; the store side is
+:mod:`evalloop.learning.incidents`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from evalloop.learning import feedback
-from evalloop.learning.incident_machine import Seen, State
+from evalloop.learning.incident_machine import Cause, Incident, Level, Seen, State
 from evalloop.verdicts.baseline import Comparison, ScorerComparison, relative_drop
 
 KIND = "eval-failure"
@@ -98,50 +102,155 @@ def record_text(comparison: Comparison, s: ScorerComparison, seen: Seen, shown: 
         patterns=feedback.common_patterns(every)))
 
 
+class IncidentMeta(BaseModel):
+    """An incident record's metadata: the one model it is read into and written from.
+
+    Every key a reader may use is a field; keys this version does not know (an older or newer
+    evalloop, another writer) are kept as they are (``extra="allow"``). Read with :func:`meta`,
+    write with :meth:`dump` — nothing outside this module reads an incident's metadata by key."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: str = KIND
+    eval_name: str | None = None
+    eval_suite: str | None = None
+    scorer: str | None = None
+    status: str = State.OPEN.value
+    cause: str = Cause.REGRESSION.value
+    # the numbers the memory's text says (set again only when the text is written again)
+    baseline_score: float | None = None
+    current_score: float | None = None
+    drop_percentage: float | None = None
+    text_scores: dict[str, float | None] | None = None  # the learn cases' scores the text says
+    latest_score: float | None = None  # the last run's, whatever the text says
+    latest_drop: float | None = None
+    eval_run_id: str | None = None  # the run that opened it
+    last_run_id: str | None = None
+    eval_run_ids: list[str] = Field(default_factory=list)
+    since_run_id: str | None = None  # the run that (re)opened it: its evidence starts there
+    runs_seen: int = 1
+    code_version: str | None = None
+    first_seen: str | None = None
+    last_seen: str | None = None
+    timestamp: str | None = None
+    pass_mark: float = 0.5
+    failing_cases: list[str] = Field(default_factory=list)  # the remembered cases
+    failing_count: int = 0
+    chronic_cases: list[str] = Field(default_factory=list)
+    corrections: list[dict[str, Any]] = Field(default_factory=list)
+    still_failing: list[str] | None = None  # the cases its text shows
+    levels_before: dict[str, list[float]] = Field(default_factory=dict)  # case → [mean, pass rate, runs]
+    noise: float | None = None
+    baseline_run_ids: list[str] = Field(default_factory=list)
+    previous_id: str | None = None
+    reopened: int = 0
+    reopened_run_id: str | None = None
+    reopened_at: str | None = None
+    closed: list[str] = Field(default_factory=list)
+    resolved_run_id: str | None = None
+    resolved_at: str | None = None
+    accepted_reason: str | None = None
+    accepted_run_id: str | None = None
+    accepted_at: str | None = None
+    held_run_id: str | None = None
+    held_at: str | None = None
+    promoted_reason: str | None = None
+    promoted_at: str | None = None
+    rewrite: bool = False  # the text may show a held-out case: written again at the next update
+
+    @property
+    def state(self) -> State:
+        return State(self.status) if self.status in list(State) else State.OPEN
+
+    @property
+    def levels(self) -> dict[str, Level]:
+        return {c: Level(float(v[0]), float(v[1]), int(v[2])) for c, v in self.levels_before.items()
+                if isinstance(v, list | tuple) and len(v) == 3}
+
+    def with_levels(self, levels: Mapping[str, Level]) -> dict[str, list[float]]:
+        """``levels_before`` with these cases' levels added (rounded as stored)."""
+        return {**self.levels_before, **{c: [round(v.mean, 6), round(v.passed, 6), v.runs] for c, v in levels.items()}}
+
+    def dump(self) -> dict[str, Any]:
+        """The metadata to store: every key an incident always had, the others when they have a value."""
+        out = self.model_dump(mode="json")
+        return {k: v for k, v in out.items() if k in ALWAYS or (v is not None and (k != "rewrite" or v))}
+
+
+#: the keys every incident record has carried (null or not), as readers of older versions expect them
+ALWAYS = frozenset({"kind", "eval_name", "eval_suite", "scorer", "status", "baseline_score", "current_score",
+                    "drop_percentage", "latest_score", "latest_drop", "eval_run_id", "last_run_id", "eval_run_ids",
+                    "runs_seen", "code_version", "first_seen", "last_seen", "timestamp", "pass_mark",
+                    "failing_cases", "failing_count", "chronic_cases", "corrections", "still_failing"})
+
+
+def meta(record: Any) -> IncidentMeta | None:
+    """An incident record's metadata (None for any other memory, or metadata no incident has)."""
+    data = meta_of(record)
+    if data.get("kind") != KIND:
+        return None
+    try:
+        return IncidentMeta.model_validate(dict(data))
+    except ValidationError:
+        return None
+
+
+#: what a closed or held record says about how it left ``open``; dropped when it is open again
+CLOSING_KEYS = ("resolved_run_id", "resolved_at", "accepted_run_id", "accepted_reason", "accepted_at",
+                "held_run_id", "held_at", "promoted_at", "promoted_reason")
+
+
 def record_metadata(comparison: Comparison, s: ScorerComparison, seen: Seen, remembered: list[str],
-                    chronic: list[str], before: Mapping[str, Any] | None, details: Details,
-                    shown: list[str]) -> dict[str, Any]:
+                    chronic: list[str], before: IncidentMeta | None, details: Details,
+                    shown: list[str], state: State = State.OPEN) -> IncidentMeta:
     """The metadata of an incident after this run (``before``: what it held; ``shown``: the cases
-    its text lists, :func:`~evalloop.learning.incident_machine.shown_cases`)."""
+    its text lists, :func:`~evalloop.learning.incident_machine.shown_cases`; ``state``: its state
+    after the run)."""
     run, now = comparison.run, now_of(comparison)
-    before = before or {}
-    runs = [*(before.get("eval_run_ids") or []), run.id][-MAX_RUNS:]
+    old = before or IncidentMeta(baseline_score=s.baseline, current_score=s.current, drop_percentage=s.drop,
+                                 text_scores=text_scores(seen), eval_run_id=run.id, runs_seen=0, first_seen=now)
     still = [c for c in remembered if c in seen.failing]
-    return {
-        **{k: v for k, v in before.items() if k not in ("resolved_run_id", "resolved_at", "accepted_run_id",
-                                                         "accepted_reason", "accepted_at")},
-        "kind": KIND, "eval_name": run.suite, "eval_suite": run.suite, "scorer": s.scorer, "status": State.OPEN.value,
-        # the verdict's numbers when the text was written (set again only when the text is written again)
-        "baseline_score": before.get("baseline_score", s.baseline),
-        "current_score": before.get("current_score", s.current),
-        "drop_percentage": before.get("drop_percentage", s.drop),
-        "latest_score": s.current, "latest_drop": s.drop,  # this run's, whatever the text says
-        "text_scores": before.get("text_scores", text_scores(seen)),  # the learn cases' scores the text says
-        "eval_run_id": before.get("eval_run_id", run.id), "last_run_id": run.id, "eval_run_ids": runs,
-        "runs_seen": int(before.get("runs_seen") or 0) + 1, "code_version": run.code_version,
-        "first_seen": before.get("first_seen", now), "last_seen": now, "timestamp": now,
-        "pass_mark": seen.pass_mark, "failing_cases": remembered[:MAX_IDS], "failing_count": len(still),
-        "chronic_cases": chronic[:MAX_IDS],
-        "corrections": feedback.corrections(still[:MAX_IDS], details.cases) or list(before.get("corrections") or []),
-        "still_failing": shown[:MAX_IDS],
-    }
+    dropped = CLOSING_KEYS if state is State.OPEN else CLOSING_KEYS[:5]
+    return old.model_copy(update={
+        **dict.fromkeys(dropped), "kind": KIND, "eval_name": run.suite, "eval_suite": run.suite, "scorer": s.scorer,
+        "status": state.value, "latest_score": s.current, "latest_drop": s.drop, "last_run_id": run.id,
+        "eval_run_ids": [*old.eval_run_ids, run.id][-MAX_RUNS:], "runs_seen": old.runs_seen + 1,
+        "code_version": run.code_version, "last_seen": now, "timestamp": now, "pass_mark": seen.pass_mark,
+        "failing_cases": remembered[:MAX_IDS], "failing_count": len(still), "chronic_cases": chronic[:MAX_IDS],
+        "corrections": feedback.corrections(still[:MAX_IDS], details.cases) or list(old.corrections),
+        "still_failing": shown[:MAX_IDS], "rewrite": False})
+
+
+def view(record: Any) -> Incident:
+    """The state machine's view of a stored incident (without its runs: the history has those)."""
+    m = meta(record) or IncidentMeta()
+    return Incident(state=m.state, cause=Cause(m.cause) if m.cause in list(Cause) else Cause.REGRESSION,
+                    remembered=list(m.failing_cases), chronic=list(m.chronic_cases), before=m.levels,
+                    noise=m.noise or 0.0, window_runs=len(m.baseline_run_ids))
+
+
+def since_run(record: Any) -> str | None:
+    """The run that opened (or last reopened) the incident: its evidence starts there."""
+    m = meta(record) or IncidentMeta()
+    return m.since_run_id or m.reopened_run_id or m.eval_run_id
 
 
 def describe(record: Any) -> str | None:
     """One line for an incident (None for any other memory): scorer, state, its cases, its chronic
     cases kept apart, how often it came back."""
-    meta = meta_of(record)
-    if meta.get("kind") != KIND:
+    m = meta(record)
+    if m is None:
         return None
 
     def listed(ids: Sequence[str]) -> str:
         return f"({len(ids)}) {', '.join(ids[:8])}{f' and {len(ids) - 8} more' if len(ids) > 8 else ''}" \
             if ids else "(0)"
 
-    line = (f"{meta.get('scorer')}: {meta.get('status')}, runs seen {meta.get('runs_seen', 1)}; "
-            f"regression cases {listed(list(meta.get('failing_cases') or []))}")
-    if meta.get("chronic_cases"):
-        line += f"; chronic, failing before it too {listed(list(meta['chronic_cases']))}"
-    if meta.get("reopened"):
-        line += f"; reopened {meta['reopened']}×"
+    shown = m.state.label if m.status in list(State) else m.status
+    cause = "floor" if m.cause == Cause.FLOOR else "regression"
+    line = f"{m.scorer}: {shown}, runs seen {m.runs_seen}; {cause} cases {listed(m.failing_cases)}"
+    if m.chronic_cases:
+        line += f"; chronic, failing before it too {listed(m.chronic_cases)}"
+    if m.reopened:
+        line += f"; reopened {m.reopened}×"
     return line

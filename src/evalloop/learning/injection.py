@@ -26,15 +26,17 @@ MAX_LESSONS = 200  # open incidents a query ranks among
 HEADING = "Past failure patterns:"
 
 
-def open_adapter(settings: Settings) -> Any:
-    """The memory adapter the settings name: the embedded store, or an HTTP memory service."""
+def open_adapter(settings: Settings, *, readonly: bool = False) -> Any:
+    """The memory adapter the settings name: the embedded store, or an HTTP memory service.
+    ``readonly``: for commands that only read (the embedded store's file is opened read-only,
+    so they work on a history this user may not write)."""
     if settings.memory_url:
         from evalloop.memory.adapters import HTTPMemoryAdapter, HTTPMemoryConfig
 
         return HTTPMemoryAdapter(HTTPMemoryConfig(base_url=settings.memory_url, **settings.memory_http))
     from evalloop.memory.store import MemoryStore
 
-    return MemoryStore(settings.memory_file)  # a damaged file: one StoreError line naming it
+    return MemoryStore(settings.memory_file, readonly=readonly)  # a damaged file: one StoreError line naming it
 
 
 def close_adapter(adapter: Any) -> None:

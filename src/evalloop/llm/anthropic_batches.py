@@ -11,6 +11,7 @@ the batch rate; ``errored`` the :class:`LLMCallFailed` of the status its error t
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from evalloop.llm.anthropic_reply import read_message
@@ -27,6 +28,8 @@ ERROR_STATUS = {
     "timeout_error": 504, "overloaded_error": 529,
 }
 """The HTTP status each error type of the Messages API stands for."""
+LOOKUP_SLACK = timedelta(minutes=10)
+"""How much earlier than the history's record a lost batch may carry (the provider's clock)."""
 
 
 class AnthropicBatches:
@@ -50,6 +53,33 @@ class AnthropicBatches:
         """Submit one batch; its id."""
         batch = await self._call(lambda sdk: sdk.messages.batches.create(requests=entries))
         return str(batch.id)
+
+    async def find(self, custom_ids: list[str], since: datetime, exclude: set[str]) -> str | None:
+        """A lost batch, by the API's list (newest first): created after ``since`` (less
+        :data:`LOOKUP_SLACK`), known to no run, holding as many requests — and, once it has
+        ended, exactly these ``custom_ids`` (a batch carries no metadata of ours; the earliest
+        such batch is taken)."""
+        earliest, after = since - LOOKUP_SLACK, None
+        found: list[Any] = []
+        while True:
+            cursor: dict[str, str] = {"after_id": after} if after else {}
+            page = await self._call(lambda sdk, cursor=cursor: sdk.messages.batches.list(limit=100, **cursor))
+            for batch in page.data:
+                if batch.created_at < earliest:
+                    return await self._first_matching(found, custom_ids)
+                counts = batch.request_counts
+                total = counts.processing + counts.succeeded + counts.errored + counts.canceled + counts.expired
+                if batch.id not in exclude and total == len(custom_ids):
+                    found.append(batch)
+            if not page.has_more or not page.data:
+                return await self._first_matching(found, custom_ids)
+            after = page.last_id
+
+    async def _first_matching(self, batches: list[Any], custom_ids: list[str]) -> str | None:
+        for batch in sorted(batches, key=lambda b: b.created_at):
+            if batch.processing_status != "ended" or set(await self.results(batch.id)) == set(custom_ids):
+                return str(batch.id)
+        return None
 
     async def ended(self, batch_id: str) -> bool:
         """Whether the batch has ended (every request has a result)."""

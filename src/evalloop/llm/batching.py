@@ -11,7 +11,10 @@ the run (the targets' calls, then the judges').
 A ``custom_id`` is a hash of the request and its occurrence number in the run, so the same run
 asks with the same ids again: a resumed run (:attr:`known`, custom_id -> batch id, read from the
 history) collects a request from the batch it went out in instead of submitting and paying again.
-``on_submit`` is told each batch (id, custom_ids) as soon as it exists, before any polling.
+``on_intent`` is told each submission (custom_ids) before it goes out, ``on_submit`` its batch id
+as soon as the provider gives it, before any polling; a submission the killed run never learned
+the id of (:attr:`lost`) is looked up at the provider (:meth:`BatchBackend.find`) before any of
+its requests is submitted again.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
+from evalloop import faults
 from evalloop.llm.budget import within_budget
 from evalloop.llm.cache import cache_key
 from evalloop.llm.errors import LLMCallFailed
@@ -34,7 +40,21 @@ log = logging.getLogger("evalloop.llm.batching")
 BATCH_RETRIES = 1
 """How often a request whose batch result failed with a retryable status is sent again (each time
 in a later batch, which may take hours)."""
-OnSubmit = Callable[[str, str, list[str]], None]  # (provider, batch id, custom_ids)
+OnSubmit = Callable[[str, str, list[str], "str | None"], None]  # (provider, batch id, custom_ids, intent token)
+OnIntent = Callable[[str, list[str]], str]  # (provider, custom_ids) -> the intent's token
+
+
+@dataclass
+class LostSubmission:
+    """A submission a killed run recorded before it went out, whose batch id it never learned."""
+
+    custom_ids: list[str]
+    since: datetime  # when it was about to go out (a lookup takes batches created after it)
+    token: str | None = None  # its intent under the resuming run
+    wanted: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.wanted = frozenset(self.custom_ids)
 
 
 class BatchBackend(Protocol):
@@ -49,6 +69,10 @@ class BatchBackend(Protocol):
     async def ended(self, batch_id: str) -> bool: ...
     async def results(self, batch_id: str) -> dict[str, dict[str, Any]]: ...
     def response(self, result: dict[str, Any] | None, request: LLMRequest) -> LLMResponse: ...
+    async def find(self, custom_ids: list[str], since: datetime, exclude: set[str]) -> str | None:
+        """The id of a batch created after ``since`` (not in ``exclude``) that holds exactly these
+        requests, if the provider shows one."""
+        ...
 
 
 class BatchingClient(ClosingClient):
@@ -56,13 +80,17 @@ class BatchingClient(ClosingClient):
 
     def __init__(self, inner: LLMClient, backend: BatchBackend, *, window: float = 0.2, max_wait: float = 2.0,
                  poll: float = 5.0, poll_max: float = 60.0, known: Mapping[str, str] | None = None,
-                 on_submit: OnSubmit | None = None) -> None:
+                 on_submit: OnSubmit | None = None, on_intent: OnIntent | None = None) -> None:
         self.inner, self.backend = inner, backend
         self.name, self.model = inner.name, inner.model
         self.cache_namespace = getattr(inner, "cache_namespace", "")  # batch and live replies are alike
         self.window, self.max_wait, self.poll, self.poll_max = window, max_wait, poll, poll_max
         self.known: dict[str, str] = dict(known or {})
-        self.on_submit = on_submit
+        self.on_submit, self.on_intent = on_submit, on_intent
+        self.lost: list[LostSubmission] = []  # a resumed run's submissions with no known batch id
+        self.exclude: set[str] = set()         # batch ids the history knows (a lookup skips them)
+        self.adopted: set[str] = set()         # batches a lookup found (checked against their results)
+        self._finders: dict[int, asyncio.Task[str | None]] = {}
         self.submitted: list[str] = []  # the batches this client created
         self.resumed = 0                # requests collected from a batch an earlier process submitted
         self.polls = 0
@@ -90,15 +118,16 @@ class BatchingClient(ClosingClient):
         a server error) goes out once more in a later batch, as a live call would be retried."""
         for attempt in range(BATCH_RETRIES + 1):
             key = custom_id if attempt == 0 else f"{custom_id}-r{attempt}"
-            batch_id = self.known.get(key)
+            batch_id = self.known.get(key) or await self._recover(key)
             if batch_id is None:
                 batch_id = await self._enqueue(key, request)
-            else:
+            results = await self._results(batch_id)
+            if key not in results and batch_id in self.adopted:  # a lookup's guess that was not ours
+                log.warning("batch %s ended without this run's requests: they are submitted", batch_id)
+                batch_id = self.known[key] = await self._enqueue(key, request)
+                results = await self._results(batch_id)
+            elif batch_id not in self.submitted:
                 self.resumed += 1
-            collector = self._collectors.get(batch_id)
-            if collector is None:
-                collector = self._collectors[batch_id] = self._spawn(self._collect(batch_id))
-            results = await asyncio.shield(collector)
             try:
                 response = self.backend.response(results.get(key), request)
             except LLMCallFailed as error:
@@ -108,6 +137,47 @@ class BatchingClient(ClosingClient):
             response.retries = attempt
             return response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _results(self, batch_id: str) -> dict[str, dict[str, Any]]:
+        collector = self._collectors.get(batch_id)
+        if collector is None:
+            collector = self._collectors[batch_id] = self._spawn(self._collect(batch_id))
+        return await asyncio.shield(collector)
+
+    # -- a killed run's unrecorded batches ---------------------------------------------------------
+    async def _recover(self, custom_id: str) -> str | None:
+        """The batch a lost submission holding ``custom_id`` went out in (one lookup per submission)."""
+        for index, lost in enumerate(self.lost):
+            if custom_id in lost.wanted:
+                finder = self._finders.get(index)
+                if finder is None:
+                    finder = self._finders[index] = self._spawn(self._find(lost))
+                await asyncio.shield(finder)
+                return self.known.get(custom_id)
+        return None
+
+    async def _find(self, lost: LostSubmission) -> str | None:
+        try:
+            batch_id = await self.backend.find(lost.custom_ids, lost.since, self.exclude)
+        except Exception as error:  # noqa: BLE001 - not found: the requests go out again
+            log.warning("could not look up a batch the killed run submitted (%s): its requests are submitted again",
+                        str(error).splitlines()[0][:200])
+            return None
+        if batch_id is None:
+            return None
+        self.exclude.add(batch_id)
+        self.adopted.add(batch_id)
+        self.known.update(dict.fromkeys(lost.custom_ids, batch_id))
+        self._tell(batch_id, lost.custom_ids, lost.token)
+        return batch_id
+
+    def _tell(self, batch_id: str, ids: list[str], token: str | None) -> None:
+        if self.on_submit is not None:
+            try:
+                self.on_submit(self.backend.name, batch_id, ids, token)
+            except Exception as error:  # noqa: BLE001 - the run goes on; only resuming is lost
+                log.warning("batch %s not recorded in the history (a resume would look it up at the provider): %s",
+                            batch_id, error)
 
     # -- submitting -------------------------------------------------------------------------------
     def _enqueue(self, custom_id: str, request: LLMRequest) -> asyncio.Future[str]:
@@ -134,6 +204,14 @@ class BatchingClient(ClosingClient):
         for chunk in self._chunks(items):
             entries = [entry for entry, _ in chunk]
             futures = [future for _, future in chunk]
+            ids = [entry["custom_id"] for entry in entries]
+            token = None
+            if self.on_intent is not None:
+                try:
+                    token = self.on_intent(self.backend.name, ids)
+                except Exception as error:  # noqa: BLE001 - the run goes on; only resuming is lost
+                    log.warning("a batch submission not recorded in the history: %s", error)
+            faults.point("batch.submitting")
             try:
                 batch_id = await self.backend.create(entries)
             except BaseException as error:  # every request of the chunk fails as its live call would
@@ -143,15 +221,10 @@ class BatchingClient(ClosingClient):
                 if not isinstance(error, Exception):
                     raise
                 continue
-            ids = [entry["custom_id"] for entry in entries]
+            faults.point("batch.created")  # the provider holds the batch; the history does not know its id
             self.submitted.append(batch_id)
             self.known.update(dict.fromkeys(ids, batch_id))
-            if self.on_submit is not None:
-                try:
-                    self.on_submit(self.backend.name, batch_id, ids)
-                except Exception as error:  # noqa: BLE001 - the run goes on; only resuming is lost
-                    log.warning("batch %s not recorded in the history (a resume would submit it again): %s",
-                                batch_id, error)
+            self._tell(batch_id, ids, token)
             for future in futures:
                 if not future.done():
                     future.set_result(batch_id)

@@ -10,6 +10,7 @@ expired or cancelled request an :class:`LLMCallFailed` (the infrastructure's fai
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from evalloop.llm.errors import LLMCallFailed
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from evalloop.llm.openai_client import OpenAICompatClient
 
 ENDED = {"completed", "expired", "cancelled", "failed"}
+LOOKUP_SLACK = timedelta(minutes=10)
+"""How much earlier than the history's record a lost batch may carry (the provider's clock)."""
 
 
 class OpenAIBatches:
@@ -46,6 +49,31 @@ class OpenAIBatches:
         batch = await self._json("POST", "/batches", json={"input_file_id": upload["id"], "completion_window": "24h",
                                                            "endpoint": "/v1/chat/completions"})
         return str(batch["id"])
+
+    async def find(self, custom_ids: list[str], since: datetime, exclude: set[str]) -> str | None:
+        """A lost batch, by the API's list (newest first): created after ``since`` (less
+        :data:`LOOKUP_SLACK`), known to no run, whose input file holds exactly these ``custom_ids``."""
+        earliest, after, wanted = (since - LOOKUP_SLACK).timestamp(), None, set(custom_ids)
+        found: list[dict[str, Any]] = []
+        while True:
+            page = await self._json("GET", "/batches", params={"limit": 100, **({"after": after} if after else {})})
+            data = [b for b in page.get("data") or [] if isinstance(b, dict)]
+            for batch in data:
+                if float(batch.get("created_at") or 0) < earliest:
+                    break
+                if batch.get("id") not in exclude and batch.get("input_file_id"):
+                    found.append(batch)
+            else:
+                if page.get("has_more") and data:
+                    after = str(data[-1].get("id"))
+                    continue
+            break
+        for batch in sorted(found, key=lambda b: float(b.get("created_at") or 0)):
+            body = await self._bytes("GET", f"/files/{batch['input_file_id']}/content")
+            ids = {json.loads(line).get("custom_id") for line in body.splitlines() if line.strip()}
+            if ids == wanted:
+                return str(batch["id"])
+        return None
 
     async def ended(self, batch_id: str) -> bool:
         """Whether the batch has ended (its output and error files are final)."""

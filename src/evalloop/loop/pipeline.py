@@ -33,6 +33,7 @@ from evalloop.verdicts.baseline import Comparison, baseline_windows, compare_run
 from evalloop.verdicts.identity import Windows, bridge_plan, bridge_summary
 
 if TYPE_CHECKING:
+    from evalloop.learning.incidents import Learned
     from evalloop.llm.cache import CacheMode
 
 
@@ -46,6 +47,7 @@ class RunReport:
     notices: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
     held_out: set[str] = field(default_factory=set)  # the held-out cases of the run (never in a lesson)
+    ablation: RunReport | None = None  # the ablation run this run started for held incidents, if any
 
     @property
     def suite(self) -> Suite:
@@ -140,7 +142,8 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                progress: Callable[[int], None] | None,
                on_start: Callable[[PreparedRun], None] | None,
                select: Callable[[Case], bool] | None = None, max_cost: float | None = None,
-               resume: str | None = None, nightly: bool = False, bridge: bool = True) -> RunReport:
+               resume: str | None = None, nightly: bool = False, bridge: bool = True,
+               ablation: list[str] | None = None) -> RunReport:
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
@@ -164,21 +167,27 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         runlog.sync_suite(store, settings.history_dir, suite_obj.name)
     if on_start is not None:
         on_start(prepared)
-    on_begin = batchmode.wire(services, store, resume)
-    if on_begin is not None:  # every case in flight: a batch carries a whole stage of the run
-        concurrency = batchmode.BATCH_IN_FLIGHT
-        notices += batchmode.without_deadline(prepared)
-    outcome = await execute(
-        prepared, store, services=services, epochs=epochs, limit=limit,
-        concurrency=concurrency, default_concurrency=settings.concurrency,
-        code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
-        progress=progress, select=select, max_cost=max_cost, on_begin=on_begin,
-        max_output_bytes=settings.max_output_bytes,
-        judge_stop=_judge_stop(suite_obj, store, settings),
-        notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
-               **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
-               **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {})},
-    )
+    lease = batchmode.claim_resume(store, resume) if resume else None  # one resumer per run
+    try:
+        on_begin = batchmode.wire(services, store, resume)
+        if on_begin is not None:  # every case in flight: a batch carries a whole stage of the run
+            concurrency = batchmode.BATCH_IN_FLIGHT
+            notices += batchmode.without_deadline(prepared)
+        outcome = await execute(
+            prepared, store, services=services, epochs=epochs, limit=limit,
+            concurrency=concurrency, default_concurrency=settings.concurrency,
+            code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
+            progress=progress, select=select, max_cost=max_cost, on_begin=on_begin, partial=bool(ablation),
+            max_output_bytes=settings.max_output_bytes,
+            judge_stop=_judge_stop(suite_obj, store, settings),
+            notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
+                   **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
+                   **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {}),
+                   **({"ablation": ablation} if ablation else {})},
+        )
+    finally:
+        if lease is not None:
+            lease.release()
     if resume:
         notices.append(batchmode.resume_notice(services, resume))
     window = suite_obj.window or settings.window
@@ -212,21 +221,27 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     rate = comparison.target_failures
     if rate is not None and (rate.failures or rate.baseline_failures):
         report.notices.append(rate.describe())
-    if settings.learn and comparison.has_regression and comparison.invalid:
+    opens = _opens_incident(comparison)
+    if settings.learn and opens and comparison.invalid:
         report.notices.append("no failure memory written: the run is invalid (too many errored grades), "
                               "so its verdicts cannot be trusted to teach anything")
     elif settings.learn and suite_obj.head_only is not None:  # its split is not the suite's (suites.yamlhead)
-        if comparison.has_regression:
+        if opens:
             report.notices.append("no failure memory written: a --limit run read only the suite's first "
                                   f"{suite_obj.head_only} cases, so which of them are held out is not known")
     elif settings.learn and not teaches(report):
-        if comparison.has_regression:
+        if opens:
             report.notices.append("no failure memory written: the run has no learn case (held-out cases "
                                   "only), and a lesson is built from learn cases alone")
-    elif settings.learn and (comparison.has_regression or (_has_memories(settings) and not unreadable)):
+    elif settings.learn and (opens or (_has_memories(settings) and not unreadable)):
         learned = _learn(settings, report, store)
-        if learned:
-            report.extras["memories"] = learned
+        if learned:  # the cases an ablation reruns are not reported: the ablation says how many
+            report.extras["memories"] = [item.model_dump(exclude={"ablate"}) for item in learned]
+        wanted = sorted({c for item in learned for c in item.ablate})
+        if wanted and not ablation:
+            report.extras["ablation"] = await _ablate(
+                report, [str(item.memory_id) for item in learned if item.ablate], wanted, settings, registry, store,
+                services, epochs, concurrency, max_cost)
     if settings.run_log:
         try:
             runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices, outcome.results)
@@ -252,6 +267,35 @@ async def _bridge(prepared: PreparedRun, store: HistoryStore, services: Services
                              services=services, concurrency=concurrency or prepared.suite.concurrency
                              or settings.concurrency, errored_limit=settings.errored_limit,
                              max_cost=max_cost if max_cost is not None else prepared.suite.max_cost)
+
+
+async def _ablate(report: RunReport, incidents: list[str], cases: list[str], settings: Settings,
+                  registry: Registry, store: HistoryStore, services: Services, epochs: int | None,
+                  concurrency: int | None, max_cost: float | None) -> dict[str, Any]:
+    """The ablation of held incidents: their remembered cases run again with lessons off (a
+    partial run, never a baseline), whose learning step resolves an incident whose product is
+    back without its lesson (:mod:`evalloop.learning.incident_machine`). Its cost is printed."""
+    keys = ("failure_patterns", "failure_memory_ids", "failure_memories")
+    saved = {k: services.extras.get(k) for k in keys}
+    services.extras.update(failure_patterns=None, failure_memory_ids=[], failure_memories=[])
+    wanted = set(cases)
+    try:
+        sub = await _run(report.suite, settings.model_copy(update={"inject_failures": False}), registry, store,
+                         services, epochs, None, concurrency, None, None, select=lambda case: case.id in wanted,
+                         max_cost=max_cost, ablation=incidents)
+    finally:
+        services.extras.update(saved)
+    report.ablation = sub
+    run = sub.outcome.run
+    moved = [m for m in sub.extras.get("memories") or [] if m.get("memory_id") in incidents]
+    said = "; ".join(f"{m['scorer']}: {'resolved' if m['action'] == 'resolved' else 'still held by lesson'}"
+                     for m in moved) or "no incident moved"
+    report.notices.append(f"ablation run {run.id}: {len(wanted)} case(s) run again without lessons "
+                          f"(${run.cost_usd:.4f}): {said}")
+    report.notices += [n for n in sub.notices if n.startswith(("failure memor", "resolved failure memory"))
+                       and not n.endswith(VERBS["ablated"])]  # the line above says it
+    return {"run_id": run.id, "cases": len(wanted), "incidents": incidents, "cost_usd": run.cost_usd,
+            "memories": moved}
 
 
 def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str, Any]]:
@@ -282,6 +326,16 @@ def teaches(report: RunReport) -> bool:
     return bool(ids - report.held_out)
 
 
+def _opens_incident(comparison: Comparison) -> bool:
+    """Whether a verdict of the run opens an incident (a regression, a scorer below its floor);
+    the learning package is imported only for a run with a failing verdict."""
+    if not any(s.fails for s in comparison.scorers):
+        return False
+    from evalloop.learning.incident_machine import triggers
+
+    return triggers(comparison)
+
+
 def _has_memories(settings: Settings) -> bool:
     return bool(settings.memory_url) or settings.memory_file.exists()
 
@@ -290,10 +344,11 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     """Every scorer's graded scores, and the inputs, expected answers, outputs and scorer reasons
     of the run's failing cases (the baseline's last run is read only when learning needs it)."""
     run_id = report.outcome.run.id
+    results = list(report.outcome.results.values())
     details: dict[str, Any] = {"scores": {name: r.scores for name, r in report.outcome.results.items()},
                                "baseline": lambda s: store.case_scores(s.previous_run, s.scorer),
-                               "held_out": report.held_out}
-    failing = {c for r in report.outcome.results.values() for c, v in r.scores.items() if not passes(v, r.pass_mark)}
+                               "held_out": report.held_out, "ran": list(results[0].ids) if results else None}
+    failing = {c for r in results for c, v in r.scores.items() if not passes(v, r.pass_mark)}
     if not failing:
         return details
     if report.held_out and failing - report.held_out:  # a learn case fails: its output may quote a held-out one
@@ -311,15 +366,20 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     return details
 
 
-VERBS = {"opened": "stored", "reopened": "reopened", "updated": "updated", "resolved": "resolved"}
+#: what a run's notice says each learning action did (the failure memory's id and tags follow)
+VERBS = {"opened": "stored", "reopened": "reopened", "updated": "updated", "resolved": "resolved",
+         "held": "the run passed with its lesson injected: held (still injected, until its cases pass without it)",
+         "released": "the lesson no longer holds the product: open again",
+         "keep": "still held by its lesson", "ablated": "its cases still fail without the lesson: held"}
 
 
-def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[dict[str, Any]]:
-    """One learning step under the suite's lock: open, update, reopen or resolve failure memories,
-    then keep this run out of the baseline for every scorer whose incident is still open. A
-    failing store is reported, never raised."""
+def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = None) -> list[Learned]:
+    """One learning step under the suite's lock: move the suite's incidents through their
+    states, then keep this run out of the baseline for every scorer whose incident keeps it out
+    (an active regression, a held lesson). A failing store is reported, never raised."""
     from evalloop.learning import incidents as learning
     from evalloop.learning import injection
+    from evalloop.learning.evidence import StoredHistory
 
     comparison, notices = report.comparison, report.notices
     store = store or HistoryStore(settings.database_url)
@@ -328,10 +388,13 @@ def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = N
         with learning.step_lock(store.engine, suite):
             adapter = injection.open_adapter(settings)
             try:
-                learned = learning.learn(comparison, adapter, **_case_details(report, store))
+                every = report.suite.ablation_every
+                learned = learning.learn(comparison, adapter, **_case_details(report, store),
+                                         history=StoredHistory(store),
+                                         ablation_every=settings.learning.ablation_every if every is None else every)
                 still_open: set[str] = set()
                 if not learned or any(not item.error for item in learned):  # not an unreachable store
-                    still_open = learning.open_scorers(adapter, suite) & {s.scorer for s in comparison.scorers}
+                    still_open = learning.kept_out_scorers(adapter, suite) & {s.scorer for s in comparison.scorers}
             finally:
                 injection.close_adapter(adapter)
             if still_open:  # an open incident: this run is no baseline, so the regression is not absorbed
@@ -344,13 +407,14 @@ def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = N
         if item.error:
             notices.append(f"failure memory for {item.scorer} not stored: {item.error}")
             continue
-        state = "resolved" if item.action == "resolved" else "open"
-        notices.append(f"{VERBS[item.action]} failure memory {item.memory_id} for {item.scorer} "
-                       f"(suite:{suite}, status:{state})")
+        what = f"failure memory {item.memory_id} for {item.scorer} (suite:{suite}, status:{item.state})"
+        verb = VERBS.get(item.action, item.action)
+        notices.append(f"{verb} {what}" if item.action in ("opened", "reopened", "updated", "resolved")
+                       else f"{what}: {verb}")
         if item.chronic and item.action in ("opened", "reopened"):
             notices.append(f"{item.scorer}: {len(item.chronic)} case(s) failed before this regression too "
                            f"(chronic, kept apart from it): {', '.join(item.chronic[:5])}")
-    return [item.model_dump() for item in learned]
+    return learned
 
 
 def run_suite(suite: str | Path | Suite, **kwargs: Any) -> RunReport:

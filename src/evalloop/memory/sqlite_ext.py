@@ -35,7 +35,9 @@ def sqlite_vec_disabled() -> bool:
     return os.environ.get(ENV_SWITCH, "").strip().lower() not in _ON_VALUES
 
 
-def _open(module: Any, path: str) -> Any:
+def _open(module: Any, path: str, readonly: bool = False) -> Any:
+    if readonly:
+        return _open_readonly(module, path)
     conn = module.connect(path, check_same_thread=False, isolation_level=None)
     conn.execute("PRAGMA foreign_keys = ON")
     if path != ":memory:":
@@ -44,6 +46,20 @@ def _open(module: Any, path: str) -> Any:
         # a bulk store_many defers checkpoints and grows the WAL; cut it back when it restarts
         conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
     return conn
+
+
+def _open_readonly(module: Any, path: str) -> Any:
+    """A connection that only reads an existing file (a history this user may not write):
+    ``mode=ro``, or ``immutable=1`` when even the WAL index cannot be made; no pragmas."""
+    from pathlib import Path
+
+    uri = Path(path).resolve().as_uri()
+    try:
+        conn = module.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False, isolation_level=None)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except module.OperationalError:
+        return module.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False, isolation_level=None)
 
 
 def _loads_vec(module: Any) -> bool:
@@ -89,18 +105,19 @@ def _has_fts5(module: Any) -> bool:
     return True
 
 
-def _plain_connection(path: str) -> Any:
+def _plain_connection(path: str, readonly: bool = False) -> Any:
     """A connection without sqlite-vec, preferring the stdlib driver if it has FTS5."""
     if _has_fts5(sqlite3):
-        return _open(sqlite3, path)
+        return _open(sqlite3, path, readonly)
     import sqlean  # sqlean always ships FTS5
 
-    return _open(sqlean, path)
+    return _open(sqlean, path, readonly)
 
 
-def connect_sqlite(path: str | Path) -> tuple[Any, bool]:
+def connect_sqlite(path: str | Path, readonly: bool = False) -> tuple[Any, bool]:
     """Open ``path`` with the best driver available; return the connection and whether
-    sqlite-vec is loaded. Connections are in autocommit mode (``isolation_level=None``).
+    sqlite-vec is loaded. Connections are in autocommit mode (``isolation_level=None``);
+    ``readonly`` ones only read an existing file and change nothing in it or beside it.
 
     Unless ``EVALLOOP_SQLITE_VEC=on``, the stdlib driver is used (NumPy vector search), as
     on a Python that cannot load extensions; do not keep such a connection open on a file another
@@ -110,12 +127,12 @@ def connect_sqlite(path: str | Path) -> tuple[Any, bool]:
     target = str(path)
     if sqlite_vec_disabled():
         log.debug("NumPy vector search (%s=on selects sqlite-vec)", ENV_SWITCH)
-        return _plain_connection(target), False
+        return _plain_connection(target, readonly), False
     module = vec_driver()
     if module is not None:
         import sqlite_vec
 
-        conn = _open(module, target)
+        conn = _open(module, target, readonly)
         conn.enable_load_extension(True)
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
@@ -126,4 +143,4 @@ def connect_sqlite(path: str | Path) -> tuple[Any, bool]:
             "evalloop: no SQLite driver here can load sqlite-vec; "
             "using NumPy vector search instead"
         )
-    return _plain_connection(target), False
+    return _plain_connection(target, readonly), False

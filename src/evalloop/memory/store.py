@@ -70,15 +70,17 @@ class MemoryStore:
     """
 
     def __init__(self, path: str | Path = DEFAULT_PATH, embedder: Embedder | None = None,
-                 fusion: Fusion | None = None, **weights: Any) -> None:
+                 fusion: Fusion | None = None, *, readonly: bool = False, **weights: Any) -> None:
         self.path = Path(path)
         self.fusion = fusion or Fusion(**weights)
-        if str(path) != ":memory:":
+        self.readonly = readonly  # only reads an existing file (`memories list/find` on a read-only history)
+        if str(path) != ":memory:" and not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         try:
-            self._conn, vec_loaded = connect_sqlite(path)
-            self._conn.executescript(SCHEMA.replace("{tokenize}", TOKENIZE))
+            self._conn, vec_loaded = connect_sqlite(path, readonly=readonly)
+            if not readonly:
+                self._conn.executescript(SCHEMA.replace("{tokenize}", TOKENIZE))
         except Exception as exc:  # damaged, locked, or not ours to open: one line naming the file
             if not is_db_error(exc):
                 raise
@@ -112,7 +114,7 @@ class MemoryStore:
                 )
         if embedder is not None:
             name, dim = embedder.name, embedder.dim
-        if stored_name is None:
+        if stored_name is None and not self.readonly:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO memory_meta(key, value) VALUES (?, ?)",
                 [("schema_version", SCHEMA_VERSION), ("embedder_name", name), ("embedder_dim", str(dim))],

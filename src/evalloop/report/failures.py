@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from evalloop.history.models import Run
 from evalloop.history.store import HistoryStore
 from evalloop.learning import feedback
+from evalloop.learning.incident_records import meta
 from evalloop.report.failing import CaseReader, case_fails
 
 RUNS = 20
@@ -144,9 +145,11 @@ def _remembered(incidents: Sequence[Any]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = defaultdict(list)
     for item in incidents:
         record = getattr(item, "record", item)
-        meta = getattr(record, "metadata", None) or {}
-        label = f"{record.id} ({meta.get('status', '?')})"
-        for case_id in {*(meta.get("failing_cases") or []), *(meta.get("chronic_cases") or [])}:
+        found_meta = meta(record)
+        if found_meta is None:
+            continue
+        label = f"{record.id} ({found_meta.status})"
+        for case_id in {*found_meta.failing_cases, *found_meta.chronic_cases}:
             found[str(case_id)].append(label)
     return found
 

@@ -11,6 +11,7 @@ import html
 import re
 
 from evalloop.history.strata import MAX_SCOPE_ROWS, StrataReport
+from evalloop.learning.incident_machine import ACTIVE, State
 from evalloop.report.format import ms, num, pct
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
 from evalloop.verdicts.outcome import failure_name
@@ -39,12 +40,20 @@ def sparkline(values: list[float | None]) -> str:
     return "".join(out)
 
 
+# what can open inline Markdown or HTML in the middle of a line (images, links, emphasis, code,
+# strikethrough, entities, raw HTML) or end a table cell; ``-``, ``.``, ``(`` and ``:`` cannot
+_ACTIVE = re.compile(r"([\\`*_\[\]<>!|~&#])")
+
+
 def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
+    """Free text from case data (a scorer's message, a verdict's reason) as inert Markdown, on one
+    line, never at its start: every character that could open Markdown backslash-escaped, which
+    CommonMark and GitHub show as itself — no image, link, emphasis or HTML can start in it, and
+    ``|`` cannot end a table cell."""
     text = " ".join(str(text).split())
     if len(text) > MAX_MESSAGE:
         text = text[:MAX_MESSAGE - 1] + "…"
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return _ACTIVE.sub(r"\\\1", text)
 
 
 def _code(text: str, cell: bool = True) -> str:
@@ -107,6 +116,8 @@ def render_markdown(report: TrendReport, title: str = "evalloop") -> str:
 def _suite(suite: SuiteTrend, window: int) -> list[str]:
     latest = suite.runs[-1] if suite.runs else None
     head = f"#### {_code(suite.suite, cell=False)}"
+    if latest is None:
+        return [f"{head} — {suite.progress_note or 'no finished run yet'}", ""]
     if latest is not None:
         head += f" — run {_code(latest.run_id, cell=False)}, {latest.n_cases} cases"
         if latest.cost_usd:
@@ -115,6 +126,8 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
             head += f", p95 latency {ms(latest.latency_p95_ms)}"
         if not latest.valid:
             head += f" — ⚠️ invalid run: {_cell(latest.invalid_reason or '')}"
+        if suite.progress_note:
+            head += f" · {suite.progress_note}"
     lines = [head, "",
              "| scorer | latest | baseline | change | threshold | detects | verdict | trend |",
              "|---|--:|--:|--:|--:|--:|---|---|"]
@@ -136,14 +149,17 @@ def _suite(suite: SuiteTrend, window: int) -> list[str]:
         lines += _failing(t)
         lines += _flips(t)
     if suite.memories:
-        opened = sum(m.status == "open" for m in suite.memories)
+        active = [m for m in suite.memories if m.status in ACTIVE]  # open, held by a lesson, promoted
+        states = ", ".join(f"{sum(m.status == s for m in active)} {State(s).label}" for s in ACTIVE
+                           if any(m.status == s for m in active)) or "0 open"
         lines += ["<details><summary>"
                   f"{len(suite.memories)} failure memor{'y' if len(suite.memories) == 1 else 'ies'} "
-                  f"stored for this suite: {opened} open, {len(suite.memories) - opened} resolved</summary>", ""]
-        for m in sorted(suite.memories, key=lambda m: m.status != "open")[:MAX_MEMORIES]:
+                  f"stored for this suite: {states}, {len(suite.memories) - len(active)} closed</summary>", ""]
+        for m in sorted(suite.memories, key=lambda m: m.status not in ACTIVE)[:MAX_MEMORIES]:
             about = " · ".join(x for x in (f"run {_code(m.run_id, cell=False)}" if m.run_id else "",
                                            _code(m.scorer, cell=False) if m.scorer else "") if x)
-            chronic = f" (chronic, failing before it too: {', '.join(m.chronic_cases[:8])})" if m.chronic_cases else ""
+            cases = ", ".join(_code(c, cell=False) for c in m.chronic_cases[:8])
+            chronic = f" (chronic, failing before it too: {cases})" if m.chronic_cases else ""
             lines += [f"**{m.status}**" + (f" · {about}" if about else "") + chronic + ":", "", "```text",
                       *_clip_lines(m.information.replace("```", "ʼʼʼ")), "```", ""]
         lines += ["</details>", ""]

@@ -3,8 +3,8 @@ for the console's width by :mod:`evalloop.report.layout`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -78,11 +78,34 @@ def print_run(report: RunReport, console: Console) -> None:
             print_strata(console, strata, "per scope", scopes=True)
     stats = report.extras.get("target_stats")
     if stats:
-        note(console, "target: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                                             for k, v in stats.items()))
+        for line in target_lines(stats):
+            note(console, line)
     if not run.valid:
         note(console, f"run is invalid and kept out of baselines: {run.invalid_reason}", indent=0,
              style="magenta")
+
+
+def _value(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def target_lines(stats: Mapping[str, Any]) -> list[str]:
+    """What a target measured, in lines: its flat figures on one, then one per category
+    (``per_category``), then a benchmark's card (``card``: what the figures were measured with)."""
+    flat = {k: v for k, v in stats.items() if not isinstance(v, Mapping)}
+    lines = ["target: " + ", ".join(f"{k} {_value(v)}" for k, v in flat.items())] if flat else []
+    for category, row in (stats.get("per_category") or {}).items():
+        lines.append(f"  {category}: " + ", ".join(f"{k} {_value(v)}" for k, v in row.items()))
+    card = stats.get("card")
+    if isinstance(card, Mapping):
+        def show(v: Any) -> str:
+            if isinstance(v, Mapping):
+                return "{" + ", ".join(f"{k} {show(x)}" for k, x in v.items() if x not in (None, [], {})) + "}"
+            if isinstance(v, list):
+                return ", ".join(map(str, v)) or "—"
+            return _value(v)
+        lines.append("benchmark card: " + "; ".join(f"{k} {show(v)}" for k, v in card.items() if v is not None))
+    return lines
 
 
 def run_table(report: RunReport, *, wide: bool) -> Table:

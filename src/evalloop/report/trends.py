@@ -139,7 +139,7 @@ class MemoryNote(BaseModel):
     scorer: str | None = None
     run_id: str | None = None
     created_at: datetime | None = None
-    status: str = "open"  # open, resolved, accepted (evalloop.learning.incidents.State; else its status: tag)
+    status: str = "open"  # open, held, promoted, resolved, accepted (learning.incident_machine.State; else its tag)
     chronic_cases: list[str] = Field(default_factory=list)  # failing before the regression too: kept apart
 
     @property
@@ -159,6 +159,17 @@ class SuiteTrend(BaseModel):
     memories: list[MemoryNote] = Field(default_factory=list)
     memory_note: str = ""
     strata: StrataReport | None = None  # the latest run's per-tag and per-scope means, if tagged
+    in_progress: int = 0  # runs of the suite still running: never shown or judged until they end
+
+    @property
+    def progress_note(self) -> str:
+        """``first run in progress`` for a suite with no finished run yet; ``1 run in progress``
+        beside finished ones; empty when nothing runs. Every report format says it the same."""
+        if not self.in_progress:
+            return ""
+        if not self.runs:
+            return "first run in progress"
+        return f"{self.in_progress} run{'s' if self.in_progress != 1 else ''} in progress"
 
     @property
     def outcome(self) -> RunOutcome:
@@ -250,8 +261,9 @@ def suite_trend(store: HistoryStore, suite: str, *, last: int = DEFAULT_LAST, wi
         strata = strata_means(store, shown[-1].id, order=scorers)
         if not strata.strata and not strata.scopes:
             strata = None
+    running = len(store.runs(suite, statuses=[RunStatus.RUNNING.value]))
     return SuiteTrend(suite=suite, runs=[_run_row(r, reader) for r in shown], scorers=trends,
-                      memories=memories, memory_note=note, strata=strata)
+                      memories=memories, memory_note=note, strata=strata, in_progress=running)
 
 
 def _scorer_names(runs: Sequence[Run], summaries: dict[str, dict[str, ScorerSummary]]) -> list[str]:
@@ -373,22 +385,15 @@ def read_memories(memory_file: Path | None, suite: str,
         from evalloop.memory import MemoryStore
     except ImportError:
         return [], "memory store not available"
+    from evalloop.learning.incident_records import meta
+
     try:
         with MemoryStore(memory_file) as memory:
-            records = [r for r in memory.list(tags=["eval-failure", f"suite:{suite}"], limit=limit)
-                       if (r.metadata or {}).get("eval_suite") == suite]
+            records = [(r, m) for r in memory.list(tags=["eval-failure", f"suite:{suite}"], limit=limit)
+                       if (m := meta(r)) is not None and m.eval_suite == suite]
     except EvalloopError as exc:
         return [], f"memory store not readable: {exc.one_line()}"
-    notes = []
-    for record in records:
-        meta = record.metadata or {}
-        scorer, run_id = meta.get("scorer"), meta.get("eval_run_id")
-        notes.append(MemoryNote(
-            id=record.id, information=record.information, tags=list(record.tags),
-            scorer=scorer if isinstance(scorer, str) else None,
-            run_id=run_id if isinstance(run_id, str) else None, created_at=record.created_at,
-            status=str(meta.get("status") or next((t.split(":", 1)[1] for t in record.tags
-                                                    if t.startswith("status:")), "open")),
-            chronic_cases=[str(c) for c in chronic] if isinstance(chronic := meta.get("chronic_cases"), list) else [],
-        ))
+    notes = [MemoryNote(id=record.id, information=record.information, tags=list(record.tags), scorer=m.scorer,
+                        run_id=m.eval_run_id, created_at=record.created_at, status=m.status,
+                        chronic_cases=m.chronic_cases) for record, m in records]
     return notes, "" if notes else "no failure memories for this suite"

@@ -10,7 +10,13 @@ run's LLM client (``--model``, or the target's ``model`` param). Without one (no
 retrieval alone gives, graded by F1 and abstention (the J judge is skipped with no judge).
 What it measures per question,
 retrieval and total latency, tokens in and out, cost, goes into the run's notes (p50/p95, means,
-totals) and is printed under the run's table.
+totals, and the same per category), with the memory's size and the run's benchmark card
+(:mod:`evalloop.retrieval.card`), and is printed under the run's table.
+
+``protocol`` says how a question is asked: ``evalloop`` (the prompt ``prompts/answer.md``, every
+question open-ended) or ``locomo`` (LoCoMo's own: ``prompts/answer-locomo.md``, temporal questions
+with its date hint, adversarial ones as its two-way choice, the reply to a choice read as LoCoMo
+reads it; :mod:`evalloop.retrieval.locomo_eval`).
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ from typing import Any
 import numpy as np
 
 from evalloop.errors import ConfigError, TargetError
+from evalloop.retrieval import locomo_eval
 from evalloop.retrieval.answers import FULL_CONTEXT, answer_prompt, prompt_text
 from evalloop.retrieval.retrievers import ScopedIndex
 from evalloop.retrieval.suite_targets import _Measured
 from evalloop.retrieval.types import Doc, retriever_name
+from evalloop.suites.models import SCOPE_TAG
 
 
 class AnswerTarget(_Measured):
@@ -35,9 +43,13 @@ class AnswerTarget(_Measured):
 
     def __init__(self, retriever: str = "memory", k: int = 10, model: str | None = None,
                  max_tokens: int = 200, dataset: str | None = None, embedder: str | None = None,
-                 options: Mapping[str, Any] | None = None, engine: str | None = None) -> None:
+                 options: Mapping[str, Any] | None = None, engine: str | None = None,
+                 protocol: str = "evalloop") -> None:
         if engine not in (None, "auto", "local", "llm"):
             raise TargetError(f"engine must be auto, local or llm, not {engine!r}")
+        if protocol not in PROTOCOLS:
+            raise TargetError(f"protocol must be {' or '.join(PROTOCOLS)}, not {protocol!r}")
+        self.protocol = protocol
         self.engine = None if engine == "auto" else engine
         self.full_context = retriever == FULL_CONTEXT
         super().__init__("bm25" if self.full_context else retriever, k, embedder, options, dataset)
@@ -50,17 +62,26 @@ class AnswerTarget(_Measured):
         self.tokens_in: list[int] = []
         self.tokens_out: list[int] = []
         self.cost_usd = 0.0
+        self.by_category: dict[str, list[tuple[float, int]]] = {}  # category -> (total ms, tokens)
+        self.snapshots: set[str] = set()
+        self.judge_model: str | None = None
+        self.extras: dict[str, Any] = {}
+        self.asked: set[str | None] = set()  # the conversations asked
+        self.questions: set[str] = set()  # the questions asked (once each, whatever the epochs)
+        self.folder: Path | None = None
 
     def fingerprint(self, _params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         from evalloop.reference.memory_ops import prompt_hash
 
         return {**super().fingerprint(), "model": self.model, "max_tokens": self.max_tokens,
-                "prompt": prompt_hash(prompt_text("answer")), "engine": self.engine}
+                "prompt": prompt_hash(prompt_text(PROTOCOLS[self.protocol])), "engine": self.engine,
+                **({"protocol": self.protocol} if self.protocol != "evalloop" else {})}
 
     def setup(self, folder: Path) -> None:
         from evalloop.retrieval.suite_data import load_corpus
 
         corpus = load_corpus(folder)
+        self.folder = folder
         self.n_docs = len(corpus)
         for doc in corpus:
             self.turns.setdefault(doc.scope, []).append(doc)
@@ -89,23 +110,47 @@ class AnswerTarget(_Measured):
             raise ConfigError("engine llm needs an answer model, and none is configured",
                               where="memory QA target",
                               hint="set ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL), or use engine local")
-        question = input.get("question", "") if isinstance(input, Mapping) else str(input)
-        scope = input.get("scope") if isinstance(input, Mapping) else None
+        judge = getattr(services, "judge", None)
+        self.judge_model = self.judge_model or getattr(judge, "model", None)
+        if isinstance(extras := getattr(services, "extras", None), dict):  # the judges note snapshots there
+            self.extras = extras
+        data: Mapping[str, Any] = input if isinstance(input, Mapping) else {"question": str(input)}
+        question, scope = str(data.get("question", "")), data.get("scope")
+        category = _category(ctx, data)
+        case_id = str(getattr(getattr(ctx, "case", None), "id", "") or question)
+        self.asked.add(scope)
+        self.questions.add(case_id)
         start = time.perf_counter()
         memories = self.timed(lambda: self.memories(question, scope))
         if engine != "llm" or client is None:  # the local engine: the best memory, as it is
-            self.total_ms.append((time.perf_counter() - start) * 1000.0)
+            self._measured(category, start, 0)
             return {"answer": local_answer(memories), "memories": len(memories), "engine": "local"}
-        request = LLMRequest(model=self.model or client.model, system=prompt_text("answer"),
+        asked, choice = question, None
+        if self.protocol == "locomo":
+            asked, choice = locomo_eval.question_text(question, data.get("category"), trap=data.get("choice"),
+                                                      key=case_id)
+        request = LLMRequest(model=self.model or client.model, system=prompt_text(PROTOCOLS[self.protocol]),
                              messages=[Message(role="user", content=answer_prompt(
-                                 question, memories, date=input.get("date") if isinstance(input, Mapping) else None))],
+                                 asked, memories, date=data.get("date"),
+                                 cue="Short answer:" if self.protocol == "locomo" else "Answer:"))],
                              max_tokens=self.max_tokens)
         response = await client.complete(request)
-        self.total_ms.append((time.perf_counter() - start) * 1000.0)
         self.tokens_in.append(response.usage.input_tokens)
         self.tokens_out.append(response.usage.output_tokens)
+        self._measured(category, start, response.usage.input_tokens + response.usage.output_tokens)
         self.cost_usd += response.cost_usd
-        return {"answer": response.text.strip(), "memories": len(memories)}
+        self.snapshots.add(response.model)
+        said = response.text.strip()
+        out: dict[str, Any] = {"answer": said if choice is None else locomo_eval.read_choice(said, choice),
+                               "memories": len(memories)}
+        if choice is not None:
+            out["reply"] = said
+        return out
+
+    def _measured(self, category: str, start: float, tokens: int) -> None:
+        elapsed = (time.perf_counter() - start) * 1000.0
+        self.total_ms.append(elapsed)
+        self.by_category.setdefault(category, []).append((elapsed, tokens))
 
     def run_stats(self) -> dict[str, Any]:
         """Retrieval latency (p50/p95), total latency per question (retrieval + answer),
@@ -123,7 +168,25 @@ class AnswerTarget(_Measured):
             if self.tokens_in else None,
             "answer_cost_usd": round(self.cost_usd, 6),
         })
+        from evalloop.retrieval.card import benchmark_card, memory_size, per_category
+
+        stats["per_category"] = per_category(self.by_category)
+        stats.update(memory_size(self.index, self.turns))
+        stats["card"] = benchmark_card(self)
         return stats
+
+
+PROTOCOLS = {"evalloop": "answer", "locomo": "answer-locomo"}
+"""How a question is asked: the protocol's name and its answer prompt."""
+
+
+def _category(ctx: Any, data: Mapping[str, Any]) -> str:
+    """The case's stratum (its first tag that is not a scope), else its category, else ``all``."""
+    tags = getattr(getattr(ctx, "case", None), "tags", None) or []
+    stratum = next((t for t in tags if not str(t).startswith(SCOPE_TAG)), None)
+    if stratum is not None:
+        return str(stratum)
+    return "all" if data.get("category") is None else str(data["category"])
 
 
 _PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*)?(?:[^:\n]{1,40}:\s*)?")

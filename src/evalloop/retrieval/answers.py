@@ -4,13 +4,16 @@ The protocol is the mem0 evaluation of LoCoMo (and the same for LongMemEval): fo
 the system under test retrieves its top-k memories from the question's own conversation, an
 answer model answers from them alone, and the answer is graded by
 
-- the **J judge** (``j-judge``): a binary, generous CORRECT/WRONG from an LLM judge
-  (:mod:`evalloop.scoring.answers`; prompt in ``prompts/j-judge.md``);
-- **LoCoMo's token F1** (``locomo-f1``): answers normalised (lower case, punctuation and
-  articles dropped, Porter stems), multi-hop answers (category 1) split at commas and each
-  ground-truth part matched to its best predicted part;
+- the **J judges** (``j-judge``): a binary CORRECT/WRONG from an LLM judge, mem0's generous one
+  (``judge: mem0``, the same topic; :mod:`evalloop.retrieval.mem0_eval`) or evalloop's strict
+  one (``judge: strict``, the same fact; ``prompts/j-judge.md``), see
+  :mod:`evalloop.retrieval.answer_scorers`; and mem0's **BLEU-1** (``bleu-1``);
+- **LoCoMo's token F1** (``locomo-f1``), exactly as LoCoMo's own evaluation scores it
+  (:mod:`evalloop.retrieval.locomo_eval`), and evalloop's corrected token F1 (``evalloop-f1``,
+  below: commas separate words, two empty answers agree);
 - **abstention** (``abstention``) for adversarial questions (LoCoMo category 5, LongMemEval
-  ``_abs``), which have no answer in the conversation: correct only when the system says so.
+  ``_abs``), which have no answer in the conversation: correct only when the system says so
+  (``locomo-adversarial``: with LoCoMo's two accepted strings only).
   J and F1 skip them and abstention skips every other question, so the headline J is over
   categories 1–4 only, as published.
 
@@ -39,8 +42,16 @@ _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
 ABSTAIN_PHRASES = ("no information available", "not mentioned", "no information", "not enough information",
                    "does not mention", "doesn't mention", "not stated", "unknown", "cannot be determined",
-                   "can't be determined", "i don't know", "i do not know", "no record", "never mentioned")
-"""What counts as declining to answer (LoCoMo's own check looks for the first two)."""
+                   "can't be determined", "i don't know", "i do not know", "no record", "never mentioned",
+                   "no mention", "not provided", "not specified", "not enough to", "is not enough",
+                   "are not enough", "insufficient information", "not available in")
+"""What counts as declining to answer (LoCoMo's own check looks for the first two only:
+:data:`evalloop.retrieval.locomo_eval.ADVERSARIAL_PHRASES`)."""
+_DECLINES = re.compile(
+    r"\b(?:you|i|we|they|he|she)\s+(?:did\s*n[o']?t|do\s*n[o']?t|have\s*n[o']?t|has\s*n[o']?t|never)\s+"
+    r"(?:\w+\s+)?(?:mention(?:ed)?|say|said|shared?|tell|told|specif(?:y|ied)|provided?)\b")
+"""A sentence that declines by saying who never said it: "You didn't mention a cat", "you have not
+shared that" (LongMemEval's abstention answers)."""
 
 
 class AnswerLine(BaseModel):
@@ -57,7 +68,7 @@ class AnswerLine(BaseModel):
     date: str | None = None
 
 
-# -- LoCoMo token F1 ---------------------------------------------------------------------------
+# -- evalloop's token F1 ---------------------------------------------------------------------------
 
 @functools.cache
 def _stemmer() -> tuple[Any, threading.Lock]:
@@ -82,7 +93,8 @@ def porter(word: str) -> str:
 
 
 def normalise_answer(text: str) -> list[str]:
-    """LoCoMo's answer normalisation: lower case, no punctuation, no articles, Porter stems."""
+    """evalloop's answer normalisation: lower case, commas and other punctuation out (a comma
+    separates words), no articles, SQLite's Porter stems."""
     text = _ARTICLES.sub(" ", str(text).lower().replace(",", " ").translate(_PUNCT))
     return [porter(w) for w in text.split()]
 
@@ -96,10 +108,13 @@ def _f1(prediction: str, truth: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def locomo_f1(prediction: str, truth: str, category: int | str | None = None) -> float:
-    """Token F1 as LoCoMo's evaluation computes it per category: multi-hop (1) answers are split
-    at commas and each truth part takes its best predicted part; open-domain (3) keeps the truth
-    before the first ``;``; the others compare whole answers."""
+def evalloop_f1(prediction: str, truth: str, category: int | str | None = None) -> float:
+    """evalloop's corrected token F1, per LoCoMo category: as LoCoMo's rules
+    (:func:`evalloop.retrieval.locomo_eval.score`) except that commas separate words
+    (``August,2023`` is ``august 2023``), two answers that normalise to nothing agree (1.0), empty
+    comma parts are ignored, and stems are SQLite's Porter stemmer. Multi-hop (1) answers are
+    split at commas and each truth part takes its best predicted part; open-domain (3) keeps the
+    truth before the first ``;``; the others compare whole answers."""
     truth = str(truth)
     if category == 3:
         truth = truth.split(";")[0]
@@ -112,25 +127,25 @@ def locomo_f1(prediction: str, truth: str, category: int | str | None = None) ->
 
 def abstains(answer: str) -> bool:
     """Whether an answer declines to answer (says the conversation does not tell)."""
-    text = " ".join(str(answer).lower().split())
-    return any(phrase in text for phrase in ABSTAIN_PHRASES)
+    text = " ".join(str(answer).lower().replace("\u2019", "'").split())
+    return any(phrase in text for phrase in ABSTAIN_PHRASES) or _DECLINES.search(text) is not None
 
 
 # -- the answer prompt -------------------------------------------------------------------------
 
 @functools.cache
 def prompt_text(name: str) -> str:
-    """A shipped prompt (``answer``, ``j-judge``), read once."""
+    """A shipped prompt (``answer``, ``answer-locomo``, ``j-judge``, ``j-mem0``), read once."""
     return (PROMPTS / f"{name}.md").read_text(encoding="utf-8")
 
 
-def answer_prompt(question: str, memories: list[str], *, date: str | None = None) -> str:
+def answer_prompt(question: str, memories: list[str], *, date: str | None = None, cue: str = "Answer:") -> str:
     """The answer model's user message: the memories, fenced as data, then the question."""
     from evalloop.untrusted import fence
 
     listed = "\n".join(f"- {m}" for m in memories) or "(no memories were found)"
     when = f"\nThe question is asked on {date}." if date else ""
-    return f"{fence('MEMORIES', listed)}\n\nQuestion: {question}{when}\nAnswer:"
+    return f"{fence('MEMORIES', listed)}\n\nQuestion: {question}{when}\n{cue}"
 
 
 # -- writing a QA dataset folder ----------------------------------------------------------------

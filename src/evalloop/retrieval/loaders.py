@@ -43,6 +43,8 @@ LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single
 MEM0_CATEGORIES = {1: "single-hop", 2: "temporal", 3: "multi-hop", 4: "open-domain", 5: "adversarial"}
 """The same numbers as the mem0 paper (and the tables that copy it) name them."""
 ADVERSARIAL = 5
+ABSTENTION = "abstention"
+"""The stratum of LongMemEval's abstention (``_abs``) questions, whatever their question type."""
 _SESSION = re.compile(r"^session_(\d+)$")
 _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
 _DIA_ID = re.compile(r"^D\s*(\d+)\s*:\s*(\d+)$", re.IGNORECASE)
@@ -307,9 +309,10 @@ def read_longmemeval(path: str | Path, granularity: Literal["session", "turn"] =
                 if turn.get("has_answer"):
                     relevant.append(doc_id)
         asked = extra.get("question_date")
+        abstain = scope.endswith("_abs")  # LongMemEval's abstention questions: one group of their own
         questions.append(QAItem(id=scope, question=item.question, answer=_answer(item.answer),
-                                category=item.question_type, stratum=item.question_type, scope=scope,
-                                evidence=relevant, adversarial=scope.endswith("_abs"),
+                                category=item.question_type, stratum=ABSTENTION if abstain else item.question_type,
+                                scope=scope, evidence=relevant, adversarial=abstain,
                                 date=None if asked is None else str(asked)))
     return Imported(docs=docs, questions=questions)
 

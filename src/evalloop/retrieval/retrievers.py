@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 ALIASES = {"bm25": "bm25", "fts5": "bm25", "fts5-bm25": "bm25", "hybrid": "hybrid",
            "openclaw-hybrid": "hybrid", "hybrid-seed000": "hybrid-seed000",
            "openclaw-seed000": "hybrid-seed000", "memory": "memory", "evalloop-memory": "memory",
-           "mem0": "mem0"}
+           "mem0": "mem0", "mem0-infer": "mem0-infer"}
 
 
 class MemoryStoreRetriever:
@@ -85,7 +85,7 @@ def _embedder(spec: str | None) -> Any:
 def retriever_factory(spec: str, *, embedder: str | None = None,
                       options: Mapping[str, Any] | None = None) -> Callable[[], Retriever]:
     """A factory of fresh retrievers: ``bm25`` | ``hybrid`` | ``hybrid-seed000`` | ``memory`` |
-    ``mem0`` | ``module:Class``.
+    ``mem0`` | ``mem0-infer`` | ``module:Class``.
 
     ``options`` are keyword arguments for the retriever; ``embedder`` is an embedder spec
     (``default``, ``hashing:256``, …) for the retrievers that embed. A ``module:function`` that
@@ -105,9 +105,13 @@ def retriever_factory(spec: str, *, embedder: str | None = None,
         from evalloop.retrieval.mem0 import Mem0Retriever
 
         return lambda: Mem0Retriever(**opts)
+    if kind == "mem0-infer":
+        from evalloop.retrieval.mem0_infer import Mem0InferRetriever
+
+        return lambda: Mem0InferRetriever(_embedder(embedder), **opts)
     if ":" not in spec:
         raise TargetError(f"unknown retriever {spec!r}",
-                          hint="use bm25, hybrid, hybrid-seed000, memory, mem0, or module:Class for your own")
+                          hint="use bm25, hybrid, hybrid-seed000, memory, mem0, mem0-infer, or your module:Class")
     from evalloop.run.targets import _import
 
     obj = _import(spec, Path.cwd())

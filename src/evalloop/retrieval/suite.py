@@ -10,7 +10,9 @@ A suite may say ``dataset: <folder>`` instead of ``cases:``. The folder's files 
 - ``scenarios.jsonl`` (seed 003): one case per multi-turn scenario;
 - ``corpus.jsonl`` + ``answers.jsonl`` (memory QA, LoCoMo / LongMemEval as published tables
   score them): one case per question, ``input = {question, scope}``, ``expected = {answer,
-  category, adversarial}``, tagged by stratum and scope (see :mod:`evalloop.retrieval.answers`).
+  category, adversarial}`` (the input also carries the category and, for LoCoMo's category 5
+  only, the trap answer, which LoCoMo's protocol offers as one of two options), tagged by stratum and
+  scope (see :mod:`evalloop.retrieval.answers`).
 
 Every case carries the folder in ``metadata["dataset"]``, so a target (see
 :mod:`evalloop.retrieval.suite_targets`) loads the same data without repeating its path.
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from evalloop.retrieval.locomo_eval import category_of
 from evalloop.retrieval.suite_data import (
     dataset_kind,
     load_answers,
@@ -60,8 +63,12 @@ def dataset_cases(folder: str | Path) -> Iterator[Case]:
                        expected={"answer": pair.ground_truth}, tags=[pair.category], metadata=meta)
     elif kind == "answers":
         for a in load_answers(path):
-            when = {"date": a.date} if a.date else {}
-            yield Case(id=a.id, input={"question": a.question, "scope": a.scope, **when},
+            asked: dict[str, object] = {"date": a.date} if a.date else {}
+            if a.category is not None:  # how LoCoMo's protocol asks it (a date hint, a choice)
+                asked["category"] = a.category
+            if a.adversarial and a.answer and category_of(a.category) == 5:  # LoCoMo's trap, offered
+                asked["choice"] = a.answer  # as one of two options (another abstention answer is a gold)
+            yield Case(id=a.id, input={"question": a.question, "scope": a.scope, **asked},
                        expected={"answer": a.answer, "category": a.category, "adversarial": a.adversarial},
                        tags=[a.stratum, f"{SCOPE_TAG}{a.scope}"], metadata=meta)
     else:

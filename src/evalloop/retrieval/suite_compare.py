@@ -5,6 +5,9 @@ By default the runs go to a throw-away history; with ``record=True`` they are st
 project history, so every target keeps its own rolling baseline, verdicts and failure memories. Differences are
 tested against the first target with a paired permutation test over per-case scores; when the cases carry
 scopes (one conversation each, as LoCoMo's), the test flips whole scopes and the intervals resample them.
+With ``epochs`` each case runs that many times and every mean also gets its standard deviation over
+epochs (mean ± std, as the mem0 table reports J); with ``limit`` a scoped suite keeps whole
+conversations drawn at random (``seed``) until they hold ``limit`` cases, not its first cases.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class TargetResult(BaseModel):
     strata: StrataReport
     vs_reference: dict[str, Difference] = Field(default_factory=dict)
     verdicts: dict[str, str] = Field(default_factory=dict, description="against its own baseline")
+    spread: dict[str, tuple[float, float, int]] = Field(
+        default_factory=dict, description="mean and std (n − 1) of the per-epoch means, and the epochs")
 
 
 class TargetComparison(BaseModel):
@@ -67,6 +72,7 @@ class TargetComparison(BaseModel):
     scorers: list[str]
     reference: str
     results: list[TargetResult]
+    sample: str | None = Field(default=None, description="which conversations --limit kept, and the seed")
 
 
 def _paired_p(x: Sequence[float], y: Sequence[float], clusters: Sequence[str] | None = None) -> float:
@@ -135,13 +141,24 @@ def _with_target(suite: Suite, label: str) -> tuple[Suite, dict[str, Any]]:
 async def acompare_targets(
     suite: str | Path | Suite, targets: Sequence[str], *, settings: Settings,
     registry: Registry | None = None, record: bool = False, limit: int | None = None,
+    epochs: int | None = None, seed: int = 0,
 ) -> TargetComparison:
     """Run ``suite`` once per target and tabulate means, strata, costs and significance."""
+    from evalloop.retrieval.card import epoch_spread, sample_scopes
+
     if not targets:
         raise TargetError("no target to compare", hint="give --target at least once")
     base = suite if isinstance(suite, Suite) else find_suite(str(suite), settings.project_dir)
     registry = registry or discover(settings.project_dir)
     aimed_at = [_with_target(base, label) for label in targets]
+    scopes = case_scopes(base)
+    select, sample = None, None
+    if limit is not None and scopes:  # whole conversations, drawn at random, never the first cases
+        chosen = sample_scopes(scopes, limit, seed)
+        select = lambda case: scopes.get(case.id) in chosen  # noqa: E731
+        limit = None
+        sample = (f"{len(chosen)} of {len(set(scopes.values()))} conversations drawn (seed {seed}): "
+                  f"{', '.join(sorted(chosen))}")
     with tempfile.TemporaryDirectory(prefix="evalloop-compare-") as tmp:
         run_settings = settings if record else settings.model_copy(update={
             "history_url": f"sqlite:///{Path(tmp) / 'compare.db'}", "run_log": False, "learn": False})
@@ -152,7 +169,7 @@ async def acompare_targets(
             ref = TargetRef(ref=aimed.target.ref, params={**aimed.target.params, **params})
             named = aimed.model_copy(update={"name": f"{base.name}.{_slug(label)}", "target": ref})
             report = await arun_suite(named, settings=run_settings, registry=registry, store=store,
-                                      limit=limit)
+                                      limit=limit, epochs=epochs, select=select)
             run_id = report.outcome.run.id
             stats = target_stats(report.prepared.target) or {}
             stats.update({f"runner_{k}": v for k, v in latency_summary(store, run_id).items()})
@@ -163,11 +180,11 @@ async def acompare_targets(
                 target=label, run_id=run_id, suite=named.name,
                 means={s: report.outcome.summaries[s].mean for s in scorers}, stats=stats,
                 verdicts={c.scorer: c.verdict for c in report.comparison.scorers},
-                strata=strata_means(store, run_id, order=scorers)))
+                strata=strata_means(store, run_id, order=scorers),
+                spread=epoch_spread(store.score_rows(run_id), scorers) if (epochs or 1) > 1 else {}))
         if not record:
             store.engine.dispose()
     scorers = base.scorer_labels
-    scopes = case_scopes(base)
     for result, cases in zip(results, per_case, strict=True):
         for s in scorers:
             if (ci := interval(cases[s], scopes)) is not None:
@@ -184,7 +201,7 @@ async def acompare_targets(
                 diff=sum(x) / len(x) - sum(y) / len(y), p_value=_paired_p(x, y, clusters),
                 n=len(common), test="paired permutation by scope" if clusters else "paired permutation")
     return TargetComparison(suite=base.name, n_cases=results[0].strata.n if results else 0,
-                            scorers=scorers, reference=targets[0], results=results)
+                            scorers=scorers, reference=targets[0], results=results, sample=sample)
 
 
 def compare_targets(suite: str | Path | Suite, targets: Sequence[str], **kwargs: Any) -> TargetComparison:

@@ -4,9 +4,10 @@ that was killed while it waited on them.
 In batch mode (``run --batch``, ``batch: true`` in a suite) the run's clients are
 :class:`~evalloop.llm.batching.BatchingClient` s and every case is kept in flight (up to
 :data:`BATCH_IN_FLIGHT`), so a batch carries a whole stage of the run. Each batch is recorded
-(:mod:`evalloop.history.batches`) as soon as it has an id. ``evalloop run --resume RUN`` runs
-RUN's suite again as a new run whose clients know RUN's batches: a request that went out in one
-is collected from it, nothing is submitted twice.
+(:mod:`evalloop.history.batches`) before it goes out, and given its id as soon as it has one.
+``evalloop run --resume RUN`` runs RUN's suite again as a new run whose clients know RUN's
+batches — and look up at the provider a batch RUN was killed before learning the id of: a
+request that went out in one is collected from it, nothing is submitted twice.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from evalloop.errors import FixtureError
+from evalloop.errors import EvalloopError, FixtureError
+from evalloop.history.locks import DatabaseLock
 from evalloop.history.models import Run, RunStatus
 from evalloop.history.store import HistoryStore
 from evalloop.run.context import Services
@@ -47,21 +49,30 @@ def wire(services: Services, store: HistoryStore, resume: str | None) -> Callabl
     """Seed the batch clients with ``resume``'s batches; the callback that, once the run exists,
     records each batch the clients submit (and ``resume``'s batches again, under the new run, so
     a resumed run killed in turn can be resumed). ``None`` when the run is not in batch mode."""
-    from evalloop.history.batches import batch_rows, record_batch
-
     clients = batching_clients(services)
     if not clients:
         return None
+    from evalloop.history.batches import batch_rows, known_batch_ids, pending_rows, record_batch, record_intent
+    from evalloop.llm.batching import LostSubmission
+
     inherited = batch_rows(store, resume) if resume else []
+    pending = pending_rows(store, resume) if resume else []
     for client in clients:
         for _, batch_id, ids in inherited:
             client.known.update(dict.fromkeys(ids, batch_id))
+        lost = [LostSubmission(ids, since) for provider, ids, since in pending if provider == client.backend.name]
+        if lost:
+            client.lost = lost
+            client.exclude = known_batch_ids(store, client.backend.name)
 
     def begin(run: Run) -> None:
         for provider, batch_id, ids in inherited:
             record_batch(store, run.id, provider, batch_id, ids)
         for client in clients:
+            for lost in client.lost:  # still lost if this run is killed before finding it
+                lost.token = record_intent(store, run.id, client.backend.name, lost.custom_ids)
             client.on_submit = partial(record_batch, store, run.id)
+            client.on_intent = partial(record_intent, store, run.id)
 
     return begin
 
@@ -95,7 +106,7 @@ def resume_notice(services: Services, resume: str) -> str:
 
 def resumable(store: HistoryStore, ref: str) -> Run:
     """The run ``ref`` names, if it can be resumed: a batch run that did not complete."""
-    from evalloop.history.batches import batches_of
+    from evalloop.history.batches import batches_of, pending_rows
 
     runs = store.find_runs(ref)
     if len(runs) != 1:
@@ -105,20 +116,64 @@ def resumable(store: HistoryStore, ref: str) -> Run:
     if run.status == RunStatus.COMPLETED:
         raise FixtureError(f"run {run.id} completed: there is nothing to resume", where="--resume",
                            hint="resume a batch run that was killed or interrupted")
-    if not batches_of(store, run.id):
+    done = resumed_by(store, run)
+    if done is not None:
+        raise FixtureError(f"run {run.id} was resumed by run {done}, which completed: there is nothing "
+                           "left to resume", where="--resume", hint=f"see `evalloop show {done}`")
+    if not batches_of(store, run.id) and not pending_rows(store, run.id):
         raise FixtureError(f"run {run.id} submitted no batch: there is nothing to collect", where="--resume",
                            hint="only a run in batch mode (--batch) that submitted a batch can be resumed")
     return run
 
 
+class ResumeBusy(EvalloopError):
+    """Another process is resuming the run (exit 2): one resumer per run."""
+
+
+def resumed_by(store: HistoryStore, run: Run) -> str | None:
+    """The completed run that resumed ``run`` (its notes say ``resumed_from``), if there is one."""
+    import json
+
+    for later in store.runs(run.suite, limit=None, statuses=[RunStatus.COMPLETED.value]):
+        if later.started_at < run.started_at:
+            break
+        try:
+            if json.loads(later.notes or "{}").get("resumed_from") == run.id:
+                return later.id
+        except ValueError:
+            continue
+    return None
+
+
+def claim_resume(store: HistoryStore, run_id: str) -> DatabaseLock:
+    """The lease on resuming ``run_id``, held while the resumed run runs (its heartbeat keeps it;
+    a resumer that dies loses it after ``lease_seconds``): a second resumer is refused instead of
+    submitting — and paying for — the same requests again. Checked again under the lease: a run
+    resumed to completion meanwhile is not resumed twice."""
+    lock = DatabaseLock(store.engine, f"resume:{run_id}", stale_seconds=store.lease_seconds,
+                        beat_seconds=store.beat_seconds)
+    if not lock.acquire():
+        holder = lock.holder()
+        raise ResumeBusy(f"run {run_id} is being resumed by {holder.owner if holder else 'another process'}",
+                         where="--resume", hint="one resumer per run: wait for that one to end")
+    run = store.get_run(run_id)
+    done = resumed_by(store, run) if run is not None else None
+    if done is not None:
+        lock.release()
+        raise ResumeBusy(f"run {run_id} was resumed by run {done}, which completed: there is nothing left "
+                         "to resume", where="--resume", hint=f"see `evalloop show {done}`")
+    return lock
+
+
 def unfinished(store: HistoryStore, suite: str) -> str | None:
     """The id of ``suite``'s newest run if it is a batch run that died (or was interrupted) after
     submitting: the next scheduled fire resumes it instead of paying again. ``None`` otherwise."""
-    from evalloop.history.batches import batch_rows
+    from evalloop.history.batches import batch_rows, pending_rows
 
     store.reap_dead_runs()  # a run left 'running' by a killed fire is failed now
     newest = store.runs(suite, limit=1)
-    if newest and newest[0].status in (RunStatus.FAILED, RunStatus.INTERRUPTED) and batch_rows(store, newest[0].id):
+    if newest and newest[0].status in (RunStatus.FAILED, RunStatus.INTERRUPTED) and (
+            batch_rows(store, newest[0].id) or pending_rows(store, newest[0].id)):
         return newest[0].id
     return None
 

@@ -223,6 +223,7 @@ async def execute(
     on_begin: Callable[[Run], None] | None = None,
     max_output_bytes: int | None = None,
     judge_stop: StopRule | None = None,
+    partial: bool = False,
 ) -> RunOutcome:
     """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
 
@@ -232,7 +233,8 @@ async def execute(
     in flight finish, and the run is marked invalid saying what it spent. ``on_begin`` is told
     the run once it is stored (batch mode records its batches under it). ``max_output_bytes``
     caps each case's stored output (:mod:`evalloop.history.outputs`; None or 0: no cap). With the
-    suite's ``early_stop``, ``judge_stop`` says when its judges may stop (:mod:`evalloop.run.judging`)."""
+    suite's ``early_stop``, ``judge_stop`` says when its judges may stop (:mod:`evalloop.run.judging`).
+    ``partial`` marks the run partial whatever it ran (an ablation: never a baseline)."""
     suite = prepared.suite
     services = services or Services()
     epochs = epochs or suite.epochs
@@ -248,7 +250,8 @@ async def execute(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
         base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)), product_fingerprint=prepared.product,
-        n_cases=n_cases, epochs=epochs, partial=n_cases < prepared.n_cases or suite.head_only is not None,
+        n_cases=n_cases, epochs=epochs,
+        partial=partial or n_cases < prepared.n_cases or suite.head_only is not None,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
     if on_begin is not None:

@@ -13,6 +13,7 @@ from sqlmodel import Session, col, select
 
 from evalloop.history.engine import get_engine, verified
 from evalloop.history.models import LedgerEntry, metadata
+from evalloop.history.outage import outlast
 from evalloop.history.schema import ensure_tables
 
 ENTRIES = LedgerEntry.__table__
@@ -20,7 +21,8 @@ _READY: set[int] = set()
 _LOCK = threading.Lock()
 
 #: statuses: running → completed | interrupted | error; skipped (suite busy for the whole misfire
-#: grace, or the scheduler stopping); cannot run (this worker could not run it: another may)
+#: grace, or the scheduler stopping); cannot run (this worker could not run it: another may);
+#: coalesced (a late fire run as one with the fires after it); missed (past its misfire grace)
 #: what a fire's outcome is when it has no verdict to rank (see :func:`severity`)
 NO_VERDICT = ("ok", "no scorers")
 
@@ -40,7 +42,7 @@ def severity() -> tuple[str, ...]:
             ranked += ["interrupted", "error"]
         ranked.append(status.value)
         if status is VerdictStatus.SKIPPED:
-            ranked.append("cannot run")
+            ranked += ["cannot run", "coalesced", "missed"]
     return tuple(ranked)
 
 
@@ -65,23 +67,29 @@ def _engine(url: str) -> Engine:
 def start(url: str, *, job_id: str, fire_id: str, suite: str, owner: str,
           status: str = "running", detail: str | None = None) -> int:
     """Record the start of one suite of a fire (or a skip); returns the entry id."""
-    now = time.time()
-    with _engine(url).begin() as conn:
-        result = conn.execute(insert(ENTRIES).values(
-            job_id=job_id, fire_id=fire_id, suite=suite, owner=owner, status=status,
-            detail=(detail or "")[:1000] or None, started_at=now,
-            ended_at=None if status == "running" else now))
-        key = result.inserted_primary_key
-        assert key is not None  # SQLAlchemy types it Optional; an INSERT of one row has one
-        return int(key[0])
+    def write() -> int:
+        now = time.time()
+        with _engine(url).begin() as conn:
+            result = conn.execute(insert(ENTRIES).values(
+                job_id=job_id, fire_id=fire_id, suite=suite, owner=owner, status=status,
+                detail=(detail or "")[:1000] or None, started_at=now,
+                ended_at=None if status == "running" else now))
+            key = result.inserted_primary_key
+            assert key is not None  # SQLAlchemy types it Optional; an INSERT of one row has one
+            return int(key[0])
+
+    return outlast(write)  # a database that is away for a moment loses no fire's record
 
 
 def finish(url: str, entry_id: int, *, status: str, verdict: str | None = None,
            run_id: str | None = None, detail: str | None = None) -> None:
-    with _engine(url).begin() as conn:
-        conn.execute(update(ENTRIES).where(ENTRIES.c.id == entry_id).values(
-            status=status, verdict=verdict, run_id=run_id,
-            detail=(detail or "")[:1000] or None, ended_at=time.time()))
+    def write() -> None:
+        with _engine(url).begin() as conn:
+            conn.execute(update(ENTRIES).where(ENTRIES.c.id == entry_id).values(
+                status=status, verdict=verdict, run_id=run_id,
+                detail=(detail or "")[:1000] or None, ended_at=time.time()))
+
+    outlast(write)
 
 
 def close_dead(url: str, entry_id: int, suite: str, detail: str, *, wait: float = 0.0,
@@ -134,21 +142,28 @@ def reap_stale(url: str) -> int:
     return closed
 
 
-def entries(url: str, job_id: str | None = None, limit: int = 200) -> list[LedgerEntry]:
-    """Newest first (entries of schedulers that died mid-run are closed first)."""
-    reap_stale(url)
+def entries(url: str, job_id: str | None = None, limit: int = 200, *, readonly: bool = False) -> list[LedgerEntry]:
+    """Newest first (entries of schedulers that died mid-run are closed first, unless
+    ``readonly``: a history this user may not write is only read)."""
+    if readonly:
+        from evalloop.history.readonly import readonly_engine
+
+        engine = readonly_engine(url)
+    else:
+        reap_stale(url)
+        engine = _engine(url)
     query = select(LedgerEntry).order_by(col(LedgerEntry.id).desc()).limit(limit)
     if job_id is not None:
         query = query.where(LedgerEntry.job_id == job_id)
-    with Session(_engine(url), expire_on_commit=False) as session:
+    with Session(engine, expire_on_commit=False) as session:
         return list(session.exec(query))
 
 
-def last_fires(url: str, job_ids: list[str]) -> dict[str, LastFire]:
+def last_fires(url: str, job_ids: list[str], *, readonly: bool = False) -> dict[str, LastFire]:
     """The latest fire of each job that has one."""
     out: dict[str, LastFire] = {}
     for job_id in job_ids:
-        recent = entries(url, job_id, limit=50)
+        recent = entries(url, job_id, limit=50, readonly=readonly)
         if not recent:
             continue
         fire = recent[0].fire_id

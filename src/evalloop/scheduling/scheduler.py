@@ -13,16 +13,18 @@ latest is within the grace time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import signal
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 from apscheduler.executors.base import MaxInstancesReachedError
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.job import Job
@@ -33,10 +35,11 @@ from pydantic import BaseModel
 from sqlalchemy.engine import make_url
 
 from evalloop.config import Settings, load_settings
-from evalloop.errors import EvalloopError
+from evalloop.errors import EvalloopError, StoreAccessError, UnknownSuiteError
 from evalloop.history.engine import get_engine
 from evalloop.history.leases import interrupt_fire_runs
 from evalloop.history.locks import DatabaseLock, claim_fire
+from evalloop.history.outage import outlast
 from evalloop.history.schema import ensure_job_store
 from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.redact import redact_url
@@ -52,6 +55,7 @@ from evalloop.scheduling.worker import (
     cannot_run_why,
     close_dead_fires,
     one_line,
+    until_due,
 )
 from evalloop.suites.lookup import find_suite
 
@@ -64,6 +68,8 @@ JOB_FUNC = "evalloop.scheduling.scheduler:run_scheduled_job"
 #: where the job function lived before (jobs stored then name it; see :func:`_move_old_jobs`)
 OLD_JOB_FUNCS = (b"evalloop.scheduler:run_scheduled_job",)
 JOBS_TABLE = "evalloop_jobs"
+#: times a fire whose process could not reach the history database is run again (2 s, 4 s, 8 s later)
+FIRE_DB_RETRIES = 3
 
 
 class ScheduleError(EvalloopError):
@@ -100,6 +106,7 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
     """
     started = time.monotonic()
     fire_id = uuid.uuid4().hex[:12]
+    fire_time = CONTROL.claims.get(job_id) or datetime.now(UTC)  # its place in a busy suite's queue
     try:
         settings = load_settings(Path(CONTROL.project_dir or project_dir))
     except EvalloopError as exc:
@@ -109,6 +116,9 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         return []
     url = settings.database_url
     grace = grace_seconds if grace_seconds is not None else settings.misfire_grace_seconds
+    if job_id in CONTROL.claims:  # a claimed fire starts by the database's clock, not this host's
+        until_due(url, fire_time)
+        started = time.monotonic()
     run_ids: list[str] = []
     for suite in suites:
         base = {"job_id": job_id, "fire_id": fire_id, "suite": suite, "owner": CONTROL.owner}
@@ -117,13 +127,22 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
             continue
         try:
             find_suite(suite, settings.project_dir)
-        except EvalloopError as exc:  # not in this worker's checkout: another worker may have it
-            cannot_run(url, job_id, fire_id, [suite], one_line(exc))
+        except UnknownSuiteError as exc:  # not in this worker's checkout: another worker may have it
+            cannot_run(url, job_id, fire_id, [suite], one_line(exc), settings)
             continue
-        lock = DatabaseLock(url, f"suite:{suite}", stale_seconds=settings.lease_seconds,
-                            beat_seconds=settings.heartbeat_seconds, owner=CONTROL.owner)
-        if not acquire_within(lock, started + grace, settings.heartbeat_seconds):
-            holder = lock.holder()
+        except EvalloopError as exc:  # here but broken: the fire is spent, and says so loudly
+            detail = f"suite broken: {one_line(exc)}"
+            log.error("%s: %s: %s", job_id, suite, detail)
+            ledger.start(url, **base, status="error", detail=detail)
+            alarm(settings, job_id, suite, "error", detail)
+            continue
+        lock = outlast(functools.partial(DatabaseLock, url, f"suite:{suite}", stale_seconds=settings.lease_seconds,
+                                         beat_seconds=settings.heartbeat_seconds, owner=CONTROL.owner))
+        if not acquire_within(lock, started + grace, settings.heartbeat_seconds, fire_time):
+            try:
+                holder = lock.holder()
+            except Exception:  # noqa: BLE001 - the database is still away: the holder is unknown
+                holder = None
             detail = (f"suite busy: running elsewhere ({holder.owner if holder else 'unknown'})"
                       + ("; scheduler stopping" if CONTROL.stopping.is_set()
                          else f" for the whole misfire grace ({grace:g} s)"))
@@ -143,10 +162,16 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
                 resume = unfinished(HistoryStore(url), suite)  # a batch run a killed fire left behind
                 if resume:
                     log.info("%s: %s: resuming batch run %s", job_id, suite, resume)
-                result = run_fire(str(settings.project_dir), suite, timeout=settings.fire_timeout_seconds,
-                                  processes=CONTROL.processes, stop_requested=CONTROL.hard.is_set,
-                                  options={**(options or {}), **({"resume": resume} if resume else {})},
-                                  env={FIRE_ENV: str(entry)})
+                for attempt in range(FIRE_DB_RETRIES + 1):  # a fire the database failed is run again
+                    result = run_fire(str(settings.project_dir), suite, timeout=settings.fire_timeout_seconds,
+                                      processes=CONTROL.processes, stop_requested=CONTROL.hard.is_set,
+                                      options={**(options or {}), **({"resume": resume} if resume else {})},
+                                      env={FIRE_ENV: str(entry)})
+                    if (result.status != "error" or "cannot reach the history database" not in (result.detail or "")
+                            or attempt == FIRE_DB_RETRIES or CONTROL.stopping.wait(2.0 * 2 ** attempt)):
+                        break
+                    log.warning("%s: %s: the history database was away (%s): running the fire again",
+                                job_id, suite, result.detail)
         finally:
             lock.release()
         if result.status == "interrupted":
@@ -161,6 +186,7 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
         log.log(*fire_line(job_id, suite, result))
         if result.status != "completed":
             ledger.finish(url, entry, status="error", detail=result.detail, run_id=result.run_id)
+            alarm(settings, job_id, suite, "error", result.detail or "the fire did not complete")
             continue
         ledger.finish(url, entry, status="completed", verdict=result.verdict, run_id=result.run_id)
         if result.run_id:
@@ -196,6 +222,17 @@ class ClaimingExecutor(ThreadPoolExecutor):
             self._logger.info("fire %s of %s was taken by another scheduler", fire, job.id)
             return
         CONTROL.claims[job.id] = fire
+        last = run_times[-1].isoformat(timespec="seconds")
+        grace = job.misfire_grace_time
+        lost = grace is not None and (datetime.now(run_times[-1].tzinfo) - run_times[-1]).total_seconds() > grace
+        for late in _coalesced(job, run_times[-1]):  # late fires run as one: each still says so
+            at = late.isoformat(timespec="seconds")
+            status, detail = (("missed", f"the fire of {at} was past its misfire grace when a scheduler could "
+                                         "take it: not run") if lost else
+                              ("coalesced", f"the fire of {at} was late and ran as one with {last}"))
+            for suite in job.args[1]:
+                ledger.start(self.url, job_id=job.id, fire_id=status, suite=suite, owner=self.owner,
+                             status=status, detail=detail)
         super().submit_job(job, run_times)
 
     def in_flight(self) -> int:
@@ -204,16 +241,35 @@ class ClaimingExecutor(ThreadPoolExecutor):
             return sum(self._instances.values())
 
 
+def _coalesced(job: Job, last: datetime, limit: int = 1000) -> list[datetime]:
+    """The fire times APScheduler folds into the fire at ``last`` (it passes only the last one):
+    from the job's due fire time up to ``last``, by its trigger."""
+    times: list[datetime] = []
+    at = job.next_run_time
+    while at is not None and at < last and len(times) < limit:
+        times.append(at)
+        at = job.trigger.get_next_fire_time(at, last)
+    return times
+
+
 def make_scheduler(settings: Settings, *, executor: ClaimingExecutor | None = None,
-                   admin: bool = False, worker: bool = False) -> BackgroundScheduler:
+                   admin: bool = False, worker: bool = False, readonly: bool = False) -> BackgroundScheduler:
     """A scheduler on the history database's job store (not started); a ``worker`` sees only
-    the schedules whose suites its own checkout has (:mod:`evalloop.scheduling.worker`)."""
+    the schedules whose suites its own checkout has (:mod:`evalloop.scheduling.worker`).
+    ``readonly`` (an admin scheduler that only lists): the job store is read through a read-only
+    engine, and nothing is created or moved."""
     url = settings.database_url
+    if readonly:
+        from evalloop.history.readonly import readonly_engine
+
+        return _AdminScheduler(jobstores={"default": SQLAlchemyJobStore(engine=readonly_engine(url),
+                                                                        tablename=JOBS_TABLE)},
+                               timezone=resolve_timezone(settings.timezone))
     get_engine(url)  # creates the folder and the history tables
     options = {"connect_args": {"timeout": 30}} if make_url(url).get_backend_name() == "sqlite" else {}
     store = (WorkerJobStore(url=url, tablename=JOBS_TABLE, engine_options=options,
                             can_run=lambda job: cannot_run_why(settings, job),
-                            on_cannot=lambda job, why: cannot_run(url, job.id, "-", list(job.args[1]), why))
+                            on_cannot=lambda job, why: cannot_run(url, job.id, "-", list(job.args[1]), why, settings))
              if worker else SQLAlchemyJobStore(url=url, tablename=JOBS_TABLE, engine_options=options))
     ensure_job_store(store)  # its table, created race-free (many schedulers may start at once)
     _move_old_jobs(store)
@@ -253,9 +309,10 @@ class _AdminScheduler(BackgroundScheduler):
 
 
 @contextlib.contextmanager
-def _admin(settings: Settings) -> Iterator[BackgroundScheduler]:
-    """A paused scheduler for changing jobs in the store without running any."""
-    scheduler = make_scheduler(settings, admin=True)
+def _admin(settings: Settings, readonly: bool = False) -> Iterator[BackgroundScheduler]:
+    """A paused scheduler for changing jobs in the store without running any (``readonly``:
+    for reading them only)."""
+    scheduler = make_scheduler(settings, admin=True, readonly=readonly)
     scheduler.start(paused=True)
     try:
         yield scheduler
@@ -290,10 +347,21 @@ def add_schedule(settings: Settings, suites: list[str], *, cron: str | None = No
 
 
 def list_schedules(settings: Settings) -> list[ScheduleInfo]:
-    """Every schedule in the job store with its next fire and its last fire's verdict."""
-    with _admin(settings) as scheduler:
+    """Every schedule in the job store with its next fire and its last fire's verdict; read
+    only when this user may not write the history (a read-only mount, another user's file).
+
+    Writability is learnt by trying, not by :func:`evalloop.access.diagnose`: opening and closing
+    the database file in a process with live SQLite connections drops their POSIX locks."""
+    try:
+        return _schedules(settings, readonly=False)
+    except StoreAccessError:
+        return _schedules(settings, readonly=True)
+
+
+def _schedules(settings: Settings, *, readonly: bool) -> list[ScheduleInfo]:
+    with _admin(settings, readonly=readonly) as scheduler:
         jobs = scheduler.get_jobs()
-    last = ledger.last_fires(settings.database_url, [j.id for j in jobs])
+    last = ledger.last_fires(settings.database_url, [j.id for j in jobs], readonly=readonly)
     out = []
     for job in jobs:
         fire = last.get(job.id)
@@ -353,6 +421,26 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
         CONTROL.reset()  # this process may schedule (or run fires) again, after a failure too
 
 
+def _missed(settings: Settings, scheduler: BackgroundScheduler, event: JobExecutionEvent) -> None:
+    """A fire past its misfire grace when a scheduler could take it (downtime, a database
+    outage): a ``missed`` ledger row per suite and an alarm, said once (the fire is claimed)."""
+    url = settings.database_url
+    try:
+        if not claim_fire(url, event.job_id, event.scheduled_run_time, CONTROL.owner):
+            return
+        job = scheduler.get_job(event.job_id)
+        suites = list(job.args[1]) if job is not None else ["?"]
+        at = event.scheduled_run_time.isoformat(timespec="seconds")
+        detail = f"the fire of {at} was past its misfire grace when a scheduler could take it: not run"
+        for suite in suites:
+            ledger.start(url, job_id=event.job_id, fire_id="missed", suite=suite, owner=CONTROL.owner,
+                         status="missed", detail=detail)
+            log.warning("%s: %s: %s", event.job_id, suite, detail)
+            alarm(settings, event.job_id, suite, "missed", detail)
+    except Exception as exc:  # noqa: BLE001 - a listener must never stop the scheduler
+        log.error("%s: a missed fire could not be recorded: %s", event.job_id, exc)
+
+
 def _serve(settings: Settings, stop: threading.Event, poll_seconds: float | None,
            on_ready: Callable[[], None] | None, stop_timeout: float | None) -> int:
     """:func:`serve`'s loop, with :data:`CONTROL` set for this scheduler."""
@@ -379,6 +467,7 @@ def _serve(settings: Settings, stop: threading.Event, poll_seconds: float | None
     reaped = history.reap_dead_runs()
     if reaped:
         log.warning("marked %d run(s) of dead processes failed: %s", len(reaped), ", ".join(reaped))
+    scheduler.add_listener(lambda event: _missed(settings, scheduler, event), EVENT_JOB_MISSED)
     try:
         scheduler.start()
         log.info("scheduler started: %d schedule(s) on %s", len(scheduler.get_jobs()),

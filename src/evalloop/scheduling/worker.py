@@ -15,14 +15,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.job import Job
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
 from evalloop.config import Settings
-from evalloop.errors import EvalloopError
+from evalloop.errors import EvalloopError, UnknownSuiteError
 from evalloop.history.locks import DatabaseLock, release_fire
 from evalloop.scheduling import ledger
 from evalloop.scheduling.control import CONTROL
@@ -30,13 +30,55 @@ from evalloop.suites.lookup import find_suite
 
 log = logging.getLogger("evalloop.scheduler")
 
-def acquire_within(lock: DatabaseLock, deadline: float, beat: float) -> bool:
-    """Take the lock, waiting for a busy suite until ``deadline`` (monotonic) or a stop."""
-    while not lock.acquire():
-        if time.monotonic() >= deadline or CONTROL.stopping.is_set():
+def acquire_within(lock: DatabaseLock, deadline: float, beat: float, fire_time: datetime | None = None) -> bool:
+    """Take the lock, waiting for a busy suite until ``deadline`` (monotonic) or a stop; in line
+    behind the fires of earlier fire times that wait for it too (:mod:`evalloop.history.queue`)."""
+    from evalloop.history.outage import is_outage
+    from evalloop.history.queue import Ticket
+
+    ticket = Ticket(lock, fire_time or datetime.now(UTC))
+
+    away: list[bool] = []
+
+    def attempt() -> bool:
+        try:
+            return ticket.try_acquire()
+        except Exception as exc:  # the database is away: wait for it as for a busy suite
+            if not is_outage(exc):
+                raise
+            if not away:
+                away.append(True)
+                log.warning("%s: the history database is away: the fire waits for it (within its grace)",
+                            lock.name)
             return False
-        CONTROL.stopping.wait(min(beat, max(deadline - time.monotonic(), 0.0)))
-    return True
+
+    try:
+        while not attempt():
+            if time.monotonic() >= deadline or CONTROL.stopping.is_set():
+                return False
+            CONTROL.stopping.wait(min(beat, max(deadline - time.monotonic(), 0.0)))
+        return True
+    finally:
+        ticket.leave()
+
+
+#: at most this long a fire waits for the database's clock to reach its fire time
+MAX_EARLY_SECONDS = 600.0
+
+
+def until_due(url: str, fire_time: datetime) -> None:
+    """Wait until the database's clock reaches ``fire_time``: a host whose clock runs fast sees
+    a fire due early (APScheduler reads the host's clock), but the team's clock is the
+    database's, so the fire starts on time wherever it was claimed (bounded; a stop ends it)."""
+    from evalloop.history.locks import database_time, engine_for
+
+    engine = engine_for(url)
+    deadline = time.monotonic() + MAX_EARLY_SECONDS
+    while not CONTROL.stopping.is_set() and time.monotonic() < deadline:
+        ahead = fire_time.timestamp() - database_time(engine)
+        if ahead <= 0:
+            return
+        CONTROL.stopping.wait(min(ahead, 5.0))
 
 
 def close_dead_fires(settings: Settings, job_id: str, suite: str, dead: str) -> None:
@@ -52,12 +94,16 @@ def close_dead_fires(settings: Settings, job_id: str, suite: str, dead: str) -> 
 
 
 def cannot_run_why(settings: Settings, job: Job) -> str | None:
-    """Why this worker's checkout cannot run the job's suites, or None when it can."""
+    """Why this worker's checkout cannot run the job's suites (one is absent here), or None when
+    it can. A suite that is here but broken is runnable: its fire is taken and fails visibly
+    (ledger ``error``, an alarm), since every worker on the same commit would fail it alike."""
     for suite in job.args[1]:
         try:
             find_suite(suite, settings.project_dir)
-        except EvalloopError as exc:
+        except UnknownSuiteError as exc:
             return one_line(exc)
+        except EvalloopError:
+            continue
     return None
 
 
@@ -65,14 +111,18 @@ def one_line(exc: EvalloopError) -> str:
     return f"{exc.where}: {exc.what}" if exc.where else exc.what
 
 
-def cannot_run(url: str, job_id: str, fire_id: str, suites: list[str], why: str) -> None:
-    """This worker cannot run the fire: one line per suite in the ledger and the log, and the
-    fire's claim released so that another worker may take it."""
+def cannot_run(url: str, job_id: str, fire_id: str, suites: list[str], why: str,
+               settings: Settings | None = None) -> None:
+    """This worker cannot run the fire: one line per suite in the ledger and the log, an event
+    to the alarm sinks (when the settings that name them loaded), and the fire's claim released
+    so that another worker may take it."""
     detail = f"worker {CONTROL.owner} cannot run it: {why}"
     for suite in suites:
         ledger.start(url, job_id=job_id, fire_id=fire_id, suite=suite, owner=CONTROL.owner,
                      status="cannot run", detail=detail)
         log.error("%s: %s: %s", job_id, suite, detail)
+        if settings is not None:
+            alarm(settings, job_id, suite, "cannot run", detail)
     fire = CONTROL.claims.pop(job_id, None)
     if fire is not None:
         release_fire(url, job_id, fire, CONTROL.owner)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evalloop.errors import FixtureError
+from evalloop.errors import FixtureError, UnknownSuiteError
 from evalloop.suites.models import PACKAGE_FIXTURES, SUITE_SUFFIXES, Suite, load_suite
 from evalloop.suites.yamlhead import declared_name
 
@@ -93,6 +93,6 @@ def find_suite(name_or_path: str, project_dir: Path, *, limit: int | None = None
 
         close = difflib.get_close_matches(name_or_path, suites, n=1)
         hint = (f"did you mean '{close[0]}'? " if close else "") + "see `evalloop suites list`"
-        raise FixtureError(f"unknown suite '{name_or_path}'", where=str(project_dir / "fixtures"),
+        raise UnknownSuiteError(f"unknown suite '{name_or_path}'", where=str(project_dir / "fixtures"),
                            hint=hint)
     return load_suite(suites[name_or_path], limit)

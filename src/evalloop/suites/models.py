@@ -287,6 +287,7 @@ class Suite(BaseModel):
     batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
     early_stop: EarlyStop | None = None  # judges stop once the verdict is settled (true: the defaults)
     holdout: Holdout = Field(default_factory=Holdout)
+    ablation_every: int | None = Field(default=None, ge=0)  # else [learning] ablation_every (docs/incidents.md)
     cases: list[Case] | str | None = None
     dataset: str | None = None
     path: Path | None = None
@@ -546,17 +547,25 @@ def _case(data: Any, where: str) -> Case:
                            else where, hint="a case has id, input, expected, tags, metadata, expect, output") from None
 
 
-def _yaml_case_lines(text: str) -> list[int]:
+def _yaml_case_lines(text: str, path: Path) -> list[int]:
     """1-based line numbers of the items of a top-level ``cases:`` list in YAML text.
 
     Read from the parser's events, one at a time: a composed node tree would hold a second
-    copy of every case (a 22 MB case would cost 22 MB more)."""
+    copy of every case (a 22 MB case would cost 22 MB more). An alias (``*name``, a ``<<:``
+    merge) is refused here, before the document is loaded: nine nested aliases in a few
+    hundred bytes expand to billions of values wherever a case is copied or serialised."""
     lines: list[int] = []
     stack: list[str] = []
     expecting_key, key, in_cases = True, None, False
     starts = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
     try:
         for ev in yaml.parse(text, Loader=YAML_LOADER):
+            if isinstance(ev, yaml.AliasEvent):
+                line = ev.start_mark.line + 1 if ev.start_mark is not None else None
+                raise FixtureError(f"YAML alias '*{ev.anchor}' is not allowed in a suite file",
+                                   where=f"{path}:{line}" if line else str(path),
+                                   hint="write the value out in full (anchors and aliases can expand "
+                                        "a small file into gigabytes)")
             if in_cases and len(stack) == 2 and isinstance(ev, starts):
                 assert ev.start_mark is not None  # the parser marks every event it makes
                 lines.append(ev.start_mark.line + 1)
@@ -577,7 +586,7 @@ def _yaml_case_lines(text: str) -> list[int]:
             if not stack and lines:
                 break
     except yaml.YAMLError:
-        return []
+        return []  # the load that follows reports the syntax error with its line
     return lines if not stack or stack[0] == "map" else []
 
 
@@ -600,8 +609,8 @@ def load_suite(path: str | Path, limit: int | None = None) -> Suite:
         if path.suffix == ".json":
             data = json.loads(text)
         else:
+            lines = _yaml_case_lines(text, path)  # first: it refuses aliases before they expand
             data = yaml.load(text, Loader=YAML_LOADER)  # noqa: S506 - a safe loader
-            lines = _yaml_case_lines(text)
     except json.JSONDecodeError as exc:
         raise FixtureError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}",
                            hint="fix the JSON syntax") from None

@@ -27,14 +27,17 @@ from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.history.window import KEY as WINDOW_KEY
 from evalloop.policy import VerdictPolicy
-from evalloop.scoring.scorevec import Vector, align, from_mapping
-from evalloop.verdicts import identity, sequential
-from evalloop.verdicts.drop import drop_bounds, scope_groups
+from evalloop.scoring.scorevec import Aligned, Vector, align, from_mapping
+from evalloop.verdicts import floors, identity, sequential
+from evalloop.verdicts.drop import drop_bounds, scope_groups, standardized_drop
 from evalloop.verdicts.identity import FingerprintChange, Windows
+from evalloop.verdicts.power import z_quantile
 from evalloop.verdicts.runlabel import run_label_permutation_test
-from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, floor_sentence
+from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, noise_var, window_noise
 
 EPS = 1e-9
+SOUND_RUNS = 3  # runs a sound median needs: the median of three outvotes one lucky run
+OUTLIER_SE = 3.0  # a window run this many standard errors of a run mean from the others' median is set aside
 MAX_LISTED = 20
 _DRIFT_CHECKED = frozenset({VerdictStatus.STEADY, VerdictStatus.WATCH, VerdictStatus.IMPROVED,
                             VerdictStatus.BELOW_FLOOR})
@@ -193,7 +196,8 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
     results = [compare_scorer(store, run, summary, window,
                               current=None if current is None else current.get(summary.scorer),
                               nightly=nightly, scorers=graded, scopes=scopes,
-                              prior=None if summary.skipped else windows.measured(summary.scorer))
+                              prior=None if summary.skipped else windows.measured(summary.scorer),
+                              product=windows.restart_at)
                for summary in summaries.values()]
     first = next((s.scorer for s in summaries.values() if not s.skipped), None)
     target = _failure_rate(run, None if first is None else windows.product.get(first, []))
@@ -201,7 +205,7 @@ def compare_run(store: HistoryStore, run: Run, *, window: int = 5,
         r.scorer: {"verdict": r.verdict, "baseline": r.baseline, "drop": r.drop, "mean": r.current,
                    "n": r.n, "p_value": r.p_value, "mdd": r.mdd,
                    "eligible": eligible_now(run, summaries[r.scorer], r.verdict,
-                                            significant_drop=_significant_drop(r)),
+                                            kept_out=r.evidence is not None and r.evidence.keeps_out),
                    "details": _with_evidence(summaries[r.scorer].details, r.evidence, change, r.chart, r.window)}
         for r in results
     })
@@ -215,11 +219,6 @@ def baseline_windows(store: HistoryStore, run: Run, window: int,
     summaries = store.summaries(run.id) if summaries is None else summaries
     restart = any(_policy(s).restart_on_change for s in summaries.values() if not s.skipped)
     return identity.read(store, run, summaries, window, restart)
-
-
-def _significant_drop(s: ScorerComparison) -> bool:
-    """Whether the scorer's run is significantly lower than its baseline (any size)."""
-    return s.evidence is not None and s.evidence.significant_drop
 
 
 def _failure_rate(run: Run, prior: list[tuple[Run, ScorerSummary]] | None) -> FailureRate | None:
@@ -253,7 +252,8 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
                                   "n_unpaired", "flaky", "quarantined", "rule", "reason", "added",
                                   "added_mean", "removed", "removed_mean", "shared_mean",
                                   "drop_ci_low", "drop_ci_high", "window_runs", "z", "mode",
-                                  "min_score", "ci_method", "scopes"})
+                                  "min_score", "ci_method", "scopes", "floor_state", "floor_w",
+                                  "keeps_out", "set_aside"})
     if change is not None:
         data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
                                       "restarted": change.restarted, "product": change.product,
@@ -264,10 +264,12 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
 def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
                    current: Mapping[str, float] | Vector | None = None, nightly: bool = False,
                    scorers: int = 1, scopes: Mapping[str, str] | None = None,
-                   prior: list[tuple[Run, ScorerSummary]] | None = None) -> ScorerComparison:
+                   prior: list[tuple[Run, ScorerSummary]] | None = None,
+                   product: str | None = None) -> ScorerComparison:
     """One scorer of one run against the last ``window`` eligible runs before it (``prior``, when
     the caller has read them); ``scopes`` (case id → ``scope:<id>``) makes its statistics count
-    whole scopes."""
+    whole scopes; ``product``: the product the window restarted at (``restart_on_change``), for the
+    sound baseline a drop is judged against."""
     details: dict[str, Any] = json.loads(summary.details or "{}")
     policy = _policy(summary)
     out = ScorerComparison(
@@ -300,14 +302,34 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes, order=current.order)
+    last_good = prior[-1] if prior else None
+    aligned, prior, aside = _set_aside(aligned, prior)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
                               scorer_controls=details.get("scorer_controls", []),
-                              valid=not details.get("invalid"), invalid_reason=details.get("invalid"))
+                              valid=not details.get("invalid"), invalid_reason=details.get("invalid"),
+                              scorers=scorers)
+    if aside:
+        said = f"{evidence.reason} {_aside_sentence(aside)}"
+        evidence = evidence.model_copy(update={"set_aside": aside, "reason": said})
     if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
         evidence = _drift(store, run, summary, policy, current, evidence, prior, stored, scopes)
+    found: list[float | None] = []
+
+    def sound() -> float | None:
+        """The drop against a sound baseline (read once, and only when a drop needs it)."""
+        if not found:
+            found.append(_sound_drop(store, run, summary, current, stored, scopes, window, product, last_good))
+        return found[0]
+
     if nightly and evidence.z is not None:
-        evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers)
+        evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers, sound)
+    if evidence.significant_drop or evidence.status is VerdictStatus.REGRESSED:
+        # the drop keeps the run out of later baselines only if it holds against a sound one
+        # (a red night already does: the chart asked)
+        held = out.chart is not None and out.chart.red
+        significant = z_quantile(1.0 - policy.alpha / 2)
+        evidence = evidence.model_copy(update={"keeps_out": held or _holds(sound(), significant)})
     out.evidence = evidence
     if evidence.current_mean is not None:  # without controls and quarantined cases, as judged
         out.current = evidence.current_mean
@@ -324,31 +346,121 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     return out
 
 
+def _holds(sound: float | None, bar: float) -> bool:
+    """Whether a drop holds against the sound baseline (no sound baseline yet: it is trusted)."""
+    return sound is None or sound >= bar
+
+
 def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, evidence: Verdict,
-             scorers: int) -> tuple[Verdict, sequential.Chart]:
-    """The single-run verdict re-labelled by the nightly chart: red only when the chart is."""
+             scorers: int, sound: Callable[[], float | None]) -> tuple[Verdict, sequential.Chart]:
+    """The single-run verdict re-labelled by the nightly limits (:mod:`evalloop.verdicts.sequential`):
+    red when the drop chart is, or on one bad night; ``below floor`` when the floor's limits say so
+    (the same check as a one-off run's, and its chart); a one-run ``regressed`` that neither shows
+    is a ``watch``."""
     z = float(evidence.z or 0.0)
+    budget, floor = policy.alarm_budget, floors.active(evidence.min_score)
+    # the threshold in standard errors from the window's noise (steady while the window is), else from z
     drop_abs = (evidence.baseline_mean or 0.0) - (evidence.shared_mean or 0.0)
-    se = abs(drop_abs / z) if z else None
-    k, h = sequential.design(policy.threshold, evidence.baseline_mean, se, policy.alarm_budget, scorers)
-    chart = sequential.step(_last_chart(store, run, summary.scorer), z, k, h)
-    status = evidence.status
-    if status is not VerdictStatus.BELOW_FLOOR or chart.red:
-        if chart.red:
-            status = VerdictStatus.REGRESSED
-        elif chart.green:
-            status = VerdictStatus.IMPROVED
-        elif status is VerdictStatus.REGRESSED:
-            status = VerdictStatus.WATCH  # one night's drop: the series has not shown it yet
-        elif status is VerdictStatus.IMPROVED:
-            status = VerdictStatus.STEADY
-    shown = chart.sentence(policy.alarm_budget)
-    single = evidence.reason.split(": ", 1)[-1]
-    reason = f"{shown[0].upper()}{shown[1:]}: {single}"
-    below = floor_sentence(evidence)
-    if below is not None and below not in reason:
-        reason = f"{below} {reason}"
+    se = (evidence.drop_noise_se * (evidence.baseline_mean or 0.0)) if evidence.drop_noise_se \
+        else abs(drop_abs / z) if z else None
+    k, h = sequential.design(policy.threshold, evidence.baseline_mean, se, budget, scorers, floor=floor)
+    bad = evidence.p_value is not None and evidence.p_value < policy.alpha and sequential.bad_night(
+        evidence.drop, evidence.drop_noise_se or 0.0, policy.threshold, budget, scorers, floor=floor)
+    previous = _last_chart(store, run, summary.scorer)
+    chart = sequential.step(previous, z, k, h, bad=bad)
+    if chart.red:  # red only while the drop holds against a sound baseline (no windup)
+        chart = sequential.step(previous, z, k, h, bad=bad, holds=_holds(sound(), sequential.release(k)))
+    found = floors.check(evidence.current_mean, evidence.min_score, evidence.floor_se, budget, scorers)
+    if found is not None:
+        chart.floor = floors.step(previous.floor if previous is not None else None, found, budget, scorers)
+    single = evidence.status
+    if chart.red:
+        status = VerdictStatus.REGRESSED
+    elif chart.floor is not None and chart.floor.alarm:
+        status = VerdictStatus.BELOW_FLOOR
+    elif chart.green:
+        status = VerdictStatus.IMPROVED
+    elif single in (VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR):
+        status = VerdictStatus.WATCH  # one night's drop: the series has not shown it yet
+    elif single is VerdictStatus.IMPROVED:
+        status = VerdictStatus.STEADY
+    else:
+        status = single
+    shown = chart.sentence(budget)
+    reason = f"{shown[0].upper()}{shown[1:]}: {evidence.reason}"
+    if status is VerdictStatus.BELOW_FLOOR and found is not None and not found.below:
+        assert evidence.current_mean is not None and evidence.min_score is not None and chart.floor is not None
+        reason = (f"Nightly floor chart: the mean has stayed under its floor {evidence.min_score:.2f} "
+                  f"(deficits {chart.floor.total:.2f} past its limit {chart.floor.h:.2f}, or lasting). {reason}")
     return evidence.model_copy(update={"status": status, "reason": reason, "mode": "nightly"}), chart
+
+
+def _set_aside(aligned: Aligned, prior: list[tuple[Run, ScorerSummary]]
+               ) -> tuple[Aligned, list[tuple[Run, ScorerSummary]], list[str]]:
+    """The window without its outlying runs: a run whose mean over the window's cases is further
+    from the median of the window's run means than :data:`OUTLIER_SE` standard errors of a run's
+    mean (the window's own run-to-run noise; with none, any difference) is set aside, so one run
+    that scored high (or low) by chance does not move the baseline for the next five runs. Only
+    a window of :data:`SOUND_RUNS` runs or more has a median to stand on."""
+    w = aligned.window
+    if w.shape[1] < SOUND_RUNS:
+        return aligned, prior, []
+    graded = ~np.isnan(w)
+    counts = graded.sum(axis=0)
+    if not counts.all():
+        return aligned, prior, []
+    means = np.where(graded, w, 0.0).sum(axis=0) / counts
+    noise = window_noise(w)
+    if noise is None:
+        return aligned, prior, []
+    reach = max(OUTLIER_SE * math.sqrt(max(noise, 0.0) / float(counts.min())), 1e-6)
+    out = np.abs(means - float(np.median(means))) > reach
+    if not out.any():
+        return aligned, prior, []
+    keep = ~out
+    trimmed = Aligned(ids=aligned.ids, current=aligned.current, window=w[:, keep], scopes=aligned.scopes)
+    return trimmed, [p for p, k in zip(prior, keep, strict=True) if k], \
+        [p[0].id for p, k in zip(prior, keep, strict=True) if not k]
+
+
+def _aside_sentence(ids: list[str]) -> str:
+    runs = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+    return (f"Set aside from the baseline as outlying (its mean far from the other window runs'): "
+            f"run{'s' if len(ids) > 1 else ''} {runs}.")
+
+
+def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: Vector,
+                stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]],
+                scopes: Mapping[str, str] | None, window: int, product: str | None,
+                last_good: tuple[Run, ScorerSummary] | None) -> float | None:
+    """The run's drop in standard errors against a *sound* baseline: the per-case median of the
+    last ``2 · window + 1`` runs that measured the suite (whatever their verdicts) up to its last
+    good run — the runs before the current drop began, where one run that scored high by chance
+    is outvoted. With fewer than ``window`` of those the baseline is young (its few good runs
+    may all have scored high, and every run after them been kept out as a drop from them: a
+    windup), and the last runs that measured the suite at all stand in, the current drop's
+    included. None with fewer than :data:`SOUND_RUNS` of those: the drop is trusted."""
+    n = 2 * window + 1
+    if last_good is not None:  # the runs up to the last good one (a long drop may reach back far)
+        upto = [*store.baseline_runs(run.suite, summary.scorer, last_good[0], n - 1, product,
+                                     measurement=summary.measurement, measured_only=True), last_good]
+        if len(upto) >= window:
+            recent = upto
+        else:
+            recent = store.baseline_runs(run.suite, summary.scorer, run, n, product,
+                                         measurement=summary.measurement, measured_only=True)
+    else:
+        recent = store.baseline_runs(run.suite, summary.scorer, run, n, product,
+                                     measurement=summary.measurement, measured_only=True)
+    if len(recent) < SOUND_RUNS:
+        return None
+    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in recent], scopes, order=current.order)
+    rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
+    if rows.sum() < 2:
+        return None
+    x, w = aligned.current[rows], aligned.window[rows]
+    return standardized_drop(x - np.nanmedian(w, axis=1), noise_var(x, w),
+                             float(np.mean(np.sum(~np.isnan(w), axis=1))), scope_groups(aligned.scopes, rows))
 
 
 def _last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart | None:

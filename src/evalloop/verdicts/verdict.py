@@ -28,10 +28,12 @@ A drop that is not significant is a ``watch``, never a regression, under every r
 * ``"paired"``: a significant drop of at least ``min_effect`` (default a third of the threshold).
 
 Known-bad control cases are kept out of the statistics; passing one with a fixed output makes the
-verdict ``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out. A mean under
-the scorer's absolute floor (``min_score``; by default the kind's target, 95 / 80 / 70 %) is
-``below floor`` whatever the baseline says. Every verdict also carries ``z``, the drop in
-standard errors, which the nightly rule (:mod:`evalloop.verdicts.sequential`) accumulates across nights.
+verdict ``scorer broken``. Flaky cases are listed, and with ``quarantine_flaky`` kept out. A mean
+under the scorer's absolute floor (``min_score``; by default the kind's target, 95 / 80 / 70 %)
+with the budgeted confidence is ``below floor`` whatever the baseline says; under it within the
+noise it is a ``watch`` "near its floor" (:mod:`evalloop.verdicts.floors`). Every verdict also
+carries ``z``, the drop in standard errors, which the nightly rule
+(:mod:`evalloop.verdicts.sequential`) accumulates across nights.
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ from pydantic import BaseModel
 from evalloop.policy import TOLERANCE, VerdictPolicy
 from evalloop.score import passes, passes_many
 from evalloop.scoring import scorevec
-from evalloop.verdicts import stats
+from evalloop.verdicts import floors, stats
 from evalloop.verdicts.drop import (
     Z_CAP,
     by_scope_power,
+    cluster_se,
     drop_bounds,
     mean_interval,
     minimal_detectable_drop,
@@ -121,10 +124,16 @@ class Verdict(BaseModel):
     test: str | None
     effect_size: float | None
     mdd: float | None = None  # relative drop detected 90 % of the time under this rule
-    significant_drop: bool = False  # p < alpha and lower, whatever the size (keeps it out of baselines)
+    significant_drop: bool = False  # p < alpha and lower, whatever the size
+    keeps_out: bool = False  # a significant drop that holds against a sound baseline: no later baseline
+    set_aside: list[str] = []  # window runs set aside as outlying (their means far from the others')
+    drop_noise_se: float | None = None  # the relative drop's standard error from run-to-run noise alone
     z: float | None = None  # the drop in standard errors of the paired difference (> 0: lower)
     pass_mark: float = 0.5
     min_score: float | None = None
+    floor_se: float | None = None  # the run-to-run noise of the mean the floor is judged with (None: not measured)
+    floor_state: str | None = None  # "above", "near" or "below" its floor (None: no floor)
+    floor_w: float | None = None  # how far under its floor, in ``floor_se``
     mode: str = "single run"  # or "nightly": which rule labelled it (see evalloop.verdicts.sequential)
     n_current: int
     n_paired: int
@@ -194,10 +203,9 @@ def _row_means(window: np.ndarray) -> np.ndarray:
     return out
 
 
-def _noise_var(x: np.ndarray, window: np.ndarray) -> float:
-    """One case's run-to-run variance: pooled over the window's cases graded twice or more,
-    else half the variance of this run's paired differences (one earlier run). In blocks of
-    rows: no whole-window copies at 100k cases."""
+def window_noise(window: np.ndarray) -> float | None:
+    """One case's run-to-run variance measured by the window alone: pooled over its cases graded
+    twice or more (None when no case was). In blocks of rows: no whole-window copies at 100k cases."""
     total, multi = 0.0, 0
     for lo in range(0, window.shape[0], _BLOCK_ROWS):
         block = window[lo:lo + _BLOCK_ROWS]
@@ -205,8 +213,15 @@ def _noise_var(x: np.ndarray, window: np.ndarray) -> float:
         if rows.size:
             total += float(np.nanvar(rows, axis=1, ddof=1).sum())
             multi += rows.shape[0]
-    if multi:
-        return total / multi
+    return total / multi if multi else None
+
+
+def noise_var(x: np.ndarray, window: np.ndarray) -> float:
+    """One case's run-to-run variance: the window's (:func:`window_noise`), else half the
+    variance of this run's paired differences (one earlier run)."""
+    measured = window_noise(window)
+    if measured is not None:
+        return measured
     d = x - _row_means(window)
     return float(d.var(ddof=1)) / 2 if d.size > 1 else 0.0
 
@@ -221,14 +236,16 @@ def decide(
     valid: bool = True,
     invalid_reason: str | None = None,
     scopes: Mapping[str, str] | None = None,
+    scorers: int = 1,
     scorer_controls: Collection[str] | None = None,
 ) -> Verdict:
     """Judge ``current`` (case id → score) against ``window`` (earlier runs, oldest first);
-    ``scopes`` (case id → its ``scope:<id>``) makes the statistics count whole scopes."""
+    ``scopes`` (case id → its ``scope:<id>``) makes the statistics count whole scopes;
+    ``scorers`` (the suite's graded scorers) split the alarm budget the floor is judged in."""
     ids, values = scorevec.from_mapping(current)
     return decide_aligned(scorevec.align(ids, values, window, scopes), policy, binary=binary,
                           known_bad=known_bad, valid=valid, invalid_reason=invalid_reason,
-                          scorer_controls=scorer_controls)
+                          scorer_controls=scorer_controls, scorers=scorers)
 
 
 def _zero_one(values: np.ndarray) -> bool:
@@ -272,6 +289,7 @@ def decide_aligned(
     known_bad: Collection[str] = (),
     valid: bool = True,
     invalid_reason: str | None = None,
+    scorers: int = 1,
     scorer_controls: Collection[str] | None = None,
 ) -> Verdict:
     """:func:`decide` on scores lined up by case (see :mod:`evalloop.scoring.scorevec`): no per-case
@@ -338,7 +356,7 @@ def decide_aligned(
     }
 
     def verdict(status: VerdictStatus, reason: str) -> Verdict:
-        return _below_floor(Verdict(status=status, reason=reason, **fields))
+        return _floor(Verdict(status=status, reason=reason, **fields), policy, scorers)
 
     if not valid:
         return Verdict(status=VerdictStatus.INVALID, reason=invalid_reason or "The run was marked invalid, "
@@ -385,7 +403,14 @@ def decide_aligned(
     p = test.p_value
     mean_diff = float(diff.mean())
     runs_per_case = float(np.mean(np.sum(~np.isnan(w), axis=1)))
-    noise = _noise_var(x, w)
+    noise = noise_var(x, w)
+    measured = window_noise(w)  # the floor's noise: the window's own, never this run's change
+    fields["floor_se"] = None if measured is None else math.sqrt(max(measured, 0.0) / used_n)
+    # what one night's drop may be off by from noise alone (the cases are this suite's, fixed;
+    # by scope the scopes' own spread, since a scope's questions move together)
+    noise_se = math.sqrt(max(noise, 0.0) * (1.0 + 1.0 / max(runs_per_case, 1.0)) / len(shared_rows)) \
+        if groups is None else cluster_se(diff, groups)
+    fields["drop_noise_se"] = noise_se / baseline_mean if baseline_mean > 0 else None
     # the size: one-sided bounds of the relative drop at ``confidence`` (by scope when scoped)
     drop_low, drop_high = drop_bounds(diff, baseline_mean, policy.confidence, groups)
     falls = drop is not None and drop >= policy.threshold - TOLERANCE
@@ -441,23 +466,26 @@ def decide_aligned(
     return verdict(VerdictStatus.STEADY, f"No significant change: {ctx}.")
 
 
-def floor_sentence(v: Verdict) -> str | None:
-    """"Mean … is under the absolute floor …." when the verdict's mean is under its scorer's floor."""
-    if v.min_score is None or v.min_score <= 0 or v.current_mean is None \
-            or v.current_mean >= v.min_score - TOLERANCE:
-        return None
-    return f"Mean {v.current_mean:.3f} is under the absolute floor {v.min_score:.2f}."
-
-
-def _below_floor(v: Verdict) -> Verdict:
-    """A verdict whose mean is under the scorer's absolute floor fails as ``below floor``, unless
-    it already fails as a regression (which says more); the reason says both."""
-    below = floor_sentence(v)
-    if below is None:
+def _floor(v: Verdict, policy: VerdictPolicy, scorers: int) -> Verdict:
+    """The verdict with its floor judged (:mod:`evalloop.verdicts.floors`): under it with the
+    budgeted confidence fails as ``below floor``, unless it already fails as a regression (which
+    says more; the reason says both); under it within the noise is a ``watch`` "near its floor"
+    (a first run keeps ``no baseline yet`` and says it)."""
+    if v.current_mean is None or v.min_score is None:
         return v
-    if v.status is VerdictStatus.REGRESSED:
-        return v.model_copy(update={"reason": f"{v.reason} {below}"})
-    return v.model_copy(update={"status": VerdictStatus.BELOW_FLOOR, "reason": f"{below} {v.reason}"})
+    found = floors.check(v.current_mean, v.min_score, v.floor_se, policy.alarm_budget, scorers)
+    if found is None:
+        return v
+    update: dict = {"floor_state": found.state, "floor_w": found.w}
+    if found.state != "above":
+        said = floors.sentence(v.current_mean, v.min_score, found)
+        if found.below and v.status is not VerdictStatus.REGRESSED:
+            update.update(status=VerdictStatus.BELOW_FLOOR, reason=f"{said} {v.reason}")
+        elif not found.below and v.status in (VerdictStatus.STEADY, VerdictStatus.IMPROVED):
+            update.update(status=VerdictStatus.WATCH, reason=f"{said} {v.reason}")
+        else:
+            update["reason"] = f"{v.reason} {said}"
+    return v.model_copy(update=update)
 
 
 def stats_budget() -> int:
