@@ -337,11 +337,9 @@ def _store(settings: Settings, suite: str, ids: list[str], record: RevisionRecor
 
 def _promote(settings: Settings, suite: str, written: str) -> tuple[list[str], str | None]:
     """The lessons folded into the written prompt stop being injected: the suite's open incidents
-    become ``promoted`` (:func:`evalloop.learning.promotion.promote_lessons`, branch ``incidents``)."""
-    try:
-        from evalloop.learning.promotion import promote_lessons  # type: ignore[import-not-found,import-untyped,unused-ignore]
-    except ImportError:  # LEAD: the incident lifecycle of branch `incidents` brings promote_lessons
-        return [], "the lessons stay injected: this version cannot promote them (`evalloop lessons promote`)"
+    become ``promoted`` (:func:`evalloop.learning.promotion.promote_lessons`)."""
+    from evalloop.learning.promotion import promote_lessons
+
     try:
         found = promote_lessons(settings, suite, reason=f"folded into {written} by prompt revise --write")
     except Exception as exc:  # noqa: BLE001 - the prompt is written; the lessons can be promoted by hand
