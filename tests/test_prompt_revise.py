@@ -5,7 +5,6 @@ reflection prompt it receives — it finds a lost rule only from a failure it is
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -168,10 +167,7 @@ def test_revise_finds_the_lost_rules_from_an_incident_and_the_written_prompt_is_
         assert record["salt"] == "" and record["splits"]["test"] == confirmation["n"]
     assert incident_of(root, incident).metadata["revisions"][-1]["confirmation"]["gain"] == confirmation["gain"]
     assert result["stored_with"] == [incident]
-    if importlib.util.find_spec("evalloop.learning.promotion") is not None:   # the incident lifecycle of #37
-        assert result["promoted"] == [incident]                                 # folded in: no longer injected
-    else:
-        assert any("stay injected" in n for n in result["notices"]) and result["promoted"] == []
+    assert result["promoted"] == [incident]                                     # folded in: no longer injected
 
     # the next run passes without the lesson; the incident moves on and keeps its record
     with LLMServer(Reflecting(finding, task, MARKER)) as server:
