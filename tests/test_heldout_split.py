@@ -149,7 +149,7 @@ def near_cases() -> list[dict]:
     first = next(c for c in cases if c["id"] in held)
     twin_id = next(f"near-{k}" for k in range(100) if not Holdout().held_out(f"near-{k}"))
     near = first["input"].replace("dashboard lives", "dashboards live")
-    cases.append({"id": twin_id, "input": near, "expected": "x"})
+    cases.append({"id": twin_id, "input": near, "expected": first["expected"]})  # passes: no floor incident
     return cases
 
 

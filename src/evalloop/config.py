@@ -76,6 +76,32 @@ class LearningSettings(BaseModel):
         return self
 
 
+class RevisionSettings(BaseModel):
+    """``[revise]``: how ``evalloop prompt revise`` splits, spends and decides (docs/revision.md).
+
+    The test split is the suite's held-out cases (its ``holdout`` setting: fraction, tags and
+    salt); ``validation`` is the share of the *learn* cases GEPA selects on (its Pareto
+    frontier), the rest are the train split it reflects on, ``minibatch`` cases at a time.
+    ``max_metric_calls`` bounds the search (None: ten passes over the validation split, at least
+    150); ``max_cost`` (USD) bounds the whole revision, confirmation included. The one
+    confirmation on the test split is a one-sided paired test at ``alpha / (k (k + 1))`` for the
+    k-th use of that test split (the series sums to ``alpha``); ``min_gain`` is the gain in the
+    mean score worth having, against which the test split's minimum detectable effect (at
+    ``power``) is checked before anything is spent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    validation: float = Field(default=0.4, gt=0.0, lt=1.0)
+    minibatch: int = Field(default=3, ge=1, le=50)
+    max_metric_calls: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0)
+    alpha: float = Field(default=0.05, gt=0.0, lt=0.5)
+    min_gain: float = Field(default=0.1, gt=0.0, le=1.0)
+    power: float = Field(default=0.8, gt=0.5, lt=1.0)
+    merge: bool = True
+    seed: int = 0
+
+
 class Settings(BaseModel):
     """Everything a run needs to know about the project it runs in."""
 
@@ -106,6 +132,7 @@ class Settings(BaseModel):
     memory_url: str | None = None
     memory_http: dict[str, Any] = Field(default_factory=dict)
     learning: LearningSettings = Field(default_factory=LearningSettings)
+    revise: RevisionSettings = Field(default_factory=RevisionSettings)
     learn: bool = True
     inject_failures: bool = True
     inject_budget: int = Field(default=6000, ge=200, description="characters of failure memories per prompt")

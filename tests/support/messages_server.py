@@ -146,6 +146,26 @@ class Reply:
 Responder = Callable[[Seen], Reply]
 
 
+@dataclass
+class Reflecting:
+    """A responder with two models: a *reflecting model* — ``reflect``, a function of the prompt it
+    receives (the last user message's text) to its reply's text — answers the requests whose
+    system prompt contains ``marker``; the task's own model (``task``) answers the rest. What the
+    reflecting model was shown is kept in ``prompts``, so a test can check what reflection read."""
+
+    reflect: Callable[[str], str]
+    task: Responder
+    marker: str
+    prompts: list[str] = field(default_factory=list)
+
+    def __call__(self, seen: Seen) -> Reply:
+        if self.marker in seen.system_text:
+            prompt = seen.last_user_text
+            self.prompts.append(prompt)
+            return Reply.of_text(self.reflect(prompt))
+        return self.task(seen)
+
+
 class _Server(ThreadingHTTPServer):
     request_queue_size = 256  # the listen backlog: bursts of new connections are not refused
     daemon_threads = True

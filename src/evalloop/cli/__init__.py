@@ -33,6 +33,7 @@ from evalloop.cli import (  # noqa: F401  (they register commands)
     lessons,
     memories,
     report,
+    revise,
     run,
     scaffold,
     schedule,

@@ -1,4 +1,5 @@
-"""``evalloop memories find|list``, ``evalloop prompt enhance|revise``: the learning loop by hand."""
+"""``evalloop memories find|list``, ``evalloop prompt enhance``: the learning loop by hand (``prompt revise``:
+:mod:`evalloop.cli.revise`)."""
 
 from __future__ import annotations
 
@@ -157,65 +158,3 @@ def prompt_enhance(
         err().print(f"no failure memories for suite '{suite}'{matching}: the prompt is unchanged", markup=False)
     print(injection.enhance_prompt(base, found, budget=settings.inject_budget,
                                   per_memory=settings.inject_per_memory, detail=settings.inject_detail), end="")
-
-
-@prompt_app.command("revise")
-@friendly
-def prompt_revise(
-    prompt_file: Annotated[Path, typer.Argument(help="The prompt to revise (a text file the suite's target reads).")],
-    suite: Annotated[str, typer.Option("--suite", "-s", help="Whose lessons to reflect on, and where to measure.")],
-    candidates: Annotated[int, typer.Option(min=1, max=10, help="Revisions to propose and measure.")] = 3,
-    param: Annotated[str, typer.Option(help="The target parameter that names the prompt file.")] = "prompt_file",
-    on: Annotated[str, typer.Option("--on", metavar="PART", help="held-out (the default) or all cases.")] = "held-out",
-    write: Annotated[bool, typer.Option("--write", help="Write the winner over PROMPT_FILE instead of "
-                                        "PROMPT_FILE.revised.")] = False,
-    model: Annotated[str | None, typer.Option(help="The reflector's and the target's LLM model.")] = None,
-    json_out: JsonOpt = False,
-    project: ProjectOpt = None,
-) -> None:
-    """Reflect on the suite's open failure memories, propose revised prompts, and keep the best only
-    if it is significantly better than PROMPT_FILE on the held-out cases (paired test).
-
-    The winner goes to PROMPT_FILE.revised; PROMPT_FILE itself changes only with --write.
-
-    Example: [bold]evalloop prompt revise prompts/decide.md --suite decisions --candidates 3[/bold]
-    """
-    import asyncio
-
-    from evalloop.loop.revise import arevise
-
-    settings = settings_for(project)
-    result = asyncio.run(arevise(prompt_file, suite, settings=settings, candidates=candidates, param=param,
-                                 write=write, on=on, model=model))
-    if json_out:
-        print(result.model_dump_json(indent=2))
-        return
-    _print_revision(result)
-
-
-def _print_revision(result) -> None:
-    from rich.table import Table
-
-    from evalloop.report.format import num
-    from evalloop.verdicts.stats import stars
-
-    console = out()
-    console.print(f"{result.suite}: {len(result.candidates)} candidate(s) against {result.prompt_file} on "
-                  f"{'held-out' if result.on == 'held-out' else 'all'} cases ({result.n_cases}); "
-                  f"reflection cost ${result.reflect_cost_usd:.4f}", markup=False, highlight=False)
-    table = Table(show_edge=False, pad_edge=False)
-    for col in ("candidate", "held-out score" if result.on == "held-out" else "score", "difference", "p", "cost"):
-        table.add_column(col, justify="left" if col == "candidate" else "right")
-    scorers = list(result.current)
-    table.add_row("current", " · ".join(num(result.current[s]) for s in scorers), "", "",
-                  f"${result.current_cost_usd:.4f}")
-    for c in result.candidates:
-        ps = [c.p_value.get(s) for s in scorers]
-        table.add_row(c.name + (" *" if c.significant else ""), " · ".join(num(c.means.get(s)) for s in scorers),
-                      " · ".join("—" if c.diff.get(s) is None else f"{c.diff[s]:+.3f}" for s in scorers),
-                      " · ".join("—" if p is None else f"{p:.3g}{stars(p)}" for p in ps), f"${c.cost_usd:.4f}")
-    console.print(table)
-    if result.written:
-        console.print(f"kept {result.best} (significantly better): written to {result.written}", markup=False)
-    else:
-        console.print("no candidate is significantly better: nothing written", markup=False)

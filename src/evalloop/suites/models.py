@@ -12,7 +12,7 @@ import hashlib
 import json
 import operator
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -204,16 +204,23 @@ class Holdout(BaseModel):
             return {**v, "near_duplicate": None}
         return v
 
-    def parts(self) -> list[tuple[str, float]]:
-        """The two parts as :func:`~evalloop.suites.split.split_cases` takes them (by tags: none by hash)."""
+    def parts(self, learn: Sequence[tuple[str, float]] = ()) -> list[tuple[str, float]]:
+        """The parts as :func:`~evalloop.suites.split.split_cases` takes them: the held-out part
+        first (by tags: none by hash), then the learn cases as one part — or, given ``learn``
+        (name, share of the learn cases), divided into those parts (``prompt revise``'s
+        validation and train splits), the held-out part unchanged."""
         held = 0.0 if self.tags else self.fraction
-        return [(HELD_OUT, held), (LEARN, 1.0 - held)]
+        if not learn:
+            return [(HELD_OUT, held), (LEARN, 1.0 - held)]
+        return [(HELD_OUT, held), *((name, share * (1.0 - held)) for name, share in learn)]
 
-    def split(self, cases: Iterable[Any], identity: Callable[[Any], str] | None = None) -> Split:
-        """The held-out / learn split of ``cases``, grouped (:func:`~evalloop.suites.split.split_cases`)."""
+    def split(self, cases: Iterable[Any], identity: Callable[[Any], str] | None = None,
+              learn: Sequence[tuple[str, float]] = ()) -> Split:
+        """The held-out / learn split of ``cases``, grouped (:func:`~evalloop.suites.split.split_cases`);
+        ``learn`` divides the learn cases further (:meth:`parts`): the held-out part is the same."""
         wanted = set(self.tags)
         pin = (lambda c: HELD_OUT if wanted.intersection(c.tags) else None) if wanted else None
-        return split_cases(cases, self.parts(), salt=self.salt, pinned=pin, identity=identity)
+        return split_cases(cases, self.parts(learn), salt=self.salt, pinned=pin, identity=identity)
 
     def held_out(self, case_id: str, tags: list[str] | tuple[str, ...] = ()) -> bool:
         """Whether a case *on its own* is held out (by its id's hash, or by its tags): the rule for a
