@@ -164,8 +164,10 @@ def test_the_trend_chart_marks_a_product_change_and_a_measurement_change_apart(p
     assert [(p["product_changed"] != [], p["measurement_changed"]) for p in points] == [
         (False, []), (False, []), (False, []), (False, ["model"]), (True, [])]
     page = (project / "report.html").read_text()
-    # the product's change on both scorers' charts, the judge's on its own only
-    assert page.count('<g class="change-measurement">') == 1 and page.count('<g class="change-product">') == 2
+    # the product's change on both scorers' charts, the judge's on its own only (each chart is
+    # drawn twice: for a screen and for a phone)
+    assert page.count('<g class="change-measurement">') == 2 and page.count('<g class="change-product">') == 4
+    assert page.count('<svg class="chart wide"') == 2 + 1  # two scorers and the latency
     assert "the measurement changed (judge model, rubric, scorer code)" in page
     listed = cli(project, "history", "judged", "--json", env=env)
     assert len(json.loads(listed.stdout)) == 5  # nor in the history's list of runs

@@ -32,7 +32,7 @@ LEVELS: list[tuple[str, ...]] = [
     ("learning",),              # failure memories from verdicts
     ("loop",),                  # suite -> run -> verdict -> learning, end to end
     ("report", "reference"),    # rendering runs; the reference memory operations
-    ("retrieval", "scheduling"),  # retrieval benchmarks as suites; scheduled runs and sinks
+    ("retrieval", "scheduling", "view"),  # retrieval benchmarks as suites; scheduled runs and sinks; the viewer
     ("cli",),                   # the command line
     ("front doors",),           # evalloop/__init__ (the public API), __main__, pytest_plugin
 ]

@@ -118,8 +118,9 @@ def test_html_is_self_contained_and_draws_the_charts(trends):
     page = render_html(trends, title="Nightly <evals>")
     assert page.startswith("<!DOCTYPE html>") and "<title>Nightly &lt;evals&gt;</title>" in page
     assert "<script" not in page.replace("&lt;script", "") and not re.search(r"(src|href)=\"https?:", page)
-    svgs = re.findall(r"<svg .*?</svg>", page, flags=re.S)
+    svgs = re.findall(r"<svg class=\"chart wide\".*?</svg>", page, flags=re.S)
     assert len(svgs) == 2  # the scorer's trend and the latency chart
+    assert len(re.findall(r"<svg class=\"chart narrow\"", page)) == 2  # each drawn again for a phone
     chart = ET.fromstring(svgs[0])
     polygons = [e for e in chart.iter("polygon") if e.get("class") == "band"]
     lines = {e.get("class"): e.get("points") for e in chart.iter("polyline")}
@@ -137,8 +138,8 @@ def test_html_is_self_contained_and_draws_the_charts(trends):
     assert "baseline: mean of the 5 runs before" in page and "band: min–max of those runs" in page
     assert "Regression in the latest run of 1 suite" in page
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; co" in page
-    runs = page[page.index('<table class="runs">'):]
-    assert runs[:runs.index("</table>")].count("<tr><td><code>") == 8  # one row per run with cost, latency
+    runs = page[page.index('<table class="runs stack">'):]
+    assert runs[:runs.index("</table>")].count('<tr><td data-label="run"><code>') == 8  # a row per run: cost, latency
 
 
 def test_markdown_for_a_pull_request(trends):
@@ -165,7 +166,7 @@ def test_cli_report_html_markdown_and_errors(history, tmp_path):
     out = tmp_path / "r" / "report.html"
     res = runner.invoke(app, ["report", "--suite", "similarity", "--html", str(out), *project])
     assert res.exit_code == 1, res.output  # the latest run regressed: a report fails like `run` by default
-    assert out.read_text().count("<svg") == 2
+    assert out.read_text().count("<svg class=\"chart wide\"") == 2
     res = runner.invoke(app, ["report", "--all", "--markdown", "--fail-on-regression", *project])
     assert res.exit_code == 1 and "regression in `similarity`" in res.stdout and "#### `other`" in res.stdout
     res = runner.invoke(app, ["report", "--json", "--last", "2", "--no-fail-on-regression", *project])

@@ -157,6 +157,8 @@ class Settings(BaseModel):
     webhook_url: str | None = None
     webhook_timeout: float = Field(default=10.0, gt=0)
     webhook_retries: int = Field(default=3, ge=1, le=20)
+    #: where `evalloop view` is served for this project: `run` prints a failing run's page under it
+    viewer_url: str | None = None
     thresholds: dict[str, Annotated[float, Field(gt=0.0, lt=1.0)]] = Field(default_factory=dict)
     verdict: VerdictSettings = Field(default_factory=VerdictSettings)
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
@@ -222,6 +224,7 @@ _ENV = {
     "EVALLOOP_LESSONS_WAIT": "lessons_wait",
     "EVALLOOP_TIMEZONE": "timezone",
     "EVALLOOP_WEBHOOK_URL": "webhook_url",
+    "EVALLOOP_VIEWER_URL": "viewer_url",
 }
 _ENV_VERDICT = {"EVALLOOP_VERDICT_RULE": "rule"}
 
@@ -285,6 +288,7 @@ def check_settings(settings: Settings, where: str | None = None) -> None:
     not at the first send; and make sure this process's log lines carry no credential."""
     check_url(settings.webhook_url, setting="webhook_url", where=where)
     check_url(settings.memory_url, setting="memory_url", where=where)
+    check_url(settings.viewer_url, setting="viewer_url", where=where)
     for name in BASE_URL_ENV:
         check_url(os.environ.get(name), setting=name, where="environment")
     for url in (settings.webhook_url, settings.memory_url, settings.history_url,

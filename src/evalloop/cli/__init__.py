@@ -38,6 +38,7 @@ from evalloop.cli import (  # noqa: F401  (they register commands)
     scaffold,
     schedule,
     show,
+    view,
 )
 from evalloop.cli.app import app
 from evalloop.errors import EvalloopError

@@ -9,7 +9,7 @@ from typing import Any
 from typer.core import TyperGroup
 
 #: the commands of a day's work, in the order a newcomer meets them
-FIRST = ("init", "run", "show", "compare", "history", "report")
+FIRST = ("init", "run", "show", "compare", "history", "report", "view")
 #: the panel of every other command, panels in this order
 PANELS = {
     "suites": "Suites and scorers", "scorers": "Suites and scorers", "calibrate": "Suites and scorers",

@@ -121,6 +121,7 @@ def run(
         from evalloop.loop.outcome import exit_code_of, failure_lines
         from evalloop.report.terminal import closing_line, print_run
         from evalloop.run.signals import terminate_as_interrupt
+        from evalloop.view.urls import failing_runs
 
         lifecycle.own_code_loaded()  # before the user's code, the suites and the history are touched
         if resume:
@@ -171,6 +172,8 @@ def run(
     code = exit_code_of(reports, fail_on_regression=failing)
     for line in failure_lines(reports) if code else []:
         err().print(line, markup=False)
+    for line in failing_runs(reports, settings.viewer_url, fail_on_regression=failing) if code else []:
+        err().print(line, markup=False, soft_wrap=True, highlight=False)
     for problem in unloaded:  # each suite that did not load, one line, and exit 2 at the end
         err().print(f"error: {problem.one_line()}", markup=False, soft_wrap=True, highlight=False)
     # the whole wait: start-up, loading and checking the suites, the runs and their reports

@@ -1,15 +1,19 @@
 """Reading a history that cannot be written: a SQLite file on a read-only mount (or read-only
 itself) is opened ``mode=ro`` — or ``immutable=1`` when even its WAL index cannot be made — so
-``history``, ``report``, ``show`` and ``compare`` still read it; nothing is created or changed."""
+``history``, ``report``, ``show`` and ``compare`` still read it; nothing is created or changed.
+A PostgreSQL history opened read-only (``evalloop view``) gets sessions whose transactions are
+read-only (``default_transaction_read_only``): the server refuses any write, and no table is
+created or migrated."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
 
-from evalloop.history.engine import _ENGINES, get_engine
+from evalloop.history.engine import _ENGINES, get_engine, new_engine
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -40,10 +44,13 @@ def readonly_engine(url: str) -> Engine:
     read-only mount): opened ``mode=ro``, or ``immutable=1`` when even the WAL index cannot be
     made; no pragmas, no schema changes. Other databases are opened as usual."""
     path = sqlite_path(url)
-    if path is None:
-        return get_engine(url)
     key = f"ro:{url}"
     if key in _ENGINES:
+        return _ENGINES[key]
+    if path is None:
+        if make_url(url).get_backend_name() != "postgresql":
+            return get_engine(url)
+        _ENGINES[key] = _readonly_server(url)
         return _ENGINES[key]
     import sqlite3
 
@@ -59,4 +66,18 @@ def readonly_engine(url: str) -> Engine:
 
     engine = create_engine("sqlite://", creator=connect)
     _ENGINES[key] = engine
+    return engine
+
+
+def _readonly_server(url: str) -> Engine:
+    """A PostgreSQL engine whose every session is read-only: the server refuses a write."""
+    engine = new_engine(url)
+
+    @event.listens_for(engine, "connect")
+    def _read_only(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+        cur.close()
+        dbapi_conn.commit()
+
     return engine

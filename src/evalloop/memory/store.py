@@ -404,3 +404,27 @@ class MemoryStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class MemoryReader(MemoryStore):
+    """The embedded store opened read-only (SQLite ``mode=ro``) for ``get``, ``list`` and
+    ``count``: nothing is created, migrated or written, not even the embedder's name (``evalloop
+    view`` reads incidents this way). Search and writes need a :class:`MemoryStore`."""
+
+    def __init__(self, path: str | Path = DEFAULT_PATH) -> None:  # noqa: D107 - the class says it
+        import sqlite3
+
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        try:
+            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                         check_same_thread=False, isolation_level=None)
+            self._conn.execute("SELECT count(*) FROM memories").fetchone()
+        except Exception as exc:  # missing, damaged or not a memory store: one line naming the file
+            if not is_db_error(exc):
+                raise
+            raise store_error(exc, store="memory store", where=str(path), recover=MEMORY_RECOVER) from None
+
+    def find(self, query: str, limit: int = 5, tags: TagsInput = None) -> builtins.list[FoundMemory]:
+        raise ConfigError("a memory store opened read-only cannot search", where=str(self.path),
+                          hint="open it with MemoryStore to search")

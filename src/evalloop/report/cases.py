@@ -45,6 +45,7 @@ class CaseScoreView(BaseModel):
     control: bool = False
     tests_scorer: bool = False  # a control with a fixed output (else an expected failure of the product)
     message: str = ""
+    details: dict[str, Any] = Field(default_factory=dict)  # what the scorer added (a judge's grade, ...)
 
 
 class CaseView(BaseModel):
@@ -141,7 +142,19 @@ def _grade(name: str, items: Sequence[CaseScore], pass_mark: float, *, control: 
     passed = None if value is None else graded.passed
     return CaseScoreView(scorer=name, value=value, passed=passed, control=control, tests_scorer=tests_scorer,
                          errored=any(s.errored for s in items) and value is None,
-                         skipped=all(s.skipped for s in items), message=items[0].message)
+                         skipped=all(s.skipped for s in items), message=items[0].message,
+                         details=_details(items[0].meta))
+
+
+def _details(meta: str | None) -> dict[str, Any]:
+    """A stored score's metadata (its JSON object; anything else is left out)."""
+    if not meta:
+        return {}
+    try:
+        found = json.loads(meta)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _case_passes(store: HistoryStore, run_id: str, marks: dict[str, float]) -> dict[str, bool]:

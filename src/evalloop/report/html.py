@@ -7,21 +7,23 @@ Chart geometry is computed here; ``templates/report.html.j2`` only places what i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from pathlib import Path
 
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-
 from evalloop.report.failing import MAX_CASES
-from evalloop.report.format import ms, num, pct
+from evalloop.report.format import ms
+from evalloop.report.templating import TEMPLATES, environment
 from evalloop.report.trends import ScorerTrend, SuiteTrend, TrendPoint, TrendReport
 from evalloop.verdicts.verdict import VerdictStatus
 
-TEMPLATES = Path(__file__).parent / "templates"
+__all__ = ["TEMPLATES", "Chart", "ChartPair", "latency_chart", "latency_charts", "render_html", "score_chart",
+           "score_charts", "verdict_class", "write_html"]
+
 WIDTH, HEIGHT, SMALL_HEIGHT = 1064, 290, 170
+#: the chart a phone shows instead (CSS picks one): fewer pixels, so its labels stay readable
+NARROW_WIDTH, NARROW_HEIGHT, NARROW_SMALL_HEIGHT = 400, 260, 170
 LEFT, RIGHT, TOP, BOTTOM = 56, 16, 22, 44
 INSET = 30  # room inside the plot so the first and last points' labels fit
 MAX_XLABELS = 12
@@ -38,16 +40,19 @@ class Marker:
     label: str = ""
     label_x: float = 0.0
     label_y: float = 0.0
+    href: str = ""  # the run's page, where a viewer serves one
 
 
 @dataclass
 class Change:
-    """A vertical mark between two runs: the product changed (solid) or the measurement (dashed)."""
+    """A vertical mark between two runs: the product changed (solid), the measurement (dashed),
+    or a person accepted the run as the new normal (dotted)."""
 
     x: float
-    css: str  # "change-product" or "change-measurement"
+    css: str  # "change-product", "change-measurement" or "change-acceptance"
     label: str
     title: str
+    row: int = 0  # which line of labels under the plot's top edge
 
 
 @dataclass
@@ -65,7 +70,8 @@ class Chart:
     lines: list[tuple[str, str]] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)
     title: str = ""
-    changes: list[Change] = field(default_factory=list)  # vertical marks: the product or the measurement changed
+    changes: list[Change] = field(default_factory=list)  # vertical marks: product, measurement, acceptance
+    variant: str = "wide"  # "wide" (a screen) or "narrow" (a phone): the stylesheet shows one
 
     @property
     def plot_left(self) -> int:
@@ -125,6 +131,14 @@ class Chart:
             bottom = [(x, y_low) for x, y_low, _ in reversed(run)]
             self.polygons.append((_pts(top + bottom), css))
             run = []
+
+
+@dataclass
+class ChartPair:
+    """One chart drawn for a screen and for a phone."""
+
+    wide: Chart
+    narrow: Chart
 
 
 def _pts(points: Sequence[tuple[float, float]]) -> str:
@@ -199,19 +213,23 @@ def place_labels(chart: Chart) -> None:
             m.label = ""
 
 
-def score_chart(trend: ScorerTrend) -> Chart:
-    """The scorer's mean per run with the rolling band, baseline and threshold line."""
+def score_chart(trend: ScorerTrend, *, width: int = WIDTH, height: int = HEIGHT, variant: str = "wide",
+                link: Callable[[str], str] | None = None) -> Chart:
+    """The scorer's mean per run with the rolling band, baseline, threshold and floor lines;
+    ``link`` gives a run's page (each point then links to it)."""
     pts = trend.points
-    seen = [v for p in pts for v in (p.mean, p.band_low, p.band_high, p.threshold_line)
+    seen = [v for p in pts for v in (p.mean, p.band_low, p.band_high, p.threshold_line, p.floor)
             if v is not None]
     lo, hi, step = nice_range(seen, floor=0.0, ceiling=1.0)
-    chart = Chart(WIDTH, HEIGHT, lo, hi, len(pts), title=f"{trend.scorer} over {len(pts)} runs")
+    chart = Chart(width, height, lo, hi, len(pts), title=f"{trend.scorer} over {len(pts)} runs", variant=variant)
     digits = 2 if step < 0.1 else 1
     chart.yticks = [(chart.y(t), f"{t:.{digits}f}") for t in _ticks(lo, hi, step)]
     _xlabels(chart, [p.started_at for p in pts])
     chart.add_band([p.band_low for p in pts], [p.band_high for p in pts], "band")
     chart.add_line([p.baseline for p in pts], "baseline")
     chart.add_line([p.threshold_line for p in pts], "threshold")
+    if any(p.floor for p in pts):
+        chart.add_line([p.floor or None for p in pts], "floor")
     chart.add_line([p.mean for p in pts], "mean")
     _change_marks(chart, trend)
     for i, p in enumerate(pts):
@@ -219,15 +237,25 @@ def score_chart(trend: ScorerTrend) -> Chart:
             continue
         css, label = _marker_style(p)
         chart.markers.append(Marker(chart.x(i), chart.y(p.mean), 6.5 if p.regression else 4.5, css,
-                                    _marker_title(trend, p), label))
+                                    _marker_title(trend, p), label, href=link(p.run_id) if link else ""))
     place_labels(chart)
     return chart
 
 
+def score_charts(trend: ScorerTrend, link: Callable[[str], str] | None = None) -> ChartPair:
+    """The scorer's chart for a screen and for a phone."""
+    return ChartPair(score_chart(trend, link=link),
+                     score_chart(trend, width=NARROW_WIDTH, height=NARROW_HEIGHT, variant="narrow", link=link))
+
+
 def _change_marks(chart: Chart, trend: ScorerTrend) -> None:
     """A vertical line just before each run whose product (solid) or whose scorer's measurement
-    (dashed: a judge model, a rubric, the scorer's code) changed since the run before it."""
+    (dashed: a judge model, a rubric, the scorer's code) changed since the run before it, and on
+    each run a person accepted as the new normal (dotted)."""
     for i, p in enumerate(trend.points):
+        if p.accepted is not None:
+            chart.changes.append(Change(chart.x(i), "change-acceptance", "accepted",
+                                        f"run {p.run_id} accepted as the new normal: {p.accepted}", row=2))
         if i == 0 or not (p.product_changed or p.measurement_changed):
             continue
         x = (chart.x(i - 1) + chart.x(i)) / 2
@@ -238,7 +266,7 @@ def _change_marks(chart: Chart, trend: ScorerTrend) -> None:
         if p.measurement_changed:
             chart.changes.append(Change(x + (2 if both else 0), "change-measurement", "measurement",
                                         f"run {p.run_id}: {trend.scorer}'s measurement changed "
-                                        f"({', '.join(p.measurement_changed)}): compared under the new one"))
+                                        f"({', '.join(p.measurement_changed)}): compared under the new one", row=1))
 
 
 def _marker_style(p: TrendPoint) -> tuple[str, str]:
@@ -270,14 +298,15 @@ def _marker_title(trend: ScorerTrend, p: TrendPoint) -> str:
     return "\n".join(parts)
 
 
-def latency_chart(suite: SuiteTrend) -> Chart | None:
+def latency_chart(suite: SuiteTrend, *, width: int = WIDTH, height: int = SMALL_HEIGHT,
+                  variant: str = "wide") -> Chart | None:
     """Target latency per run (mean and p95, milliseconds)."""
     runs = suite.runs
     values = [v for r in runs for v in (r.latency_mean_ms, r.latency_p95_ms) if v is not None]
     if not values:
         return None
     lo, hi, step = nice_range([0.0, *values], floor=0.0)
-    chart = Chart(WIDTH, SMALL_HEIGHT, lo, hi, len(runs), title="target latency per run")
+    chart = Chart(width, height, lo, hi, len(runs), title="target latency per run", variant=variant)
     chart.yticks = [(chart.y(t), _ms_tick(t, step, hi)) for t in _ticks(lo, hi, step)]
     _xlabels(chart, [r.started_at for r in runs])
     chart.add_line([r.latency_p95_ms for r in runs], "p95")
@@ -288,6 +317,13 @@ def latency_chart(suite: SuiteTrend) -> Chart | None:
                                         f"run {r.run_id}\nmean {ms(r.latency_mean_ms)}, "
                                         f"p95 {ms(r.latency_p95_ms)}\ncost ${r.cost_usd:.4f}"))
     return chart
+
+
+def latency_charts(suite: SuiteTrend) -> ChartPair | None:
+    """The latency chart for a screen and for a phone (None: no latency recorded)."""
+    wide = latency_chart(suite)
+    narrow = latency_chart(suite, width=NARROW_WIDTH, height=NARROW_SMALL_HEIGHT, variant="narrow")
+    return ChartPair(wide, narrow) if wide is not None and narrow is not None else None
 
 
 def _ms_tick(value: float, step: float, top: float) -> str:
@@ -313,24 +349,14 @@ def verdict_class(point: TrendPoint | None) -> str:
             VerdictStatus.INVALID: "v-invalid", VerdictStatus.SKIPPED: "v-skipped"}.get(status, "")
 
 
-@lru_cache(maxsize=1)
-def _env() -> Environment:
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["j2", "html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=pct, num=num, ms=ms)
-    env.filters["dt"] = lambda at: at.strftime("%Y-%m-%d %H:%M") if at else "—"
-    env.filters["usd"] = lambda v: f"${v:,.4f}" if v else "—"
-    return env
-
-
 def render_html(report: TrendReport, title: str = "evalloop report") -> str:
     """The report as one self-contained HTML document."""
-    charts = {(s.suite, t.scorer): score_chart(t) for s in report.suites for t in s.scorers}
-    latency = {s.suite: latency_chart(s) for s in report.suites}
+    charts = {(s.suite, t.scorer): score_charts(t) for s in report.suites for t in s.scorers}
+    latency = {s.suite: latency_charts(s) for s in report.suites}
     flips = {(s.suite, t.scorer): [p for p in reversed(t.points)
                                    if p.newly_failing or p.newly_passing][:MAX_FLIP_RUNS]
              for s in report.suites for t in s.scorers}
-    return _env().get_template("report.html.j2").render(
+    return environment().get_template("report.html.j2").render(
         report=report, title=title, charts=charts, latency=latency, flips=flips, slug=_slug,
         vclass=verdict_class, max_cases=MAX_CASES,
     )

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field, computed_field
 
@@ -24,6 +25,7 @@ from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
 from evalloop.history.strata import StrataReport, strata_means
 from evalloop.history.window import verdict_window
+from evalloop.redact import redact_url
 from evalloop.report.failing import CaseReader, FailingCase, FlippedCase
 from evalloop.verdicts.outcome import RunOutcome, outcome_of_labels
 from evalloop.verdicts.verdict import VerdictStatus
@@ -58,6 +60,8 @@ class TrendPoint(BaseModel):
     # and what of the scorer's measurement (model, params.rubric, code): the chart marks each apart
     product_changed: list[str] = Field(default_factory=list)
     measurement_changed: list[str] = Field(default_factory=list)
+    floor: float | None = None  # the absolute floor (min_score) the verdict held the mean to
+    accepted: str | None = None  # the reason, when a person accepted this run as the new normal
 
     @property
     def status(self) -> VerdictStatus | None:
@@ -239,7 +243,7 @@ def build_trends(store: HistoryStore, suites: Sequence[str] | None = None, *, la
             raise EvalloopError(f"no runs of suite '{name}'", where=store.url,
                                 hint=f"suites with runs: {', '.join(known) or 'none'}")
     return TrendReport(
-        generated_at=datetime.now(UTC), database=store.url, last=last, window=window,
+        generated_at=datetime.now(UTC), database=redact_url(store.url), last=last, window=window,
         suites=[suite_trend(store, name, last=last, window=window, memory_file=memory_file)
                 for name in names],
     )
@@ -340,6 +344,7 @@ def _point(run: Run, summary: ScorerSummary, window: list[tuple[Run, ScorerSumma
         band_high=max(means) if means else None, window_runs=len(means),
         threshold_line=baseline * (1 - summary.threshold) if baseline is not None else None,
         eligible=baseline_eligible(run, summary), reason=verdict_reason(summary),
+        **_policy_marks(summary),
     )
     if window and not summary.skipped:
         previous = window[-1][0]
@@ -347,6 +352,21 @@ def _point(run: Run, summary: ScorerSummary, window: list[tuple[Run, ScorerSumma
         point.newly_failing, point.newly_passing = reader.flips(run.id, previous.id, summary.scorer,
                                                                 _pass_mark(summary))
     return point
+
+
+def _policy_marks(summary: ScorerSummary) -> dict[str, Any]:
+    """The floor the verdict held the mean to, and the acceptance, from the summary's details."""
+    try:
+        details = json.loads(summary.details or "{}")
+    except (ValueError, TypeError):
+        return {}
+    if not isinstance(details, dict):
+        return {}
+    policy = details.get("policy")
+    floor = policy.get("min_score") if isinstance(policy, dict) else None
+    accepted = details.get("accepted")
+    return {"floor": float(floor) if isinstance(floor, int | float) and floor > 0 else None,
+            "accepted": str(accepted.get("reason") or "accepted") if isinstance(accepted, dict) else None}
 
 
 def _aware(at: datetime) -> datetime:
