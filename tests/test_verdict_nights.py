@@ -70,6 +70,17 @@ def test_a_sharp_break_is_red_the_first_night(tmp_path, answers):
     assert "bad night" in s.reason
 
 
+def test_a_drop_of_a_suite_without_noise_is_red_the_first_night(tmp_path, answers):
+    """Grades that never vary (0.8 on every run) have a run-to-run noise of 1e-17, not 0: the
+    chart was designed for a threshold of 10^15 standard errors and a 62 % drop stayed a watch
+    (the scheduler's webhook never heard of it). The design is capped where z is."""
+    root = lab(tmp_path, "judge", 6, min_score=0)
+    for _ in range(3):
+        night(root, answers, [0.8] * 6, nightly=False)
+    s = night(root, answers, [0.3] * 6).scorers[0]
+    assert s.status is VerdictStatus.REGRESSED, s.reason
+
+
 def test_a_noisy_mean_just_under_its_floor_is_a_watch_not_a_failure(tmp_path, answers):
     """Finding 3: the floor allows for noise. A 50-case judge suite that sits at its floor is
     under it on about half its runs; a mean under the floor by less than the noise is a watch

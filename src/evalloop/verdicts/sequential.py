@@ -61,6 +61,7 @@ MARGIN = 2.0
 K_MIN, K_CLASSIC = 0.5, 1.5
 POWER = 0.9  # a drop one night cannot tell from the threshold is red within two nights this often
 SLACK = z_quantile(0.999)  # how far under the threshold (in standard errors) such a drop may be
+DELTA_CAP = 50.0  # the largest threshold in standard errors designed for (a drop's z is capped there too)
 CHART_SHARE = 0.9  # of the drop's (and the floor's) budget: the chart; the rest: one bad night
 FLOOR_SHARE = 0.5  # of a scorer's budget, when the scorer has a floor
 
@@ -205,7 +206,9 @@ def design(threshold: float, baseline: float | None, se: float | None, budget: f
     if baseline is None or se is None or se <= 0 or not math.isfinite(se) or baseline <= 0:
         delta = 2.0 * K_CLASSIC
     else:
-        delta = threshold * baseline / se
+        # a suite without noise (a deterministic scorer: se ≈ 0) is designed at the cap of z, so
+        # the chart's reference value stays within reach of the z its drops show
+        delta = min(threshold * baseline / se, DELTA_CAP)
     k = round(reference_value(round(delta, 1), nights), 2)  # stable keys for the cached limits
     return k, limit(k, nights)
 
