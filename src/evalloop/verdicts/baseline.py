@@ -322,17 +322,18 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
             found.append(_sound_drop(store, run, summary, current, stored, scopes, window, product, last_good))
         return found[0]
 
+    shown = evidence.status is VerdictStatus.REGRESSED  # the single-run rule: at least the threshold, shown
     if nightly and evidence.z is not None:
         evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers, sound)
     if evidence.significant_drop or evidence.status is VerdictStatus.REGRESSED:
         # the drop keeps the run out of later baselines only if it holds against a sound one
         # (a red night already does: the chart asked); with no sound baseline yet (a young suite)
-        # only a failing verdict's drop is trusted: a watch against one lucky run keeps nothing out
+        # only a drop the single-run rule shows to be at least the threshold is trusted: a night
+        # red against one lucky first run keeps nothing out
         red = out.chart is not None and out.chart.red
         against = sound()
         significant = z_quantile(1.0 - policy.alpha / 2)
-        keeps = (red or evidence.status is VerdictStatus.REGRESSED) if against is None \
-            else red or against >= significant
+        keeps = shown if against is None else red or against >= significant
         evidence = evidence.model_copy(update={"keeps_out": keeps})
     out.evidence = evidence
     if evidence.current_mean is not None:  # without controls and quarantined cases, as judged
