@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -263,7 +264,17 @@ def test_the_search_stops_at_its_budget_in_metric_calls_and_resumes_from_its_sta
 
 def test_an_interrupted_search_says_so_and_resumes_where_it_stopped(tmp_path):
     root = make(tmp_path)
-    with LLMServer(Reflecting(rewording, coin(0.5), MARKER)) as server:
+    go = threading.Event()
+    calls: list[str] = []
+
+    def held(prompt: str) -> str:
+        """The reflecting model; its third reflection waits for the test (the search is mid-way)."""
+        calls.append(prompt)
+        if len(calls) == 3:
+            go.wait(60)
+        return rewording(prompt)
+
+    with LLMServer(Reflecting(held, coin(0.5), MARKER)) as server:
         env = {**os.environ, **env_for(server), "NO_COLOR": "1"}
         search = subprocess.Popen([EVALLOOP, "prompt", "revise", "prompts/decide.md", "-s", "decisions",
                                    "--max-metric-calls", "5000"], cwd=root, env=env, text=True,
@@ -273,7 +284,10 @@ def test_an_interrupted_search_says_so_and_resumes_where_it_stopped(tmp_path):
             if line.startswith("search: iteration 2 "):
                 done = int(re.search(r"· (\d+)/5000 metric calls", line).group(1))
                 break
+        while len(calls) < 3 and search.poll() is None:                            # held in its third reflection
+            go.wait(0.05)
         search.send_signal(signal.SIGINT)                                          # Ctrl-C
+        go.set()
         _, rest = search.communicate(timeout=60)
         assert search.returncode == 130 and "--resume" in rest
         assert not (root / "prompts" / "decide.md.revised").exists()

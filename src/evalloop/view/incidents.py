@@ -129,8 +129,8 @@ def find_incident(source: Source, memory_id: str) -> Incident | None:
         if adapter is None:
             return None
         record = next((r for r in adapter.list(tags=[KIND], limit=LISTED) if r.id == memory_id), None)
-    meta = getattr(record, "metadata", None) or {}
-    if record is None or meta.get("kind") != KIND or not meta.get("eval_suite"):
+    found = meta(record) if record is not None else None
+    if record is None or found is None or not found.eval_suite:
         return None
-    suite = str(meta["eval_suite"])
+    suite = str(found.eval_suite)
     return next((i for i in suite_incidents(source, suite)[0] if i.id == memory_id), _incident(record, suite))
