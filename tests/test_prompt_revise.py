@@ -278,7 +278,9 @@ def test_an_interrupted_search_says_so_and_resumes_where_it_stopped(tmp_path):
         env = {**os.environ, **env_for(server), "NO_COLOR": "1"}
         search = subprocess.Popen([EVALLOOP, "prompt", "revise", "prompts/decide.md", "-s", "decisions",
                                    "--max-metric-calls", "5000"], cwd=root, env=env, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  # as from a terminal: a background job (CI's) starts with SIGINT ignored
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         assert search.stderr is not None
         for line in search.stderr:                                                 # wait for the search to go
             if line.startswith("search: iteration 2 "):
