@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sqlite3
 import subprocess
@@ -165,17 +164,10 @@ def worker(spec: dict) -> Iterator[dict]:
 
 
 # -- the driver ------------------------------------------------------------------------------------
-def wilson(k: int, n: int) -> tuple[float, float]:
-    if not n:
-        return 0.0, 1.0
-    z, p = 1.96, k / n
-    scale = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / scale
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / scale
-    return max(0.0, centre - half), min(1.0, centre + half)
-
 
 def share(k: int, n: int) -> str:
+    from intervals import wilson  # the driver's (a worker runs another checkout's bench/)
+
     lo, hi = wilson(k, n)
     return f"{k / n:6.1%} [{lo:.0%}–{hi:.0%}]" if n else "—"
 

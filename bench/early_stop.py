@@ -27,6 +27,7 @@ import math
 import sys
 from pathlib import Path
 
+import intervals  # bench/ is the script's folder
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -76,12 +77,11 @@ def trial(rng: np.random.Generator, drop: float, noise: float, early_window: boo
 
 
 def wilson(hits: int, n: int) -> str:
+    """A share with its Wilson 95 % interval, in percent."""
     if n == 0:
         return "—"
-    p, z = hits / n, 1.96
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return f"{100 * p:5.1f} % [{100 * max(0.0, centre - half):4.1f}–{100 * min(1.0, centre + half):5.1f}]"
+    lo, hi = intervals.wilson(hits, n)
+    return f"{100 * hits / n:5.1f} % [{100 * lo:4.1f}–{100 * hi:5.1f}]"
 
 
 def main() -> None:

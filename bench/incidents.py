@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -37,6 +36,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from intervals import wilson  # bench/ is the script's folder
 
 HERE = Path(__file__).resolve().parent
 N, WARM, SD = 50, 5, 0.2
@@ -135,15 +136,6 @@ def trial(scenario: str, rng: Any) -> dict:
     shutil.rmtree(root, ignore_errors=True)
     return record
 
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    if not n:
-        return 0.0, 1.0
-    z, p = 1.96, k / n
-    scale = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / scale
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / scale
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def share(k: int, n: int) -> str:

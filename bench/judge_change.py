@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sqlite3
 import tempfile
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from intervals import wilson  # bench/ is the script's folder
 
 CASES, NIGHTS, SD, PRODUCT_SD, DROP = 50, 5, 0.15, 0.05, 0.30
 BIAS = {"old-judge": 0.0, "new-judge": -0.2}
@@ -69,14 +69,6 @@ def judge(input, output, expected, model=None):
     return Score(value=float(min(1.0, max(0.0, output["quality"] + BIAS[model] + noise))))
 '''
 
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    z, p = 1.96, k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 class Project:

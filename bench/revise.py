@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from intervals import wilson  # bench/ is the script's folder
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -183,15 +184,6 @@ def trial(args: tuple[int, str, int, int, int, int, float, str]) -> dict[str, An
                 "test": mean_on(root, "decisions", test), "fresh": mean_on(root, "fresh"),
                 "before_fresh": before_fresh}
 
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
 
 
 def mean_ci(values: list[float]) -> tuple[float, float, float]:
