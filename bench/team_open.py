@@ -36,11 +36,11 @@ with raw.connect():
     pass
 t = time.perf_counter()
 if mode == "before":  # what every process did: check and migrate every table group
-    from evalloop.history.locks import LOCK_TABLES, add_lock_columns
+    from evalloop.history.locks import LOCK_TABLES
     from evalloop.history.models import HISTORY_TABLES, metadata
     from evalloop.history.schema import ensure_tables
-    ensure_tables(raw, metadata, tables=HISTORY_TABLES, migrate=e.migrate_history_tables)
-    ensure_tables(raw, metadata, tables=LOCK_TABLES, migrate=add_lock_columns)
+    ensure_tables(raw, metadata, tables=HISTORY_TABLES)  # (the column checks it ran then are gone)
+    ensure_tables(raw, metadata, tables=LOCK_TABLES)
     ensure_tables(raw, metadata, tables=[ledger.ENTRIES])
 else:  # what get_engine does now
     assert version.check(raw, url) == "current"

@@ -19,7 +19,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from sqlmodel import SQLModel
 
 from evalloop.history import engine as history_engine
-from evalloop.history import models
+from evalloop.history import models, version
 from support.cli import cli
 from support.project import make_project
 
@@ -27,20 +27,25 @@ BEFORE = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").rea
 # what came after f3594c2, added (never changed) and so migrated in place: issue 27's prompt-cache and
 # batch columns of runs, and the batches a batch run submitted; issue 24's traceback of a target's
 # exception on case_results; issue 36's product fingerprint and bridge link of runs (and its index) and
-# the measurement of a scorer's summary; issue 39's size and hash of a truncated output
+# the measurement of a scorer's summary; issue 39's size and hash of a truncated output; issue 43's
+# acceptance column of a summary (the numbered migrations, evalloop.history.migrations)
 ADDED_COLUMNS = {"runs": ("cache_write_tokens", "cache_read_tokens", "batched_calls", "product_fingerprint",
                           "bridge_of"),
-                 "scorer_summaries": ("measurement",), "case_results": ("traceback", "output_bytes", "output_sha256")}
+                 "scorer_summaries": ("measurement", "accepted"),
+                 "case_results": ("traceback", "output_bytes", "output_sha256")}
 ADDED_INDEXES = ("ix_runs_bridge_of",)
-ADDED_TABLES = ("run_batches", "evalloop_schema")  # issue 27; issue 28: the shared schema's version
-ADDED_DDL = ["CREATE TABLE run_batches", "CREATE INDEX ix_run_batches_run_id",
+# issue 27; issue 28: the shared schema's version; issue 43: the revision (Alembic's table)
+ADDED_TABLES = ("run_batches", "evalloop_schema", "alembic_version")
+ADDED_DDL = ["CREATE TABLE alembic_version",  # stamped at 0001 by its columns, then migrations 0002-0004
              *(f"ALTER TABLE runs ADD COLUMN {c} INTEGER" for c in ADDED_COLUMNS["runs"][:3]),
-             "ALTER TABLE runs ADD COLUMN product_fingerprint VARCHAR",
-             "ALTER TABLE runs ADD COLUMN bridge_of VARCHAR", "CREATE INDEX ix_runs_bridge_of",
-             "ALTER TABLE scorer_summaries ADD COLUMN measurement VARCHAR",
              "ALTER TABLE case_results ADD COLUMN traceback VARCHAR",
+             "CREATE TABLE run_batches", "CREATE INDEX ix_run_batches_run_id", "CREATE TABLE evalloop_schema",
+             "ALTER TABLE runs ADD COLUMN product_fingerprint VARCHAR",
+             "ALTER TABLE runs ADD COLUMN bridge_of VARCHAR", "CREATE INDEX IF NOT EXISTS ix_runs_bridge_of",
+             "ALTER TABLE scorer_summaries ADD COLUMN measurement VARCHAR",
              "ALTER TABLE case_results ADD COLUMN output_bytes INTEGER",
-             "ALTER TABLE case_results ADD COLUMN output_sha256 VARCHAR"]
+             "ALTER TABLE case_results ADD COLUMN output_sha256 VARCHAR",
+             "ALTER TABLE scorer_summaries ADD COLUMN accepted BOOLEAN"]
 SRC = Path(__file__).resolve().parents[1] / "src" / "evalloop"
 TINY = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
         "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
@@ -68,16 +73,18 @@ def test_every_table_is_a_sqlmodel_model_with_the_ddl_it_had():
     assert all(issubclass(m, SQLModel) and m.model_config.get("table") for m in tables.values())
     assert ddl(sqlite.dialect()) == BEFORE["sqlite"]
     assert ddl(postgresql.dialect()) == BEFORE["postgresql"]
-    assert history_engine.schema_stamp() != BEFORE["schema_stamp"]  # the additions migrate an old database
     # evalloop's tables stay out of the SQLModel.metadata a system under test may use itself
     assert not set(models.metadata.tables) & set(SQLModel.metadata.tables)
 
 
 def test_no_module_declares_a_table_outside_the_models():
     """Tables come from SQLModel models only: no module calls SQLAlchemy's ``Table``, ``Column``
-    or ``MetaData`` (outside the engine's own use of them as types)."""
+    or ``MetaData`` (outside the engine's own use of them as types). The migrations are the
+    exception: each states the schema of its own time, which the models leave behind."""
     offenders = []
     for path in SRC.rglob("*.py"):
+        if "migrations" in path.relative_to(SRC).parts:
+            continue
         tree = ast.parse(path.read_text(), str(path))
         imported = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                     and (node.module or "").startswith("sqlalchemy") for alias in node.names
@@ -89,14 +96,13 @@ def test_no_module_declares_a_table_outside_the_models():
 
 def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     """A history made by f3594c2 (two runs, locks, a ledger entry) is read, run against and
-    written by this code with no DDL but the additions since (new nullable columns and a new
-    table, :data:`ADDED_DDL`): its tables otherwise the same, its runs readable."""
+    written by this code with no DDL but the migrations since (new nullable columns and new
+    tables, :data:`ADDED_DDL`): its tables otherwise the same, its runs readable."""
     root = make_project(tmp_path / "p", {"tiny": TINY}, scorers=None)
     db = root / "history" / "evalloop.db"
     db.parent.mkdir()
     with sqlite3.connect(db) as conn:
         conn.executescript("\n".join(BEFORE["database_dump"]))
-        conn.execute(f"PRAGMA user_version = {BEFORE['database_user_version']}")
     schema = sqlite3.connect(db).execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
 
     statements: list[str] = []
@@ -133,9 +139,10 @@ def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     with sqlite3.connect(db) as conn:
         after = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
         changed = (*ADDED_COLUMNS, *ADDED_TABLES, *ADDED_INDEXES)
-        assert [r for r in after if r[1] not in changed and not r[1].startswith("ix_run_batches")] \
+        new = ("ix_run_batches", "sqlite_autoindex_alembic_version", "sqlite_autoindex_evalloop_schema")
+        assert [r for r in after if r[1] not in changed and not r[1].startswith(new)] \
             == [r for r in schema if r[1] not in ADDED_COLUMNS]
-        assert conn.execute("PRAGMA user_version").fetchone() == (history_engine.schema_stamp(),)
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (version.HEAD,)
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (3,)
         # the migration read the old runs' product and measurement from their stored fingerprints:
         # the same as the new run's, so its baseline holds both old runs (issue 36)

@@ -194,30 +194,31 @@ def test_main_called_in_process_still_raises_system_exit(tmp_path, monkeypatch, 
 
 
 def test_an_older_history_database_is_still_migrated_and_a_current_one_is_not_checked(tmp_path):
-    """Opening a history stamped with this schema skips the table checks; an older one (no stamp,
-    a table and a column missing) gets them back before the run writes."""
+    """Opening a history stamped at this evalloop's revision skips the table checks; an older one (no
+    stamp, a table and a column missing) gets them back before the run writes."""
     import sqlite3
 
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
     from evalloop.history import engine as store
+    from evalloop.history import version
 
     root = make_project(tmp_path / "p", {"tiny": SUITE}, scorers=None)
     first = cli(root, "run", "--suite", "tiny")
     assert first.returncode == 0, first.stderr
     db = root / "history" / "evalloop.db"
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (store.schema_stamp(),)
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (version.HEAD,)
         conn.execute("DROP TABLE score_vectors")
         conn.execute("ALTER TABLE scorer_summaries DROP COLUMN mdd")
-        conn.execute("PRAGMA user_version = 0")  # as an evalloop before the stamp left it
+        conn.execute("DROP TABLE alembic_version")  # as an evalloop before numbered migrations left it
     again = cli(root, "run", "--suite", "tiny")
     assert again.returncode == 0, again.stderr
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM score_vectors").fetchone() == (1,)
         assert conn.execute("SELECT count(mdd) FROM scorer_summaries").fetchone() == (1,)
-        assert conn.execute("PRAGMA user_version").fetchone() == (store.schema_stamp(),)
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (version.HEAD,)
     statements: list[str] = []
 
     def seen(conn, cursor, statement, *rest) -> None:
@@ -250,23 +251,20 @@ def test_typer_builds_only_the_command_named_and_the_whole_app_otherwise():
 
 def test_the_history_schema_is_still_the_one_sqlmodel_made(tmp_path):
     """A database made by the releases before (SQLModel tables at d907b87, Core tables built from
-    pydantic records at f3594c2, SQLModel again since) opens as current: same schema stamp, same
-    PostgreSQL column types, and timestamps still come back aware, in UTC."""
+    pydantic records at f3594c2, SQLModel again since) is migrated, not rebuilt: same PostgreSQL
+    column types, and timestamps still come back aware, in UTC."""
     from datetime import datetime, timedelta, timezone
 
     from sqlalchemy.dialects import postgresql
     from sqlalchemy.schema import CreateTable
 
-    from evalloop.history import engine
+    # the schema's changes since f3594c2 are numbered migrations (tests/test_migrations.py checks
+    # that they build exactly these models)
+    from evalloop.history import version
     from evalloop.history.models import Run
     from evalloop.history.store import HistoryStore
 
-    # 2127089685 is what the SQLModel tables of release d907b87 gave; the prompt-cache and batch
-    # columns of runs and the run_batches table (issue 27) and case_results.traceback (a target's
-    # exception, issue 24) changed it, so older databases migrate (ADD COLUMN, CREATE TABLE); then
-    # issue 36's product fingerprint, bridge link and measurement columns, and issue 39's
-    # case_results.output_bytes and output_sha256 (a capped output's size and hash)
-    assert engine.schema_stamp() == 576460381
+    assert version.HEAD == "0004"
     ddl = str(CreateTable(Run.__table__).compile(dialect=postgresql.dialect()))
     assert "started_at TIMESTAMP WITH TIME ZONE NOT NULL" in ddl and "valid BOOLEAN NOT NULL" in ddl
     store = HistoryStore(f"sqlite:///{tmp_path / 'h.db'}")

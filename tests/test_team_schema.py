@@ -1,5 +1,5 @@
-"""A schema version in the shared database (issue #28): a host whose evalloop writes another
-version refuses to write, with one line naming both versions; migrations are explicit
+"""A revision in the shared database (issue #28; Alembic's since issue #43): a host whose evalloop
+writes another revision refuses to write, with one line naming both; migrations are explicit
 (`evalloop history migrate`), never implicit on a shared server; a current database is opened
 without DDL. On a real PostgreSQL, through the real CLI."""
 
@@ -33,7 +33,7 @@ def set_version(url: str, sql: str) -> None:
 def test_a_new_shared_database_is_stamped_and_opened_without_ddl(pg_server):
     url = pg_server.create_database()
     HistoryStore(url)
-    assert version.stored_version(get_engine(url)) == version.SCHEMA_VERSION
+    assert version.stored_revision(get_engine(url)) == version.HEAD
     forget(url)
     statements: list[str] = []
     from evalloop.history.engine import new_engine
@@ -62,28 +62,36 @@ def test_a_new_shared_database_is_stamped_and_opened_without_ddl(pg_server):
     assert ddl == [] and locks == [], statements
 
 
-def test_hosts_at_another_schema_version_refuse_to_write_until_migrated(tmp_path, pg_server):
+def test_hosts_at_another_revision_refuse_to_write_until_migrated(tmp_path, pg_server):
     url = pg_server.create_database()
     root = make_project(tmp_path / "p", {"s": SUITE})
     assert cli(root, url, "run", "--suite", "s").returncode == 0
-    mine = version.SCHEMA_VERSION
+    head = version.HEAD
+    with _raw(url) as conn:  # what an evalloop before numbered migrations reads: not its version 2
+        assert conn.execute(text("SELECT version FROM evalloop_schema")).scalar() == version.LEGACY_VERSION == 3
 
-    set_version(url, f"UPDATE evalloop_schema SET version = {mine + 1}")  # a newer host migrated it
+    set_version(url, "UPDATE alembic_version SET version_num = '9999'")  # a newer host migrated it
     proc = cli(root, url, "run", "--suite", "s")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and lines[0].startswith("error:"), proc.stderr
-    assert f"at schema version {mine + 1}; this evalloop" in lines[0] and f"writes version {mine}, an older" in lines[0]
+    assert "at revision 9999, which this evalloop" in lines[0] and f"revision {head}) does not know" in lines[0]
     assert cli(root, url, "history", "migrate").returncode == 2  # never downgraded
 
-    set_version(url, "DROP TABLE evalloop_schema")  # made by an evalloop before schema versions
+    set_version(url, "UPDATE alembic_version SET version_num = '0003'")  # an older host's database
     proc = cli(root, url, "run", "--suite", "s")
-    assert proc.returncode == 2 and "at schema version 0;" in proc.stderr and "history migrate" in proc.stderr
+    assert proc.returncode == 2 and "is at revision 0003; this evalloop (" in proc.stderr, proc.stderr
+    assert f"writes revision {head}" in proc.stderr and "history migrate" in proc.stderr
+
+    set_version(url, "DROP TABLE alembic_version")  # made by an evalloop before numbered migrations
+    proc = cli(root, url, "run", "--suite", "s")
+    assert proc.returncode == 2 and "made before numbered migrations" in proc.stderr, proc.stderr
+    assert "history migrate" in proc.stderr
     with _raw(url) as conn:  # nothing was written meanwhile
         assert conn.execute(text("SELECT count(*) FROM runs")).scalar() == 1
 
     proc = cli(root, url, "history", "migrate")
-    assert proc.returncode == 0 and f"schema version 0 → schema version {mine}" in proc.stdout, proc.stdout
-    assert cli(root, url, "history", "migrate").stdout.strip().endswith(f"already at schema version {mine}")
+    assert proc.returncode == 0 and f"→ revision {head}" in proc.stdout, proc.stdout
+    assert cli(root, url, "history", "migrate").stdout.strip().endswith(f"already at revision {head}")
     assert cli(root, url, "run", "--suite", "s").returncode == 0
 
 

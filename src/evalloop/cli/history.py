@@ -191,7 +191,7 @@ def no_runs_yet(settings: Settings) -> EvalloopError:
 @history_app.command("migrate")
 @friendly
 def history_migrate(project: ProjectOpt = None) -> None:
-    """Bring the history database to this evalloop's schema (explicit: a shared server is never
+    """Bring the history database to this evalloop's revision (explicit: a shared server is never
     migrated implicitly). Run it once, from one host, after upgrading every host.
 
     Example: [bold]evalloop history migrate[/bold]
@@ -203,7 +203,12 @@ def history_migrate(project: ProjectOpt = None) -> None:
     before, now = migrate(settings.database_url)
     where = store_where(settings.database_url)
     if before == now:
-        out().print(f"{where}: already at schema version {now}")
+        out().print(f"{where}: already at revision {now}")
     else:
-        was = "empty" if before is None else f"schema version {before}"
-        out().print(f"{where}: {was} → schema version {now}")
+        if before is None:
+            was = "empty"
+        elif before.startswith("pre-alembic:"):
+            was = f"made before numbered migrations (its columns: revision {before.partition(':')[2]})"
+        else:
+            was = f"revision {before}"
+        out().print(f"{where}: {was} → revision {now}")

@@ -1,8 +1,8 @@
 """Opening a history database: one engine per URL, the driver for it, SQLite's pragmas, the
-pool of a database server, the schema check (a SQLite file stamped with this schema opens
-without table checks, an older one is migrated and stamped; a shared server's database is
-checked by its schema version once per process, :mod:`evalloop.history.version`, and migrated
-only by :func:`migrate`), and how messages name the database.
+pool of a database server, the schema check (a SQLite file stamped at this evalloop's revision
+opens after one SELECT, an older one is migrated; a shared server's database is checked by its
+revision once per process, :mod:`evalloop.history.version`, and migrated only by
+:func:`~evalloop.history.migrate.migrate`), and how messages name the database.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from evalloop.errors import ConfigError, StoreError, access_error, store_error
-from evalloop.history import version
-from evalloop.history.models import HISTORY_TABLES, metadata
+from evalloop.history import migrations, version
+from evalloop.history.models import metadata
 from evalloop.history.schema import ensure_tables
 from evalloop.redact import redact_url
 
@@ -49,16 +49,16 @@ def get_engine(url: str) -> Engine:
     where = store_where(url)
     try:
         if engine.dialect.name == "sqlite":
-            if not _schema_is_current(engine):
-                ensure_tables(engine, metadata, tables=HISTORY_TABLES, migrate=migrate_history_tables, where=where)
+            if not version.head_is_stored(engine):
+                bring_up_to_date(engine, where)
         else:
             try:
                 state = version.check(engine, where)
             except (DBAPIError, SQLAlchemyError) as exc:  # unreachable, refused, ...: one line
                 raise store_error(exc, store="history database", where=where) from None
-            if state == "empty":  # a new database: every table, stamped
-                ensure_tables(engine, metadata, migrate=version.stamp_if_absent, where=where)
-            _VERIFIED.add(engine)
+            if state == "empty":  # a new database: every table, stamped (a concurrent creator waits)
+                bring_up_to_date(engine, where)
+        _VERIFIED.add(engine)
     except (StoreError, version.SchemaMismatch) as exc:
         engine.dispose()
         if "is damaged" in exc.what:
@@ -69,8 +69,8 @@ def get_engine(url: str) -> Engine:
 
 
 def verified(engine: Engine) -> bool:
-    """Whether every evalloop table of this engine's database is known to be there (its schema
-    version was current): the lock and ledger tables then need no check of their own."""
+    """Whether every evalloop table of this engine's database is known to be there (it is at this
+    evalloop's revision): the lock and ledger tables then need no check of their own."""
     return engine in _VERIFIED
 
 
@@ -141,60 +141,15 @@ def recovery_hint(url: str) -> str:
     return "restore it from a backup, or run `evalloop doctor`"
 
 
-def schema_stamp() -> int:
-    """A number that changes whenever the history tables do (names, columns, types, indexes):
-    SQLite keeps it in ``PRAGMA user_version`` once the tables are created and migrated."""
-    import zlib
+def bring_up_to_date(engine: Engine, where: str) -> str | None:
+    """Create or migrate the database to this evalloop's revision, in one transaction (on SQLite a
+    ``BEGIN IMMEDIATE`` one, so a second process opening it at once waits, then finds it done);
+    concurrent creators queue or retry (:func:`~evalloop.history.schema.ensure_tables`). Returns
+    the revision it was at (:func:`evalloop.history.migrations.bring_up_to_date`)."""
+    before: list[str | None] = []
 
-    shape = [(t.name, [(c.name, str(c.type)) for c in t.columns], sorted(i.name or "" for i in t.indexes))
-             for t in metadata.sorted_tables if t in HISTORY_TABLES]
-    return zlib.crc32(repr(shape).encode()) & 0x7FFFFFFF or 1
+    def steps(conn: Connection) -> None:
+        before[:] = [migrations.bring_up_to_date(conn, where)]
 
-
-def _schema_is_current(engine: Engine) -> bool:
-    """Whether a SQLite history database was made (or last migrated) by this schema: then
-    opening it needs no table checks. Anything unexpected says no, and the full check runs."""
-    if engine.dialect.name != "sqlite":
-        return False
-    try:
-        with engine.connect() as conn:
-            return conn.exec_driver_sql("PRAGMA user_version").scalar() == schema_stamp()
-    except Exception:  # noqa: BLE001 - a damaged or locked file: the full check says what is wrong
-        return False
-
-
-def migrate_history_tables(conn: Connection) -> None:
-    """Add the history tables' missing columns and indexes, fill the product and measurement
-    hashes of runs made before them (:func:`evalloop.history.identity.backfill`), and (SQLite)
-    stamp the file."""
-    from evalloop.history.identity import backfill
-
-    _add_missing_columns(conn)
-    backfill(conn)
-    if conn.dialect.name == "sqlite":  # in the same transaction as the tables it vouches for
-        conn.exec_driver_sql(f"PRAGMA user_version = {schema_stamp()}")
-
-
-def _add_missing_columns(conn: Connection) -> None:
-    """Bring a database made by an older evalloop up to date: add new (nullable) columns and indexes.
-
-    Columns are only ever added, never dropped or changed, so older histories stay readable.
-    """
-    from sqlalchemy import inspect as sa_inspect
-    from sqlalchemy.schema import CreateColumn
-
-    inspector = sa_inspect(conn)
-    for table in HISTORY_TABLES:
-        if not inspector.has_table(table.name):
-            continue
-        present = {c["name"] for c in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name in present:
-                continue
-            ddl = CreateColumn(column).compile(dialect=conn.dialect)
-            ddl_text = str(ddl).replace(" NOT NULL", "")
-            conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl_text}")
-        indexes = {i["name"] for i in inspector.get_indexes(table.name)}
-        for index in table.indexes:
-            if index.name not in indexes:
-                index.create(conn)
+    ensure_tables(engine, metadata, tables=(), migrate=steps, where=where, exclusive=True)
+    return before[0] if before else None

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from sqlalchemy import Float, cast, delete, func, insert, literal, select, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -91,19 +91,9 @@ def engine_for(url_or_engine: str | Engine) -> Engine:
     engine = get_engine(url_or_engine) if isinstance(url_or_engine, str) else url_or_engine
     if id(engine) not in _READY and not verified(engine):
         with _READY_LOCK:
-            ensure_tables(engine, metadata, tables=LOCK_TABLES, migrate=add_lock_columns, store="lock tables")
+            ensure_tables(engine, metadata, tables=LOCK_TABLES, store="lock tables")
             _READY.add(id(engine))
     return engine
-
-
-def add_lock_columns(conn: Connection) -> None:
-    """Add the columns newer evalloops keep on a lock row to a lock table made by an older one."""
-    from sqlalchemy import inspect as sa_inspect
-
-    present = {c["name"] for c in sa_inspect(conn).get_columns(LOCKS.name)}
-    for column in ("refreshed_at", "beat_seconds"):
-        if column not in present:
-            conn.exec_driver_sql(f"ALTER TABLE {LOCKS.name} ADD COLUMN {column} FLOAT")
 
 
 def owner_process(owner: str) -> tuple[str, int] | None:

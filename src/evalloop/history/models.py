@@ -144,6 +144,10 @@ class ScorerSummary(TableModel, table=True):
     # see evalloop.history.eligibility): completed, valid, complete, graded, scorer not broken
     eligible: bool | None = None
     details: str = "{}"
+    # whether ``evalloop accept`` made this scorer of this run the new normal (its record is in
+    # ``details``); a column, so the last acceptance is found by an index-friendly equality
+    # (None: a row of a history not yet migrated to revision 0004 never reaches a reader)
+    accepted: bool | None = None
     # what turned outputs into these scores: a hash of the scorer's code, parameters and judge
     # model (history.identity); a baseline holds only runs measured the same way
     measurement: str | None = None
@@ -291,8 +295,9 @@ class LedgerEntry(TableModel, table=True):
 
 
 class SchemaVersion(TableModel, table=True):
-    """The schema version a shared history database is at (one row, ``name = 'history'``):
-    a host whose evalloop writes another version refuses to write (:mod:`evalloop.history.version`)."""
+    """The schema version evalloops before numbered migrations read (one row, ``name = 'history'``):
+    such a host refuses to write a database at another version, so each migration that changes
+    what they would write sets it (:mod:`evalloop.history.version`)."""
 
     __tablename__ = "evalloop_schema"
 
@@ -303,3 +308,13 @@ class SchemaVersion(TableModel, table=True):
 
 
 LOCK_TABLES = (Lock.__table__, FireClaim.__table__)
+
+
+class AlembicVersion(TableModel, table=True):
+    """The migration a database is at (Alembic's own table, one row): declared here so a new
+    database is created and stamped in one transaction without importing Alembic
+    (:mod:`evalloop.history.migrations`)."""
+
+    __tablename__ = "alembic_version"
+
+    version_num: str = Field(primary_key=True, max_length=32)

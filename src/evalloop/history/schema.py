@@ -34,8 +34,10 @@ def is_race(exc: BaseException) -> bool:
 
 def ensure_tables(engine: Engine, metadata: MetaData, *, tables: Sequence[Table] | None = None,
                   migrate: Migration | None = None, store: str = "history database",
-                  where: str | None = None, timeout: float = 60.0) -> None:
-    """Create the missing tables (and run ``migrate``) so that concurrent callers all succeed."""
+                  where: str | None = None, timeout: float = 60.0, exclusive: bool = False) -> None:
+    """Create the missing tables (and run ``migrate``) so that concurrent callers all succeed.
+    ``exclusive``: on SQLite, take the write lock first (``BEGIN IMMEDIATE``), so what ``migrate``
+    reads cannot change before it writes (the driver would begin only at the first write)."""
     deadline = time.monotonic() + timeout
     delay = 0.02
     while True:
@@ -43,6 +45,8 @@ def ensure_tables(engine: Engine, metadata: MetaData, *, tables: Sequence[Table]
             with engine.begin() as conn:
                 if engine.dialect.name == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_KEY})
+                elif exclusive and engine.dialect.name == "sqlite":
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
                 metadata.create_all(conn, tables=list(tables) if tables is not None else None,
                                     checkfirst=True)
                 if migrate is not None:

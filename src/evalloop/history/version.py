@@ -1,37 +1,47 @@
-"""The schema version of a shared history database, checked once per process, cheaply.
+"""The revision a history database is at, checked once per process, cheaply.
 
 A history on a database server is shared by every host of a team, and hosts are upgraded one
-by one. So the database says which schema it is at (one row of ``evalloop_schema``), and a
-process reads it once when it first opens the database (one SELECT, no DDL, no lock): at this
-evalloop's :data:`SCHEMA_VERSION` it goes on; a database at another version is never written —
-an older one waits for ``evalloop history migrate`` (migrations are explicit, never implicit on a
-shared server), a newer one for this host's evalloop to be upgraded. An empty database gets
-the current schema, stamped. (A SQLite file is one host's: it is still migrated when opened.)
+by one. So the database says which migration it is at (Alembic's ``alembic_version`` row,
+:mod:`evalloop.history.migrations`), and a process reads it once when it first opens the
+database (one SELECT, no DDL, no lock): at this evalloop's :data:`HEAD` it goes on; a database at
+another revision is never written — an older one waits for ``evalloop history migrate``
+(migrations are explicit, never implicit on a shared server), a newer one for this host's
+evalloop to be upgraded. An empty database gets the current schema, stamped. (A SQLite file is
+one host's: it is still migrated when opened.)
+
+Evalloops before numbered migrations read a schema version instead (one row of
+``evalloop_schema``) and refuse to write at another: each migration that changes what they
+would write sets it (:func:`write_legacy`), so they keep refusing a database they no longer fit.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Final, Literal
 
 from sqlalchemy import inspect, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from evalloop.errors import EvalloopError
-from evalloop.history.models import SchemaVersion
+from evalloop.history.models import AlembicVersion, SchemaVersion
 
-#: the version of every evalloop table this evalloop writes; bump it with any table change
-#: (1: the first stamped schema — runs, summaries, case rows, vectors, calibrations, locks,
-#: fire claims, the schedule ledger; 2: a run's product fingerprint and bridge link, a scorer
-#: summary's measurement — issue 36; case_results.output_bytes and output_sha256 — issue 39)
-SCHEMA_VERSION = 2
+#: every migration, oldest first (``tests/test_migrations.py`` checks it against the scripts):
+#: 0001 f3594c2's tables; 0002 issue 24/27/28 (4e61118); 0003 issue 36/39; 0004 ``accepted``
+REVISIONS: Final = ("0001", "0002", "0003", "0004")
+#: the revision this evalloop writes: a new database is created at it, any other is migrated to it
+HEAD: Final = REVISIONS[-1]
+#: the schema version older evalloops read, at :data:`HEAD` (their last one was 2)
+LEGACY_VERSION: Final = 3
+#: what :func:`revision_of` says of a database with evalloop tables and no ``alembic_version``
+PRE_ALEMBIC: Final = "pre-alembic"
 SCHEMA = SchemaVersion.__table__
+STAMP = AlembicVersion.__table__
 ROW = "history"
 
 
 class SchemaMismatch(EvalloopError):
-    """The shared database is at another schema version than this evalloop writes."""
+    """The shared database is at another revision than this evalloop writes."""
 
     exit_code = 2
 
@@ -45,52 +55,64 @@ def _evalloop_version() -> str:
         return "unknown"
 
 
-def stored_version(engine: Engine) -> int | None:
-    """The database's schema version: None for a database without evalloop tables, 0 for
-    tables made before schema versions existed. (Tables and stamp are committed together, so
-    a database whose tables exist already shows its stamp.)"""
+def revision_of(conn: Connection) -> str | None:
+    """The database's revision: None for a database without evalloop tables, :data:`PRE_ALEMBIC`
+    for tables made before numbered migrations. (Tables and stamp are committed together, so a
+    database whose tables exist already shows its stamp.)"""
+    inspector = inspect(conn)
+    if not inspector.has_table("runs"):
+        return None
+    if not inspector.has_table(STAMP.name):
+        return PRE_ALEMBIC
+    found = conn.execute(select(STAMP.c.version_num)).scalar()
+    return PRE_ALEMBIC if found is None else str(found)
+
+
+def stored_revision(engine: Engine) -> str | None:
+    """:func:`revision_of` on a connection of its own."""
     with engine.connect() as conn:
-        if not inspect(conn).has_table("runs"):
-            return None
+        return revision_of(conn)
+
+
+def head_is_stored(engine: Engine) -> bool:
+    """Whether the database is stamped at :data:`HEAD`: one SELECT, no catalog lookup (anything
+    unexpected, a missing table included, says no and the full check runs)."""
     try:
         with engine.connect() as conn:
-            found = conn.execute(select(SCHEMA.c.version).where(SCHEMA.c.name == ROW)).scalar()
-    except ProgrammingError:  # no version table: made by an evalloop before schema versions
-        return 0
-    except OperationalError as exc:  # SQLite says so this way (an unreachable server is raised)
-        if "no such table" not in str(exc):
-            raise
-        return 0
-    return 0 if found is None else int(found)
+            return conn.execute(select(STAMP.c.version_num)).scalar() == HEAD
+    except (OperationalError, ProgrammingError):
+        return False
+
+
+def raise_if_newer(found: str, where: str) -> None:
+    """Refuse a revision this evalloop does not know: a newer evalloop migrated the database."""
+    if found not in (*REVISIONS, "base", PRE_ALEMBIC):
+        raise SchemaMismatch(f"the history database is at revision {found}, which this evalloop "
+                             f"({_evalloop_version()}, revision {HEAD}) does not know: a newer one migrated it",
+                             where=where, hint="upgrade evalloop on this host (pip install -U evalloop); "
+                                               "nothing was written")
 
 
 def check(engine: Engine, where: str) -> Literal["current", "empty"]:
     """'current', or 'empty' (no evalloop tables yet: create them); else :class:`SchemaMismatch`."""
-    found = stored_version(engine)
+    found = stored_revision(engine)
     if found is None:
         return "empty"
-    if found == SCHEMA_VERSION:
+    if found == HEAD:
         return "current"
-    mine = f"the history database is at schema version {found}; this evalloop ({_evalloop_version()}) " \
-           f"writes version {SCHEMA_VERSION}"
-    if found > SCHEMA_VERSION:
-        raise SchemaMismatch(f"{mine}, an older one",
-                             where=where, hint="upgrade evalloop on this host (pip install -U evalloop); "
-                                               "nothing was written")
-    raise SchemaMismatch(mine, where=where,
+    raise_if_newer(found, where)
+    was = "was made before numbered migrations" if found == PRE_ALEMBIC else f"is at revision {found}"
+    raise SchemaMismatch(f"the history database {was}; this evalloop ({_evalloop_version()}) writes revision {HEAD}",
+                         where=where,
                          hint="run `evalloop history migrate` once, from one host, after upgrading every "
                               "host that writes to it; nothing was written")
 
 
-def stamp(conn: Connection) -> None:
-    """Record that the database is at this evalloop's schema version (in the migrating transaction)."""
-    values = {"version": SCHEMA_VERSION, "written_by": _evalloop_version()[:40], "migrated_at": time.time()}
+def write_legacy(conn: Connection, number: int = LEGACY_VERSION) -> None:
+    """Set the schema version older evalloops read (in the migrating transaction); the table is
+    created where they left none (they made it on a shared server only)."""
+    SCHEMA.create(conn, checkfirst=True)
+    values = {"version": number, "written_by": _evalloop_version()[:40], "migrated_at": time.time()}
     done = conn.execute(SCHEMA.update().where(SCHEMA.c.name == ROW).values(**values))
     if done.rowcount == 0:
         conn.execute(SCHEMA.insert().values(name=ROW, **values))
-
-
-def stamp_if_absent(conn: Connection) -> None:
-    """Stamp a database that was just created (a concurrent creator may have stamped it)."""
-    if conn.execute(select(SCHEMA.c.version).where(SCHEMA.c.name == ROW)).scalar() is None:
-        stamp(conn)
