@@ -186,3 +186,16 @@ def test_models_built_in_python_write_and_read_back_alike(tmp_path, kind):
     else:
         got = store.summaries("r1")["x"]
         assert got.id is not None and got.mean == 0.5 and got.n == 2 and got.kind == "heuristic"
+
+
+def test_a_history_class_name_names_one_class_in_the_package():
+    """One name per concept (issue #43): a class of history/ is the only class of that name in
+    evalloop (the store was both a class and, in leases, a Protocol of what leases read of it)."""
+    found: dict[str, list[str]] = {}
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(str(path.relative_to(SRC)))
+    twice = {name: where for name, where in found.items()
+             if len(where) > 1 and any(w.startswith("history/") for w in where)}
+    assert twice == {}

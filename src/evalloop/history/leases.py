@@ -24,8 +24,9 @@ RUNS = Run.__table__
 LIVE: dict[tuple[str, str], Any] = {}
 
 
-class HistoryStore(Protocol):
-    """What these functions use of :class:`evalloop.history.store.HistoryStore`."""
+class LeasedStore(Protocol):
+    """What the lease functions read of a store (:class:`evalloop.history.store.HistoryStore` is one):
+    its database and its lease times."""
 
     url: str
     engine: Engine
@@ -33,7 +34,7 @@ class HistoryStore(Protocol):
     beat_seconds: float
 
 
-def _lapsed(store: HistoryStore, run_ids: list[str]) -> dict[str, tuple[Any, str]]:
+def _lapsed(store: LeasedStore, run_ids: list[str]) -> dict[str, tuple[Any, str]]:
     """The runs among ``run_ids`` whose lease lapsed: run id → (lease row, why)."""
     if not run_ids:
         return {}
@@ -53,7 +54,7 @@ def _lapsed(store: HistoryStore, run_ids: list[str]) -> dict[str, tuple[Any, str
     return out
 
 
-def _close(store: HistoryStore, run_id: str, lease: Any, status: RunStatus, reason: str) -> bool:
+def _close(store: LeasedStore, run_id: str, lease: Any, status: RunStatus, reason: str) -> bool:
     """Close a run that is still running and drop its lease (no race with its own end)."""
     with store.engine.begin() as conn:
         done = conn.execute(
@@ -69,7 +70,7 @@ def _holder(lease: Any, why: str) -> str:
             else f"its lease expired ({why}; holder {host} pid {pid})")
 
 
-def reap_dead_runs(store: HistoryStore) -> list[str]:
+def reap_dead_runs(store: LeasedStore) -> list[str]:
     """Mark ``failed`` the runs still ``running`` whose lease lapsed; their ids back."""
     engine_for(store.engine)  # the lock tables exist from here on
     with store.engine.connect() as conn:
@@ -78,7 +79,7 @@ def reap_dead_runs(store: HistoryStore) -> list[str]:
             if _close(store, run_id, lease, RunStatus.FAILED, _holder(lease, why))]
 
 
-def fire_runs(store: HistoryStore, suite: str, fire: str, *, running: bool = True) -> list[str]:
+def fire_runs(store: LeasedStore, suite: str, fire: str, *, running: bool = True) -> list[str]:
     """The runs of ``suite`` (still ``running``, unless ``running=False``) that the fire (its
     ledger entry id) started, oldest first."""
     query = select(RUNS.c.id, RUNS.c.notes).where(RUNS.c.suite == suite).order_by(RUNS.c.started_at)
@@ -96,7 +97,7 @@ def fire_runs(store: HistoryStore, suite: str, fire: str, *, running: bool = Tru
     return out
 
 
-def interrupt_fire_runs(store: HistoryStore, suite: str, fire: str, why: str, *,
+def interrupt_fire_runs(store: LeasedStore, suite: str, fire: str, why: str, *,
                         wait: float = 0.0) -> list[str]:
     """Mark ``interrupted`` the runs a dead fire started, once their own lease lapsed too
     (waiting for that at most ``wait`` seconds: the run's process died with its scheduler, but

@@ -17,14 +17,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from evalloop.learning.revisions import Confirmation
-from evalloop.loop.revise_eval import CaseResult
+from evalloop.loop.revise_eval import CandidateCase
 from evalloop.verdicts.stats import bootstrap_ci, paired_permutation_test
 
 #: a scorer significantly worse at this level blocks writing
 WORSE_ALPHA = 0.05
 
 
-def confirm(current: Sequence[CaseResult], candidate: Sequence[CaseResult], *, alpha: float,
+def confirm(current: Sequence[CandidateCase], candidate: Sequence[CandidateCase], *, alpha: float,
             groups: Mapping[str, str] | None = None, level: float = 0.95) -> Confirmation:
     """Compare ``candidate`` with ``current`` (the same cases, in the same order) at ``alpha``."""
     if [r.id for r in current] != [r.id for r in candidate]:

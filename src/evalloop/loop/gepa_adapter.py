@@ -24,7 +24,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from evalloop.llm.types import LLMRequest, Message
-from evalloop.loop.revise_eval import CaseResult, Evaluator, case_text
+from evalloop.loop.revise_eval import CandidateCase, Evaluator, case_text
 from evalloop.suites.models import Case
 from evalloop.untrusted import FENCE_NOTE, fence
 
@@ -86,7 +86,7 @@ class Bridge:
 
 class EvalloopAdapter:
     """GEPA's adapter over an :class:`Evaluator`: a data instance is a case id; a candidate is
-    ``{"prompt": text}``; an output is the case's :class:`CaseResult` as a dict (picklable, for
+    ``{"prompt": text}``; an output is the case's :class:`CandidateCase` as a dict (picklable, for
     GEPA's saved state); a trajectory is the same dict, which the reflective dataset reads."""
 
     propose_new_texts = None  # GEPA's own reflective proposal, with the reflection model below
@@ -108,9 +108,9 @@ class EvalloopAdapter:
     def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
                                 components_to_update: list[str]) -> dict[str, list[dict[str, Any]]]:
         rows = sorted(eval_batch.trajectories or [], key=lambda r: r["score"])
-        return {name: [self.record(CaseResult.model_validate(r)) for r in rows] for name in components_to_update}
+        return {name: [self.record(CandidateCase.model_validate(r)) for r in rows] for name in components_to_update}
 
-    def record(self, result: CaseResult) -> dict[str, Any]:
+    def record(self, result: CandidateCase) -> dict[str, Any]:
         """What the reflecting model is shown of one graded case."""
         case = self.cases[result.id]
         got = result.output if result.error is None else f"(no answer: {result.error})"

@@ -34,7 +34,7 @@ from evalloop.suites.models import Case, Suite, TargetRef
 MESSAGE_CHARS = 2000
 
 
-class CaseResult(BaseModel):
+class CandidateCase(BaseModel):
     """One case graded under one candidate prompt."""
 
     id: str
@@ -63,14 +63,14 @@ class Evaluator:
         scratch.mkdir(parents=True, exist_ok=True)
         self.store = HistoryStore(f"sqlite:///{scratch / 'evaluations.db'}")
         self.memo_file = memo
-        self.memo: dict[tuple[str, str], CaseResult] = {}
+        self.memo: dict[tuple[str, str], CandidateCase] = {}
         self.fresh = 0  # case evaluations run (not remembered)
         self.spent = 0.0  # what they cost (USD)
         if memo is not None and memo.is_file():
             for line in memo.read_text(encoding="utf-8").splitlines():
                 try:
                     row = json.loads(line)
-                    self.memo[(row.pop("candidate"), row["id"])] = CaseResult.model_validate(row)
+                    self.memo[(row.pop("candidate"), row["id"])] = CandidateCase.model_validate(row)
                 except (ValueError, KeyError, TypeError):
                     continue  # a line cut short by an interrupted write: evaluated again
 
@@ -84,7 +84,7 @@ class Evaluator:
             path.write_text(text, encoding="utf-8")
         return path
 
-    async def evaluate(self, text: str, ids: Sequence[str], *, remember: bool = True) -> list[CaseResult]:
+    async def evaluate(self, text: str, ids: Sequence[str], *, remember: bool = True) -> list[CandidateCase]:
         """The results of prompt ``text`` on the cases ``ids``, in that order. ``remember=False``
         (the confirmation): run them afresh and keep them out of the remembered results."""
         key = text_hash(text)
@@ -99,7 +99,7 @@ class Evaluator:
                         f.write(json.dumps({"candidate": key, **result.model_dump()}) + "\n")
         return [self.memo[(key, c)] for c in ids]
 
-    async def _run(self, text: str, ids: list[str]) -> list[CaseResult]:
+    async def _run(self, text: str, ids: list[str]) -> list[CandidateCase]:
         wanted = set(ids)
         params = {**self.suite.target.params, self.param: str(self.path_of(text))}
         suite = self.suite.model_copy(update={"target": TargetRef(ref=self.suite.target.ref, params=params)})
@@ -115,7 +115,7 @@ class Evaluator:
         for row in self.store.score_rows(run_id):
             value = None if row.errored or row.skipped else row.value
             scores.setdefault(row.case_id, {})[row.scorer] = (value, _message(row.message, row.meta))
-        results: dict[str, CaseResult] = {}
+        results: dict[str, CandidateCase] = {}
         for case in self.store.case_results(run_id):
             graded = scores.get(case.case_id, {})
             values = [v for v, _ in graded.values() if v is not None]
@@ -123,7 +123,7 @@ class Evaluator:
                      for name, (v, m) in graded.items()]
             if case.error:
                 lines.insert(0, f"the target failed: {case.error}")
-            results[case.case_id] = CaseResult(
+            results[case.case_id] = CandidateCase(
                 id=case.case_id, score=sum(values) / len(values) if values else 0.0,
                 scores={name: v for name, (v, _) in graded.items()}, output=self.redact(_output(case.output)),
                 error=self.redact(case.error), feedback=self.redact("\n".join(lines)) or "", cost_usd=case.cost_usd)
