@@ -141,6 +141,13 @@ def test_an_old_history_is_migrated_with_every_run_schedule_and_memory_intact(tm
     assert len(before["runs"]["id"]) == 4 and before["evalloop_jobs"]["id"] and before["evalloop_schedule_runs"]["id"]
     with create_engine(url).connect() as conn:
         assert migrations.inferred_revision(conn) == OLD[commit]
+    with sqlite3.connect(db) as conn:  # `evalloop accept` of the third run, as those versions wrote it
+        details = json.loads(conn.execute("SELECT details FROM scorer_summaries WHERE run_id = ? AND scorer = 'value'",
+                                          (RUN_IDS[commit][2],)).fetchone()[0])
+        details["accepted"] = {"reason": "new normal", "at": "2026-11-28T17:12:00+00:00", "by": "someone"}
+        conn.execute("UPDATE scorer_summaries SET details = ? WHERE run_id = ? AND scorer = 'value'",
+                     (json.dumps(details), RUN_IDS[commit][2]))
+    before = rows(db)
 
     migrated = cli(root, "history", "migrate")
     assert migrated.returncode == 0, migrated.stderr
@@ -152,6 +159,8 @@ def test_an_old_history_is_migrated_with_every_run_schedule_and_memory_intact(tm
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(version.HEAD,)]
         assert conn.execute("SELECT count(*) FROM runs WHERE product_fingerprint IS NULL").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM scorer_summaries WHERE measurement IS NULL").fetchone() == (0,)
+        assert conn.execute("SELECT run_id, scorer FROM scorer_summaries WHERE accepted").fetchall() \
+            == [(RUN_IDS[commit][2], "value")]  # 0004 read the acceptance into its column
 
     listed = cli(root, "history", "controlled", "--json")
     assert listed.returncode == 0, listed.stderr

@@ -27,7 +27,8 @@ def write_history(store: HistoryStore, suite: str, plan: list[tuple[RunStatus, b
         run = store.begin_run(Run(id=f"{suite}-{i:03d}", suite=suite, started_at=t0 + timedelta(hours=i)))
         details = json.dumps({"accepted": {"reason": "new normal"}} if was_accepted else {})
         summary = ScorerSummary(run_id=run.id, scorer="x", kind="heuristic", mean=0.9, n=4,
-                                verdict="steady" if good else "regressed", eligible=good, details=details)
+                                verdict="steady" if good else "regressed", eligible=good, details=details,
+                                accepted=was_accepted or None)
         store.finish_run(run.id, [summary], status=status, ended_at=run.started_at + timedelta(minutes=1))
         runs.append(run)
     return runs
@@ -66,3 +67,25 @@ def test_an_acceptance_starts_the_reference_and_other_suites_never_enter_it(hist
     last = store.get_run(runs[-1].id)
     assert [r.id for r, _ in store.reference_runs("s", "x", last, 3)] == ["s-004", "s-005", "s-006"]
     assert [r.id for r, _ in store.reference_runs("s", "x", store.get_run("s-003"), 2)] == ["s-000", "s-001"]
+
+
+def test_the_last_acceptance_is_found_by_its_column_not_by_text_in_json(history_url):
+    """Accepted runs were found with ``details LIKE '%"accepted"%'`` (issue #43): a text search in
+    JSON that matched any mention of the word. The ``accepted`` column says it; a summary whose
+    details mention "accepted" without an acceptance is no acceptance."""
+    from sqlalchemy import event
+
+    store = HistoryStore(history_url)
+    runs = write_history(store, "s", [(RunStatus.COMPLETED, True, False)] * 2 + [(RunStatus.COMPLETED, True, True)]
+                         + [(RunStatus.COMPLETED, True, False)] * 2)
+    mention = json.dumps({"evidence": {"reason": 'the "accepted" word in a reason'}, "accepted": None})
+    store.update_summaries(runs[3].id, {"x": {"details": mention}})
+    statements: list[str] = []
+    spy = lambda conn, cursor, statement, *rest: statements.append(statement)  # noqa: E731
+    event.listen(store.engine, "before_cursor_execute", spy)
+    try:
+        got = [r.id for r, _ in store.reference_runs("s", "x", store.get_run(runs[-1].id), 2)]
+    finally:
+        event.remove(store.engine, "before_cursor_execute", spy)
+    assert got == ["s-002", "s-003"]
+    assert not [s for s in statements if "LIKE" in s.upper()], statements

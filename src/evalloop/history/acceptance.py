@@ -11,13 +11,13 @@ line (``"id": "accept:<run id>"``), so a clone that imports the log accepts the 
 from __future__ import annotations
 
 import getpass
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
 from evalloop.errors import ConfigError
+from evalloop.history.details import json_object
 from evalloop.history.models import Run, RunStatus
 from evalloop.history.store import HistoryStore, dumps
 
@@ -71,11 +71,11 @@ def apply(store: HistoryStore, found: Acceptance) -> bool:
         summary = summaries.get(name)
         if summary is None:
             continue
-        details = json.loads(summary.details or "{}")
-        if details.get("accepted") == record:
+        details = json_object(summary.details)
+        if details.get("accepted") == record and summary.accepted:
             continue
-        details["accepted"] = record
-        updates[name] = {"details": dumps(details), "eligible": True}
+        details["accepted"] = dict(record)
+        updates[name] = {"details": dumps(details), "eligible": True, "accepted": True}
     if updates:
         store.update_summaries(found.run_id, updates)
     return True

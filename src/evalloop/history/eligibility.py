@@ -27,11 +27,11 @@ learning step kept out stays out). Bump :data:`RULE` whenever :func:`eligible_no
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
+from evalloop.history.details import JSONValue, summary_details
 from evalloop.history.identity import VOLATILE_KEYS, stable
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 
@@ -49,26 +49,20 @@ RULE = 3
 RULE_KEY = "eligibility_rule"
 
 
-def accepted(summary: ScorerSummary) -> dict[str, Any] | None:
-    """The acceptance recorded on this scorer of a run (``evalloop accept``), if any."""
-    if '"accepted"' not in (summary.details or ""):
+def accepted(summary: ScorerSummary) -> dict[str, JSONValue] | None:
+    """The acceptance recorded on this scorer of a run (``evalloop accept``), if any: its
+    ``accepted`` column says whether, its details what (reason, when, by whom)."""
+    if not summary.accepted:
         return None
-    try:
-        found = json.loads(summary.details).get("accepted")
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None
+    found = summary_details(summary).accepted
+    return None if found is None else found.model_dump()
 
 
 def verdict_reason(summary: ScorerSummary) -> str:
     """The words a stored verdict was given (what the rule showed), as the run printed them."""
     if '"reason"' not in (summary.details or ""):
         return ""
-    try:
-        evidence = json.loads(summary.details).get("evidence") or {}
-    except ValueError:
-        return ""
-    return str(evidence.get("reason") or "")
+    return summary_details(summary).reason
 
 
 def measured(run: Run, summary: ScorerSummary | None) -> bool:
@@ -125,11 +119,7 @@ def stored_significant_drop(summary: ScorerSummary) -> bool:
     mean lower): what an older version's row says of the drop the current rule asks about."""
     if summary.p_value is None or summary.drop is None or summary.drop <= 0:
         return False
-    try:
-        alpha = float((json.loads(summary.details or "{}").get("policy") or {}).get("alpha", 0.05))
-    except (ValueError, TypeError, AttributeError):
-        alpha = 0.05
-    return summary.p_value < alpha
+    return summary.p_value < summary_details(summary).alpha
 
 
 def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: str | None = None) -> bool:

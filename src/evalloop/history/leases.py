@@ -9,13 +9,13 @@ that started it (:func:`interrupt_fire_runs`, the run's notes name that fire).
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Protocol
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
 
+from evalloop.history.details import run_notes
 from evalloop.history.locks import LOCKS, clock, engine_for, owner_process, stale_reason
 from evalloop.history.models import Run, RunStatus, utcnow
 
@@ -87,14 +87,7 @@ def fire_runs(store: LeasedStore, suite: str, fire: str, *, running: bool = True
         query = query.where(RUNS.c.status == RunStatus.RUNNING)
     with store.engine.connect() as conn:
         rows = conn.execute(query).all()
-    out = []
-    for run_id, notes in rows:
-        try:
-            if str(json.loads(notes or "{}").get("fire")) == fire:
-                out.append(run_id)
-        except (ValueError, AttributeError):
-            continue
-    return out
+    return [run_id for run_id, notes in rows if str(run_notes(notes).fire) == fire]
 
 
 def interrupt_fire_runs(store: LeasedStore, suite: str, fire: str, why: str, *,

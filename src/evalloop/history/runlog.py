@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from evalloop.errors import EvalloopError
 from evalloop.history import acceptance, identity, linefile
+from evalloop.history.details import json_object, summary_details
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import RUNS, SCORES, HistoryStore, dumps, mapped
 from evalloop.redact import redact_text
@@ -37,7 +38,7 @@ MESSAGE_CHARS = 300
 log = logging.getLogger("evalloop.runlog")
 _ID = re.compile(r'"id"\s*:\s*"([^"]+)"')
 _RUN_SKIP = {"notes", "origin", "fingerprint"}
-_SUMMARY_SKIP = {"id", "run_id", "scorer", "details"}
+_SUMMARY_SKIP = {"id", "run_id", "scorer", "details", "accepted"}  # an acceptance travels as its own line
 
 
 class RunLogError(EvalloopError):
@@ -100,8 +101,7 @@ def _from_results(store: HistoryStore, run: Run, summaries: dict[str, ScorerSumm
     scorers: dict[str, LoggedScorer] = {}
     for name, summary in summaries.items():
         result = results[name]
-        details = json.loads(summary.details or "{}")
-        pass_mark = float(details.get("pass_mark", 0.5))
+        details, pass_mark = json_object(summary.details), summary_details(summary).pass_mark
         values = np.asarray(result.vector, dtype=np.float64)
         failing = [result.ids[int(i)] for i in np.flatnonzero(fails_many(values, pass_mark))]
         messages = _first_messages(store, run.id, name, failing)
@@ -155,8 +155,7 @@ def entry_for(store: HistoryStore, run: Run, results: Mapping[str, Any] | None =
             first_message.setdefault((scorer, case_id), message)
     scorers: dict[str, LoggedScorer] = {}
     for name, summary in summaries.items():
-        details = json.loads(summary.details or "{}")
-        pass_mark = float(details.get("pass_mark", 0.5))
+        details, pass_mark = json_object(summary.details), summary_details(summary).pass_mark
         cases = {c: sum(v) / len(v) for c, v in graded[name].items()}
         scorers[name] = LoggedScorer(
             **summary.model_dump(mode="json", exclude=_SUMMARY_SKIP), details=details,
@@ -375,7 +374,8 @@ def _insert(store: HistoryStore, entry: LoggedRun) -> int:
         extra = logged.model_dump(exclude={"details", "cases", "errored_cases", "messages"})
         summaries.append(ScorerSummary.model_validate(
             {k: v for k, v in extra.items() if k in ScorerSummary.model_fields}
-            | {"run_id": entry.id, "scorer": name, "details": dumps(logged.details)}))
+            | {"run_id": entry.id, "scorer": name, "details": dumps(logged.details),
+               "accepted": True if isinstance(logged.details.get("accepted"), dict) else None}))
         for case_id, value in logged.cases.items():
             scores.append({"run_id": entry.id, "case_id": case_id, "epoch": 0, "scorer": name,
                            "value": value, "errored": False, "skipped": False,

@@ -24,6 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
 from evalloop.errors import EvalloopError, db_message, is_db_error, store_error
+from evalloop.history.details import json_object
 from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.leases import LIVE, reap_dead_runs
 from evalloop.history.models import (
@@ -129,12 +130,7 @@ class HistoryStore(metaclass=_MappedErrors):
 
         owner = process_owner()
         run.started_at = self.now(run.started_at)
-        try:
-            notes = json.loads(run.notes or "{}")
-        except ValueError:
-            notes = None
-        if isinstance(notes, dict):
-            run.notes = dumps({**notes, "lease": owner})
+        run.notes = dumps({**json_object(run.notes), "lease": owner})
         # The lease first, then the run: a run seen 'running' always has a lease to judge it by,
         # even when its process is killed between the two writes.
         self._take_lease(run.id, owner)
@@ -367,7 +363,7 @@ class HistoryStore(metaclass=_MappedErrors):
         found: list[tuple[Run, ScorerSummary]] = []
         with self.engine.connect() as conn:
             start: Run | None = None  # the last acceptance, however its run was measured
-            marked = (_measured(candidates, None).where(SUMMARIES.c.details.contains('"accepted"'))
+            marked = (_measured(candidates, None).where(SUMMARIES.c.accepted.is_(True))
                       .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()))
             for run, summary in as_models(conn.execute(marked.execution_options(yield_per=16)), Run, ScorerSummary):
                 if accepted(summary) is not None:  # completed and accepted: eligible, the first
@@ -486,7 +482,7 @@ def _measured(query: Select[Any], measurement: str | None) -> Select[Any]:
     if measurement is None:
         return query.where(RUNS.c.bridge_of.is_(None))
     return query.where(SUMMARIES.c.measurement.is_(None) | (SUMMARIES.c.measurement == measurement)
-                       | (RUNS.c.bridge_of.is_(None) & SUMMARIES.c.details.contains('"accepted"')))
+                       | (RUNS.c.bridge_of.is_(None) & SUMMARIES.c.accepted.is_(True)))
 
 
 def _run_by_id(conn: Any, run_id: str) -> Run | None:

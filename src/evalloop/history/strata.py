@@ -12,7 +12,6 @@ run's verdict table shows).
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
@@ -20,6 +19,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 from sqlalchemy import text
 
+from evalloop.history.details import summary_details
 from evalloop.history.store import HistoryStore
 from evalloop.suites.models import SCOPE_TAG
 
@@ -83,7 +83,7 @@ def strata_means(store: HistoryStore, run_id: str, *, tags: Iterable[str] | None
             per_case[(case_id, scorer)].append(float(value))
             case_tags[case_id] = [t for t in (tag_text or "").split(",") if t]
     for scorer, summary in store.summaries(run_id).items():
-        controls = set(json.loads(summary.details or "{}").get("controls", []))
+        controls = set(summary_details(summary).controls)
         for case_id in controls:
             per_case.pop((case_id, scorer), None)
     found = {s for _, s in per_case}

@@ -10,11 +10,11 @@ the one rule reads (:meth:`HistoryStore.baseline_runs`), restarted where the ver
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlalchemy import select
 
+from evalloop.history.details import summary_details
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import RUNS, SUMMARIES, HistoryStore, as_models
 
@@ -33,17 +33,14 @@ def verdict_window(store: HistoryStore, run: Run, summary: ScorerSummary,
     """The runs (with this scorer's summaries), oldest first, that the verdict of ``summary``
     compared ``run`` with. ``window``: the window length for a row judged before the ids were
     recorded and without the count of its window runs."""
-    try:
-        details: dict[str, Any] = json.loads(summary.details or "{}")
-    except ValueError:
-        details = {}
-    ids = recorded(details)
+    details = summary_details(summary)
+    ids = details.window
     if ids is None:
         if summary.skipped or summary.verdict is None:
             return []
-        evidence = details.get("evidence") or {}
-        n = int(evidence.get("window_runs", window) or 0)
-        restarted = (details.get("fingerprint_change") or {}).get("restarted")
+        runs = details.evidence.get("window_runs", window)
+        n = int(runs) if isinstance(runs, int | float) else 0
+        restarted = details.fingerprint_change.get("restarted")
         return store.baseline_runs(run.suite, summary.scorer, run, n, run.product_fingerprint if restarted else None,
                                    measurement=summary.measurement) if n > 0 else []
     if not ids:

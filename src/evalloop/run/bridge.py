@@ -173,6 +173,7 @@ def _summary(store: HistoryStore, original: Run, run: Run, result: ScorerResult,
     found = accepted(store.summaries(original.id).get(result.scorer) or summary)
     if found is not None:
         details["accepted"] = found
+        summary.accepted = True
     summary.details = dumps(details)
     summary.eligible = eligible_now(run, summary, None) and result.invalid is None
     return summary
