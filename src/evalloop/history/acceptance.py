@@ -11,8 +11,8 @@ line (``"id": "accept:<run id>"``), so a clone that imports the log accepts the 
 from __future__ import annotations
 
 import getpass
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -66,7 +66,7 @@ def apply(store: HistoryStore, found: Acceptance) -> bool:
     if not summaries:
         return False
     record = found.model_dump(include={"reason", "at", "by"})
-    updates: dict[str, dict[str, Any]] = {}
+    updates: dict[str, dict[str, object]] = {}
     for name in found.scorers:
         summary = summaries.get(name)
         if summary is None:
@@ -97,13 +97,13 @@ def _chosen_run(store: HistoryStore, suite: str, run_id: str | None) -> Run:
                       hint=f"run it first: evalloop run --suite {suite}")
 
 
-def log_line(found: Acceptance) -> dict[str, Any]:
+def log_line(found: Acceptance) -> dict[str, object]:
     """The acceptance as a run log line (read back by :func:`from_log`)."""
     return {"v": 1, "id": PREFIX + found.run_id, "suite": found.suite, "started_at": found.at,
             "accept": found.model_dump()}
 
 
-def from_log(extra: dict[str, Any]) -> Acceptance | None:
+def from_log(extra: Mapping[str, object]) -> Acceptance | None:
     """The acceptance a run log line carries, if it is one."""
     data = extra.get("accept")
     return Acceptance(**data) if isinstance(data, dict) else None

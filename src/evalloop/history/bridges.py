@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from pydantic import BaseModel
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
+from evalloop.history.details import JSONValue
 from evalloop.history.identity import stable_hash
 from evalloop.history.models import CaseResult, Run, ScorerSummary, ScoreVector
 from evalloop.history.store import RUNS, SCORES, SUMMARIES, HistoryStore, _insert_all, mapped
@@ -52,7 +52,7 @@ def bridge_id(original: str, measurements: Mapping[str, str]) -> str:
     return f"{original}~b{stable_hash(sorted(measurements.items()))[:8]}"
 
 
-@mapped(lambda store, *a, **k: store.url)
+@mapped
 def bridged(store: HistoryStore, originals: Iterable[str], scorer: str, measurement: str) -> set[str]:
     """Which of ``originals`` already have a bridge that re-graded ``scorer`` as ``measurement`` says."""
     wanted = list(originals)
@@ -65,7 +65,7 @@ def bridged(store: HistoryStore, originals: Iterable[str], scorer: str, measurem
         return {str(r) for r in conn.execute(query).scalars()}
 
 
-def stored_outputs(store: HistoryStore, run: Run) -> list[tuple[CaseResult, Any]] | str:
+def stored_outputs(store: HistoryStore, run: Run) -> list[tuple[CaseResult, JSONValue]] | str:
     """Every case result of ``run`` with its output read back, in the order they were written; or
     why the run's outputs cannot be re-graded (never stored, incomplete, unreadable)."""
     if run.origin == "log":
@@ -76,7 +76,7 @@ def stored_outputs(store: HistoryStore, run: Run) -> list[tuple[CaseResult, Any]
         return "no outputs of it are stored"
     if len(results) < expected:
         return f"only {len(results)} of its {expected} outputs are stored"
-    out: list[tuple[CaseResult, Any]] = []
+    out: list[tuple[CaseResult, JSONValue]] = []
     for result in results:
         if result.error is not None:  # the target failed: graded as the run graded it, not re-read
             out.append((result, None))
@@ -90,9 +90,9 @@ def stored_outputs(store: HistoryStore, run: Run) -> list[tuple[CaseResult, Any]
     return out
 
 
-@mapped(lambda store, *a, **k: store.url)
+@mapped
 def write_bridge(store: HistoryStore, run: Run, summaries: Sequence[ScorerSummary],
-                 vectors: Sequence[ScoreVector], scores: Sequence[Mapping[str, Any]]) -> bool:
+                 vectors: Sequence[ScoreVector], scores: Sequence[Mapping[str, object]]) -> bool:
     """Store a bridge run with its summaries, score vectors and case scores, in one transaction;
     False when it is there already (made by another process)."""
     try:

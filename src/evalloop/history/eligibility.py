@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from evalloop.history.details import JSONValue, summary_details
-from evalloop.history.identity import VOLATILE_KEYS, stable
+from evalloop.history.identity import VOLATILE_KEYS, Fingerprint, stable
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 
 __all__ = ["NOT_A_BASELINE", "RULE", "RULE_KEY", "VOLATILE_KEYS", "accepted", "base_fingerprint",
@@ -143,6 +142,6 @@ def baseline_eligible(run: Run, summary: ScorerSummary | None, *, measurement: s
                         kept_out=summary.verdict == "regressed" or stored_significant_drop(summary))
 
 
-def base_fingerprint(fingerprint: dict[str, Any]) -> dict[str, Any]:
+def base_fingerprint(fingerprint: Fingerprint) -> Fingerprint:
     """The fingerprint without its volatile parts (case files, injected failure memories)."""
     return dict(stable(fingerprint))

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from evalloop.errors import ConfigError, StoreError, access_error, store_error
 from evalloop.history import migrations, version
@@ -96,7 +97,7 @@ def new_engine(url: str) -> Engine:
         if problem is not None:
             raise problem
     parsed = available_driver(parsed)
-    options: dict[str, Any] = {}
+    options: dict[str, object] = {}
     if parsed.get_backend_name() == "sqlite":
         options["connect_args"] = {"timeout": 30}
     else:
@@ -112,7 +113,7 @@ def new_engine(url: str) -> Engine:
                           hint=f"pip install {exc.name}") from None
     if parsed.get_backend_name() == "sqlite":
         @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+        def _pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")

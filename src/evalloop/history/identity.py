@@ -19,10 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TypeAlias
 
 from sqlalchemy.engine import Connection
 
+#: a fingerprint (or a part of one) as stored: JSON objects, read with isinstance where nested
+Fingerprint: TypeAlias = dict[str, object]
 #: parts of a fingerprint that change without the system under test changing
 VOLATILE_KEYS = frozenset({"cases", "injected"})
 #: the top-level parts of a fingerprint that describe the product
@@ -31,30 +33,34 @@ PRODUCT_KEYS = ("target", "target_params", "target_fingerprint")
 POLICY_KEYS = frozenset({"threshold"})
 
 
-def stable_hash(data: Any) -> str:
+def stable_hash(data: object) -> str:
     """A short, stable hash of JSON-able data: every hash of a fingerprint or a part of it."""
     blob = json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def stable(value: Any) -> Any:
+def stable(value: Fingerprint) -> Fingerprint:
     """A fingerprint without its volatile parts (case files, injected failure memories), at any depth."""
+    return {k: _stable_value(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+
+
+def _stable_value(value: object) -> object:
     if isinstance(value, dict):
-        return {k: stable(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+        return {k: _stable_value(v) for k, v in value.items() if k not in VOLATILE_KEYS}
     return value
 
 
-def product_part(fingerprint: dict[str, Any]) -> dict[str, Any]:
+def product_part(fingerprint: Fingerprint) -> Fingerprint:
     """The product of a fingerprint: target, its parameters and its own description."""
     return stable({k: fingerprint[k] for k in PRODUCT_KEYS if k in fingerprint})
 
 
-def measurement_part(entry: dict[str, Any]) -> dict[str, Any]:
+def measurement_part(entry: Fingerprint) -> Fingerprint:
     """The measurement of one scorer's fingerprint entry: everything but its verdict policy."""
     return {k: v for k, v in entry.items() if k not in POLICY_KEYS}
 
 
-def scorer_entries(fingerprint: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def scorer_entries(fingerprint: Fingerprint) -> dict[str, Fingerprint]:
     """The scorers' entries of a fingerprint by the name results are stored under."""
     found = fingerprint.get("scorers")
     if not isinstance(found, list):
@@ -62,18 +68,24 @@ def scorer_entries(fingerprint: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {str(e["name"]): e for e in found if isinstance(e, dict) and "name" in e}
 
 
-def product_hash(fingerprint: dict[str, Any]) -> str | None:
+def scorer_list(fingerprint: Fingerprint) -> list[object]:
+    """The scorers' entries of a fingerprint as stored, in order (``[]``: none)."""
+    found = fingerprint.get("scorers")
+    return list(found) if isinstance(found, list) else []
+
+
+def product_hash(fingerprint: Fingerprint) -> str | None:
     """The product's hash; None for a fingerprint that names no target (unknown)."""
     part = product_part(fingerprint)
     return stable_hash(part) if part else None
 
 
-def measurement_hashes(fingerprint: dict[str, Any]) -> dict[str, str]:
+def measurement_hashes(fingerprint: Fingerprint) -> dict[str, str]:
     """Each scorer's measurement hash, by scorer name."""
     return {name: stable_hash(measurement_part(entry)) for name, entry in scorer_entries(fingerprint).items()}
 
 
-def parse(text: str | None) -> dict[str, Any]:
+def parse(text: str | None) -> Fingerprint:
     """A stored fingerprint (JSON text) as a dict; ``{}`` when there is none or it is unreadable."""
     try:
         found = json.loads(text or "{}")
@@ -82,26 +94,26 @@ def parse(text: str | None) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+def _diff(a: Fingerprint, b: Fingerprint, prefix: str = "") -> list[str]:
     """The keys (one level into dicts, dotted) whose values differ."""
     changed: list[str] = []
     for key in sorted(set(a) | set(b)):
         if a.get(key) == b.get(key):
             continue
-        if isinstance(a.get(key), dict) and isinstance(b.get(key), dict):
-            changed += [f"{prefix}{key}.{k}" for k in sorted(set(a[key]) | set(b[key]))
-                        if a[key].get(k) != b[key].get(k)]
+        av, bv = a.get(key), b.get(key)
+        if isinstance(av, dict) and isinstance(bv, dict):
+            changed += [f"{prefix}{key}.{k}" for k in sorted(set(av) | set(bv)) if av.get(k) != bv.get(k)]
         else:
             changed.append(f"{prefix}{key}")
     return changed
 
 
-def product_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def product_changes(before: Fingerprint, after: Fingerprint) -> list[str]:
     """The parts of the product that differ (``target_params.prompt``, ``target_fingerprint.model``)."""
     return _diff(product_part(before), product_part(after))
 
 
-def measurement_changes(before: dict[str, Any], after: dict[str, Any], scorer: str) -> list[str]:
+def measurement_changes(before: Fingerprint, after: Fingerprint, scorer: str) -> list[str]:
     """The parts of one scorer's measurement that differ (``model``, ``params.rubric``, ``code``)."""
     a, b = scorer_entries(before).get(scorer), scorer_entries(after).get(scorer)
     if a is None or b is None:
@@ -109,7 +121,7 @@ def measurement_changes(before: dict[str, Any], after: dict[str, Any], scorer: s
     return _diff(measurement_part(a), measurement_part(b))
 
 
-def policy_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def policy_changes(before: Fingerprint, after: Fingerprint) -> list[str]:
     """The verdict policy the fingerprint records that differs, per scorer (``llm-rubric.threshold``)."""
     a, b = scorer_entries(before), scorer_entries(after)
     return [f"{name}.{key}" for name in sorted(set(a) & set(b)) for key in sorted(POLICY_KEYS)

@@ -10,18 +10,18 @@ that started it (:func:`interrupt_fire_runs`, the run's notes name that fire).
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Engine
 
 from evalloop.history.details import run_notes
-from evalloop.history.locks import LOCKS, clock, engine_for, owner_process, stale_reason
-from evalloop.history.models import Run, RunStatus, utcnow
+from evalloop.history.locks import LOCKS, DatabaseLock, clock, engine_for, owner_process, stale_reason
+from evalloop.history.models import Run, RunStatus, StoredRow, utcnow
 
 RUNS = Run.__table__
 #: the run leases this process holds, by (database URL, run id): never reaped by this process
-LIVE: dict[tuple[str, str], Any] = {}
+LIVE: dict[tuple[str, str], DatabaseLock] = {}
 
 
 class LeasedStore(Protocol):
@@ -34,7 +34,7 @@ class LeasedStore(Protocol):
     beat_seconds: float
 
 
-def _lapsed(store: LeasedStore, run_ids: list[str]) -> dict[str, tuple[Any, str]]:
+def _lapsed(store: LeasedStore, run_ids: list[str]) -> dict[str, tuple[StoredRow, str]]:
     """The runs among ``run_ids`` whose lease lapsed: run id → (lease row, why)."""
     if not run_ids:
         return {}
@@ -43,7 +43,7 @@ def _lapsed(store: LeasedStore, run_ids: list[str]) -> dict[str, tuple[Any, str]
         leases = {r.name: r for r in conn.execute(  # with the database's clock: no host's
             select(LOCKS, *clock(store.engine))
             .where(LOCKS.c.name.in_([f"run:{run_id}" for run_id in run_ids])))}
-    out: dict[str, tuple[Any, str]] = {}
+    out: dict[str, tuple[StoredRow, str]] = {}
     for run_id in run_ids:
         lease = leases.get(f"run:{run_id}")
         if lease is None or (store.url, run_id) in LIVE:  # no lease: an older evalloop's run
@@ -54,7 +54,7 @@ def _lapsed(store: LeasedStore, run_ids: list[str]) -> dict[str, tuple[Any, str]
     return out
 
 
-def _close(store: LeasedStore, run_id: str, lease: Any, status: RunStatus, reason: str) -> bool:
+def _close(store: LeasedStore, run_id: str, lease: StoredRow, status: RunStatus, reason: str) -> bool:
     """Close a run that is still running and drop its lease (no race with its own end)."""
     with store.engine.begin() as conn:
         done = conn.execute(
@@ -64,7 +64,7 @@ def _close(store: LeasedStore, run_id: str, lease: Any, status: RunStatus, reaso
     return bool(done.rowcount == 1)
 
 
-def _holder(lease: Any, why: str) -> str:
+def _holder(lease: StoredRow, why: str) -> str:
     host, pid = owner_process(lease.owner) or ("?", 0)
     return (f"process {pid} on {host} died" if why == "its process died"
             else f"its lease expired ({why}; holder {host} pid {pid})")

@@ -25,7 +25,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
 
 from sqlalchemy import Float, cast, delete, func, insert, literal, select, update
 from sqlalchemy.engine import Engine
@@ -34,7 +33,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from evalloop.errors import EvalloopError
 from evalloop.history.engine import get_engine, verified
-from evalloop.history.models import LOCK_TABLES, metadata
+from evalloop.history.models import LOCK_TABLES, StoredRow, metadata
 from evalloop.history.schema import ensure_tables
 
 log = logging.getLogger("evalloop.locks")
@@ -199,7 +198,7 @@ class DatabaseLock:
             self._start_heartbeat()
         return got
 
-    def _take_over(self, row: dict[str, Any]) -> bool:
+    def _take_over(self, row: dict[str, object]) -> bool:
         """Take the row of a dead or stale holder (compare-and-swap on the holder and the
         heartbeat seen: a holder that beats meanwhile keeps its lock)."""
         with self.engine.connect() as conn:
@@ -283,7 +282,7 @@ class DatabaseLock:
         self.release()
 
 
-def _stale_reason(row: Any, now: float, stale_seconds: float) -> str | None:
+def _stale_reason(row: StoredRow, now: float, stale_seconds: float) -> str | None:
     """Why a lock row may be taken over by a taker with ``stale_seconds``, or None if it may not.
 
     A row last refreshed before the database server (re)started (``row.db_started``, when the

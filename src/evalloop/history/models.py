@@ -15,14 +15,22 @@ speed matters (the case rows, written for every case of every run) are Core stat
 # no ``from __future__ import annotations``: the fields' types are objects already, and neither
 # pydantic nor SQLAlchemy has to evaluate 130 annotation strings on every start (≈ 3 ms)
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeAlias
 
 from pydantic import ConfigDict
-from sqlalchemy import DateTime, Index, Table, TypeDecorator
+from sqlalchemy import DateTime, Index, Row, Select, Table, TypeDecorator
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
+
+#: a row of a Core select over evalloop's tables, and such a select (read by column name)
+StoredRow: TypeAlias = Row[*tuple[object, ...]]
+Query: TypeAlias = Select[*tuple[object, ...]]
+#: a case row as the runner hands it over: a mapping by column, or a tuple in column order
+CaseRow: TypeAlias = Mapping[str, object] | tuple[object, ...]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -32,12 +40,12 @@ class UTCDateTime(TypeDecorator[datetime]):
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None or value.tzinfo is None:
             return value
         return value.astimezone(UTC)
 
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
@@ -56,7 +64,7 @@ class TableModel(SQLModel, registry=registry()):
     model_config = ConfigDict(defer_build=True)  # type: ignore[assignment]
 
     if TYPE_CHECKING:  # set on each table model by SQLAlchemy's declarative mapping
-        __table__: ClassVar[Table]
+        __table__: ClassVar[Table]  # type: ignore[explicit-any]  # SQLAlchemy 2.1's Table defaults its columns to Column[Any]
 
 
 #: every table of every evalloop model (history, locks, ledger)

@@ -8,10 +8,11 @@ created or migrated."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from evalloop.history.engine import _ENGINES, get_engine, new_engine
 
@@ -74,7 +75,7 @@ def _readonly_server(url: str) -> Engine:
     engine = new_engine(url)
 
     @event.listens_for(engine, "connect")
-    def _read_only(dbapi_conn: Any, _record: Any) -> None:
+    def _read_only(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
         cur.close()

@@ -16,10 +16,10 @@ import logging
 import re
 import secrets
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, ValidationError
 from sqlalchemy import insert, select
@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from evalloop.errors import EvalloopError
 from evalloop.history import acceptance, identity, linefile
-from evalloop.history.details import json_object, summary_details
+from evalloop.history.details import JSONValue, json_object, summary_details
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import RUNS, SCORES, HistoryStore, dumps, mapped
 from evalloop.redact import redact_text
@@ -39,6 +39,22 @@ log = logging.getLogger("evalloop.runlog")
 _ID = re.compile(r'"id"\s*:\s*"([^"]+)"')
 _RUN_SKIP = {"notes", "origin", "fingerprint"}
 _SUMMARY_SKIP = {"id", "run_id", "scorer", "details", "accepted"}  # an acceptance travels as its own line
+
+
+if TYPE_CHECKING:  # numpy is imported where a vector is read (not by every process that logs)
+    import numpy as np
+    import numpy.typing as npt
+
+
+class GradedVector(Protocol):
+    """What the run log reads of one scorer's grades held in memory (the runner's ``ScorerResult``)."""
+
+    @property
+    def ids(self) -> Sequence[str]: ...
+    @property
+    def vector(self) -> object: ...  # per-case scores in ``ids`` order (a numpy float64 array)
+    @property
+    def errored_ids(self) -> Iterable[str]: ...
 
 
 class RunLogError(EvalloopError):
@@ -53,7 +69,7 @@ class LoggedScorer(BaseModel):
     kind: str
     mean: float | None = None
     n: int = 0
-    details: dict[str, Any] = {}
+    details: dict[str, JSONValue] = {}
     cases: dict[str, float] = {}
     errored_cases: list[str] = []
     messages: dict[str, str] = {}
@@ -68,7 +84,7 @@ class LoggedRun(BaseModel):
     id: str
     suite: str
     started_at: datetime
-    fingerprint: dict[str, Any] = {}
+    fingerprint: dict[str, JSONValue] = {}
     scorers: dict[str, LoggedScorer] = {}
 
 
@@ -88,12 +104,12 @@ def _utc(value: datetime | None) -> datetime | None:
 class _Streamed(LoggedScorer):
     """A logged scorer whose per-case scores stay a vector until its line is written."""
 
-    _ids: Any = PrivateAttr(default=())
-    _values: Any = PrivateAttr(default=None)
+    _ids: Sequence[str] = PrivateAttr(default=())
+    _values: npt.NDArray[np.float64] | None = PrivateAttr(default=None)
 
 
 def _from_results(store: HistoryStore, run: Run, summaries: dict[str, ScorerSummary],
-                  results: Mapping[str, Any]) -> dict[str, LoggedScorer]:
+                  results: Mapping[str, GradedVector]) -> dict[str, LoggedScorer]:
     """The logged scorers of a run from the runner's results (score vectors held in memory):
     only the failing cases' messages are read back."""
     import numpy as np
@@ -130,8 +146,8 @@ def _first_messages(store: HistoryStore, run_id: str, scorer: str, case_ids: lis
     return found
 
 
-@mapped(lambda store, *a, **k: store.url)
-def entry_for(store: HistoryStore, run: Run, results: Mapping[str, Any] | None = None) -> LoggedRun:
+@mapped
+def entry_for(store: HistoryStore, run: Run, results: Mapping[str, GradedVector] | None = None) -> LoggedRun:
     """The log line of a stored run (``results``: the runner's, so its scores need no reading back)."""
     summaries = store.summaries(run.id)
     if results is not None and set(summaries) <= set(results):
@@ -192,6 +208,7 @@ def _line_parts(entry: LoggedRun) -> Iterator[bytes]:
     for name, scorer in streamed.items():
         before, rest = rest.split(dumps(marks[name]), 1)
         yield redact_text(before).encode("utf-8")
+        assert scorer._values is not None  # set with its ids when the scorer was built
         yield from _cases_json(scorer._ids, scorer._values)
     yield (redact_text(rest) + "\n").encode("utf-8")
 
@@ -201,7 +218,7 @@ def _line(entry: LoggedRun) -> bytes:
     return b"".join(_line_parts(entry))
 
 
-def _cases_json(ids: Any, values: Any) -> Iterator[bytes]:
+def _cases_json(ids: Sequence[str], values: npt.NDArray[np.float64]) -> Iterator[bytes]:
     """``{"case": score, …}`` of a vector's graded cases, as ``dumps`` writes it, in chunks of
     512 cases (each redacted on its own: an id never spans two chunks)."""
     import numpy as np
@@ -256,7 +273,7 @@ def _is_entry(raw: bytes) -> bool:
 
 
 def append_run(store: HistoryStore, history_dir: Path, run_id: str,
-               notices: list[str] | None = None, results: Mapping[str, Any] | None = None) -> Path | None:
+               notices: list[str] | None = None, results: Mapping[str, GradedVector] | None = None) -> Path | None:
     """Append a completed run to its suite's log; runs read from a log are not written back.
 
     ``results`` (scorer → the runner's result, with its score vector) spares reading the run's
@@ -325,7 +342,7 @@ def logged_ids(path: Path) -> set[str]:
     return {run_id for _, run_id, _, _ in _heads(path)} if path.is_file() else set()
 
 
-@mapped(lambda store, *a, **k: store.url)
+@mapped
 def _known_ids(store: HistoryStore, suite: str | None = None) -> set[str]:
     query = select(RUNS.c.id)
     if suite is not None:
@@ -334,7 +351,7 @@ def _known_ids(store: HistoryStore, suite: str | None = None) -> set[str]:
         return set(conn.execute(query).scalars())
 
 
-@mapped(lambda store, *a, **k: store.url)
+@mapped
 def sync_suite(store: HistoryStore, history_dir: Path, suite: str) -> int:
     """Import the runs of one suite's log that the database lacks; returns how many."""
     path = log_path(history_dir, suite)
@@ -357,7 +374,7 @@ def sync_suite(store: HistoryStore, history_dir: Path, suite: str) -> int:
     return count
 
 
-@mapped(lambda store, *a, **k: store.url)
+@mapped
 def _insert(store: HistoryStore, entry: LoggedRun) -> int:
     """One logged run into the database, in one transaction; 0 when it is already there."""
     data = entry.model_dump(exclude={"v", "scorers", "fingerprint"})
@@ -368,7 +385,7 @@ def _insert(store: HistoryStore, entry: LoggedRun) -> int:
         fields[key] = _utc(fields.get(key))
     run = Run.model_validate({**fields, "fingerprint": dumps(entry.fingerprint),
                               "notes": dumps({"origin": "log"}), "origin": "log"})
-    scores: list[dict[str, Any]] = []
+    scores: list[dict[str, object]] = []
     summaries = []
     for name, logged in entry.scorers.items():
         extra = logged.model_dump(exclude={"details", "cases", "errored_cases", "messages"})
@@ -409,7 +426,7 @@ def import_logs(store: HistoryStore, history_dir: Path,
     return {name: sync_suite(store, history_dir, name) for name in names}
 
 
-@mapped(lambda store, *a, **k: store.url)
+@mapped
 def export_runs(store: HistoryStore, history_dir: Path,
                 suites: Iterable[str] | None = None) -> dict[str, int]:
     """Append the database's completed runs that a log lacks (oldest first); returns counts."""

@@ -14,9 +14,10 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
+
+from evalloop.history.details import JSONValue
 
 #: history tables the run logs rebuild (so they are not carried over)
 REBUILT = frozenset({"runs", "scorer_summaries", "case_results", "case_scores", "score_vectors"})
@@ -33,7 +34,7 @@ class Rows(BaseModel):
     table: str
     create: list[str] = Field(default_factory=list)  # the table's CREATE statements (table, indexes)
     columns: list[str] = Field(default_factory=list)
-    rows: list[tuple[Any, ...]] = Field(default_factory=list)
+    rows: list[tuple[object, ...]] = Field(default_factory=list)
     lost: int = 0  # rows that could not be read (-1: the table itself could not be read)
 
     def said(self) -> str:
@@ -124,7 +125,7 @@ class Memory(BaseModel):
 
     id: str
     information: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, JSONValue] = Field(default_factory=dict)
     created_at: str
     tags: list[str] = Field(default_factory=list)
 
@@ -146,8 +147,9 @@ def readable_memories(path: Path) -> tuple[list[Memory], dict[str, str], int]:
                         "SELECT tag FROM memory_tags WHERE memory_pk = ? ORDER BY position", (item["pk"],))]
                 except sqlite3.DatabaseError:
                     tags = []
+                raw = item.get("metadata")
                 try:
-                    metadata = json.loads(item.get("metadata") or "{}")
+                    metadata = json.loads(raw) if isinstance(raw, str) and raw else {}
                 except ValueError:
                     metadata = {}
                 out.append(Memory(id=item["id"], information=item["information"], created_at=item["created_at"],

@@ -32,7 +32,7 @@ def is_race(exc: BaseException) -> bool:
     return any(marker in low for marker in RACE_MARKERS)
 
 
-def ensure_tables(engine: Engine, metadata: MetaData, *, tables: Sequence[Table] | None = None,
+def ensure_tables(engine: Engine, metadata: MetaData, *, tables: Sequence[Table] | None = None,  # type: ignore[explicit-any]  # SQLAlchemy 2.1's Table defaults its columns to Column[Any]
                   migrate: Migration | None = None, store: str = "history database",
                   where: str | None = None, timeout: float = 60.0, exclusive: bool = False) -> None:
     """Create the missing tables (and run ``migrate``) so that concurrent callers all succeed.
@@ -62,7 +62,7 @@ def ensure_tables(engine: Engine, metadata: MetaData, *, tables: Sequence[Table]
 class TableJobStore(Protocol):
     """What :func:`ensure_job_store` reads of APScheduler's ``SQLAlchemyJobStore`` (untyped)."""
 
-    jobs_t: Table
+    jobs_t: Table  # type: ignore[explicit-any]  # SQLAlchemy 2.1's Table defaults its columns to Column[Any]
     engine: Engine
 
 

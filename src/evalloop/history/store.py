@@ -13,13 +13,15 @@ import itertools
 import json
 import logging
 import operator
+import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar, cast, overload
 
-from sqlalchemy import Row, Select, Table, func, insert, update
+from sqlalchemy import Table, func, insert, update
 from sqlalchemy import select as core_select  # of whole tables (sqlmodel's select takes models)
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
@@ -29,11 +31,14 @@ from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.leases import LIVE, reap_dead_runs
 from evalloop.history.models import (
     CaseResult,
+    CaseRow,
     CaseScore,
+    Query,
     Run,
     RunStatus,
     ScorerSummary,
     ScoreVector,
+    StoredRow,
     TableModel,
     utcnow,
 )
@@ -54,36 +59,42 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def mapped(store_of: Callable[..., str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+class HasUrl(Protocol):
+    """A store: what :func:`mapped` reads of a function's first argument."""
+
+    @property
+    def url(self) -> str: ...
+
+
+S = TypeVar("S", bound=HasUrl)
+
+
+def mapped(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
     """Turn a database error raised inside the function into one StoreError line naming the
-    database (its URL redacted), what is wrong, and how to recover. ``store_of(*args)`` gives the URL."""
+    database (its URL redacted: the first argument's ``url``), what is wrong, and how to recover."""
 
-    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(fn)
-        def inner(*args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return fn(*args, **kwargs)
-            except EvalloopError:
+    @functools.wraps(fn)
+    def inner(store: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(store, *args, **kwargs)
+        except EvalloopError:
+            raise
+        except Exception as exc:
+            if not is_db_error(exc):
                 raise
-            except Exception as exc:
-                if not is_db_error(exc):
-                    raise
-                url = store_of(*args)
-                raise store_error(exc, store="history database", where=store_where(url),
-                                  recover=recovery_hint(url)) from None
+            raise store_error(exc, store="history database", where=store_where(store.url),
+                              recover=recovery_hint(store.url)) from None
 
-        return inner
-
-    return wrap
+    return inner
 
 
 class _MappedErrors(type):
     """Every public method of the class maps database errors to one StoreError line."""
 
-    def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> type:
+    def __new__(mcs, name: str, bases: tuple[type, ...], ns: dict[str, object]) -> type:
         for key, value in list(ns.items()):
             if callable(value) and not key.startswith("_"):
-                ns[key] = mapped(lambda self, *a, **k: self.url)(value)
+                ns[key] = mapped(value)
         return super().__new__(mcs, name, bases, ns)
 
 
@@ -160,8 +171,8 @@ class HistoryStore(metaclass=_MappedErrors):
             with contextlib.suppress(Exception):
                 lease.release()
 
-    def add_results(self, cases: Sequence[Mapping[str, Any] | tuple[Any, ...]],
-                    scores: Sequence[Mapping[str, Any] | tuple[Any, ...]]) -> None:
+    def add_results(self, cases: Sequence[CaseRow],
+                    scores: Sequence[CaseRow]) -> None:
         """Append a batch of case results and scores in one transaction.
 
         A row is a mapping of column names, or — as the runner writes them, one tuple per row
@@ -172,23 +183,23 @@ class HistoryStore(metaclass=_MappedErrors):
         cases, scores = _redacted(cases, "error", CASE_RESULT_COLUMNS), _redacted(scores, "message", CASE_SCORE_COLUMNS)
         self.backlog.push(functools.partial(self._insert_results, cases, scores))
 
-    def _insert_results(self, cases: Sequence[Mapping[str, Any] | tuple[Any, ...]],
-                        scores: Sequence[Mapping[str, Any] | tuple[Any, ...]]) -> None:
+    def _insert_results(self, cases: Sequence[CaseRow], scores: Sequence[CaseRow]) -> None:
         with self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
                 # The DB-API is several times faster than Core's parameter handling for these
                 # flat rows; other databases take the portable path.
-                driver: Any = conn.connection.driver_connection
+                driver = cast(sqlite3.Connection, conn.connection.driver_connection)
                 cursor = driver.cursor()
                 for table, rows, columns in ((RESULTS, cases, CASE_RESULT_COLUMNS),
                                              (SCORES, scores, CASE_SCORE_COLUMNS)):
                     if not rows:
                         continue
-                    values: Sequence[Any]
-                    if type(rows[0]) is tuple:
-                        names, values = list(columns), rows
+                    values: Sequence[Sequence[object]]
+                    first = rows[0]
+                    if isinstance(first, tuple):
+                        names, values = list(columns), cast(Sequence[tuple[object, ...]], rows)
                     else:
-                        names = [c for c in rows[0] if c != "id"]
+                        names = [c for c in first if c != "id"]
                         row_of = operator.itemgetter(*names)  # one C call per row
                         values = list(map(row_of, rows)) if len(names) > 1 else [(row_of(r),) for r in rows]
                     _insert_many(cursor, table.name, names, values)
@@ -200,7 +211,7 @@ class HistoryStore(metaclass=_MappedErrors):
                 conn.execute(insert(SCORES), _as_dicts(scores, CASE_SCORE_COLUMNS))
 
     def finish_run(self, run_id: str, summaries: Iterable[ScorerSummary],
-                   vectors: Iterable[ScoreVector] = (), **fields: Any) -> Run:
+                   vectors: Iterable[ScoreVector] = (), **fields: object) -> Run:
         """Write the summaries, score vectors and the run's final fields in one transaction,
         after the case results kept while the database was away; an outage is waited out."""
         self.backlog.drain()
@@ -236,7 +247,7 @@ class HistoryStore(metaclass=_MappedErrors):
             return
         self._end_lease(run_id)
 
-    def update_summaries(self, run_id: str, updates: Mapping[str, Mapping[str, Any]]) -> None:
+    def update_summaries(self, run_id: str, updates: Mapping[str, Mapping[str, object]]) -> None:
         """Set fields of this run's scorer summaries (``scorer → {field: value}``), in one transaction."""
         with self.engine.begin() as conn:
             for scorer, values in updates.items():
@@ -457,7 +468,7 @@ class HistoryStore(metaclass=_MappedErrors):
             return dict(conn.execute(select(RESULTS.c.case_id, RESULTS.c.error).where(
                 RESULTS.c.run_id == run_id, RESULTS.c.error.is_not(None)).order_by(RESULTS.c.id)).all())
 
-    def count(self, table: type[TableModel] | Table) -> int:
+    def count(self, table: type[TableModel] | Table) -> int:  # type: ignore[explicit-any]  # SQLAlchemy 2.1's Table defaults its columns to Column[Any]
         """How many rows a history table holds."""
         target = table if isinstance(table, Table) else table.__table__
         with self.engine.connect() as conn:
@@ -468,14 +479,14 @@ RUNS, SUMMARIES, RESULTS, SCORES, VECTORS = (Run.__table__, ScorerSummary.__tabl
                                              CaseScore.__table__, ScoreVector.__table__)
 
 
-def _with_summaries(suite: str, scorer: str, before: Run) -> Select[Any]:
+def _with_summaries(suite: str, scorer: str, before: Run) -> Query:
     """The completed runs of ``suite`` other than ``before``, each with its ``scorer`` summary."""
     return (core_select(RUNS, SUMMARIES).join(SUMMARIES, SUMMARIES.c.run_id == RUNS.c.id)
             .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer,
                    RUNS.c.status == RunStatus.COMPLETED, RUNS.c.id != before.id))
 
 
-def _measured(query: Select[Any], measurement: str | None) -> Select[Any]:
+def _measured(query: Query, measurement: str | None) -> Query:
     """Runs whose scorer was measured as ``measurement`` says (unknown counts as the same), bridges
     included, and the product's accepted runs however measured (an acceptance bounds every
     window); without a measurement, the product's own runs (no bridge)."""
@@ -485,12 +496,20 @@ def _measured(query: Select[Any], measurement: str | None) -> Select[Any]:
                        | (RUNS.c.bridge_of.is_(None) & SUMMARIES.c.accepted.is_(True)))
 
 
-def _run_by_id(conn: Any, run_id: str) -> Run | None:
+def _run_by_id(conn: Connection, run_id: str) -> Run | None:
     found = next(as_models(conn.execute(core_select(RUNS).where(RUNS.c.id == run_id)), Run), None)
     return None if found is None else found[0]
 
 
-def as_models(rows: Iterable[Row[Any]], *models: type[TableModel]) -> Iterator[tuple[Any, ...]]:
+A = TypeVar("A", bound=TableModel)
+B = TypeVar("B", bound=TableModel)
+
+
+@overload
+def as_models(rows: Iterable[StoredRow], first: type[A], /) -> Iterator[tuple[A]]: ...
+@overload
+def as_models(rows: Iterable[StoredRow], first: type[A], second: type[B], /) -> Iterator[tuple[A, B]]: ...
+def as_models(rows: Iterable[StoredRow], *models: type[TableModel]) -> Iterator[tuple[TableModel, ...]]:
     """The rows of a Core select over ``models``' tables (all columns of each, in that order) as
     model objects, one tuple per row: what a session would return, without the ORM's loading
     (the reads every run makes, and finding a run by its id; the other reads go through a session)."""
@@ -504,7 +523,7 @@ def as_models(rows: Iterable[Row[Any]], *models: type[TableModel]) -> Iterator[t
         yield tuple(model(**dict(zip(keys, row[start:end], strict=True))) for model, start, end, keys in spans)
 
 
-def _insert_all(conn: Any, records: Sequence[TableModel]) -> None:
+def _insert_all(conn: Connection, records: Sequence[TableModel]) -> None:
     """Insert models of one kind in one statement (their keys assigned by the database)."""
     if records:
         conn.execute(insert(type(records[0]).__table__), [record.model_dump(exclude={"id"}) for record in records])
@@ -516,15 +535,15 @@ CASE_RESULT_COLUMNS = ("run_id", "case_id", "epoch", "tags", "output", "error", 
 CASE_SCORE_COLUMNS = ("run_id", "case_id", "epoch", "scorer", "value", "errored", "skipped", "message", "meta")
 
 
-def _as_dicts(rows: Sequence[Mapping[str, Any] | tuple[Any, ...]], columns: tuple[str, ...]) -> list[dict[str, Any]]:
-    return [dict(zip(columns, r, strict=True)) if type(r) is tuple else dict(r) for r in rows]
+def _as_dicts(rows: Sequence[CaseRow], columns: tuple[str, ...]) -> list[dict[str, object]]:
+    return [dict(zip(columns, r, strict=True)) if isinstance(r, tuple) else dict(r) for r in rows]
 
 
 #: host parameters one SQLite statement may take (SQLITE_MAX_VARIABLE_NUMBER before 3.32)
 SQLITE_MAX_PARAMS = 999
 
 
-def _insert_many(cursor: Any, table: str, names: list[str], rows: Sequence[Any]) -> None:
+def _insert_many(cursor: sqlite3.Cursor, table: str, names: list[str], rows: Sequence[Sequence[object]]) -> None:
     """Insert rows (tuples in ``names`` order) with a sqlite3 cursor, as many rows to a statement as
     SQLite's parameter limit allows, in order: a row's step costs SQLite less inside a statement of
     many rows than as a statement of its own (20,000 case rows: ≈ 53 ms against ≈ 66 ms with
@@ -543,13 +562,13 @@ def _insert_many(cursor: Any, table: str, names: list[str], rows: Sequence[Any])
         cursor.execute(head + ", ".join([one] * len(rest)), list(flat(rest)))
 
 
-def _redacted(rows: Sequence[Any], key: str, columns: tuple[str, ...]) -> Sequence[Any]:
+def _redacted(rows: Sequence[CaseRow], key: str, columns: tuple[str, ...]) -> Sequence[CaseRow]:
     """The rows with credentials in URLs of their ``key`` text masked (a last barrier: the
     runner redacts what it builds, but a scorer's own message may quote a URL)."""
     if not rows:
         return rows
     index = columns.index(key)
-    texts = list(map(operator.itemgetter(index), rows)) if type(rows[0]) is tuple else [r.get(key) for r in rows]
+    texts = [r[index] if isinstance(r, tuple) else r.get(key) for r in rows]
     # one C search per batch; the NUL between texts keeps a "://" from spanning two of them
     if "://" not in "\0".join([t for t in texts if type(t) is str]):
         return rows
@@ -557,7 +576,7 @@ def _redacted(rows: Sequence[Any], key: str, columns: tuple[str, ...]) -> Sequen
     for r, text in zip(rows, texts, strict=True):
         if not isinstance(text, str):
             out.append(r)
-        elif type(r) is tuple:
+        elif isinstance(r, tuple):
             out.append((*r[:index], redact_text(text), *r[index + 1:]))
         else:
             out.append({**r, key: redact_text(text)})
@@ -568,4 +587,4 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":
 
 
 #: compact JSON (one encoder, built once, called directly: this runs for every case's output)
-dumps: Callable[[Any], str] = _ENCODER.encode
+dumps: Callable[[object], str] = _ENCODER.encode

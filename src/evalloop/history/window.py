@@ -10,7 +10,7 @@ the one rule reads (:meth:`HistoryStore.baseline_runs`), restarted where the ver
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from sqlalchemy import select
 
@@ -22,7 +22,7 @@ from evalloop.history.store import RUNS, SUMMARIES, HistoryStore, as_models
 KEY = "window"
 
 
-def recorded(details: dict[str, Any]) -> list[str] | None:
+def recorded(details: Mapping[str, object]) -> list[str] | None:
     """The window ids a verdict recorded in a summary's details, or None (judged before they were)."""
     ids = details.get(KEY)
     return [str(i) for i in ids] if isinstance(ids, list) else None

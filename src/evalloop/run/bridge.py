@@ -20,7 +20,7 @@ from typing import Any
 from evalloop.errors import EvalloopError
 from evalloop.history import bridges
 from evalloop.history.eligibility import RULE, RULE_KEY, accepted, base_fingerprint, eligible_now
-from evalloop.history.identity import parse, stable_hash
+from evalloop.history.identity import parse, scorer_list, stable_hash
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector
 from evalloop.history.store import HistoryStore, dumps
 from evalloop.llm.budget import budget_scope
@@ -144,7 +144,7 @@ def _bridge_run(original: Run, bridge: str, fingerprint: Mapping[str, Any], resu
     before = parse(original.fingerprint)
     now = {e.get("name"): e for e in fingerprint.get("scorers") or [] if isinstance(e, dict)}
     entries = [now.get(e.get("name"), e) if isinstance(e, dict) and e.get("name") in results else e
-               for e in before.get("scorers") or []]
+               for e in scorer_list(before)]
     measured = {**before, "scorers": entries}
     invalid = [r.invalid for r in results.values() if r.invalid]
     return Run(
