@@ -21,10 +21,10 @@ from typing import Final, Literal
 
 from sqlalchemy import inspect, select
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.exc import SQLAlchemyError
 
 from evalloop.errors import EvalloopError
-from evalloop.history.models import AlembicVersion, SchemaVersion
+from evalloop.history.models import HISTORY_TABLES, AlembicVersion, SchemaVersion
 
 #: every migration, oldest first (``tests/test_migrations.py`` checks it against the scripts):
 #: 0001 f3594c2's tables; 0002 issue 24/27/28 (4e61118); 0003 issue 36/39; 0004 ``accepted``
@@ -38,6 +38,8 @@ PRE_ALEMBIC: Final = "pre-alembic"
 SCHEMA = SchemaVersion.__table__
 STAMP = AlembicVersion.__table__
 ROW = "history"
+#: the history's own tables: any of them makes a database evalloop's (to be migrated, not created)
+HISTORY_NAMES = frozenset(t.name for t in HISTORY_TABLES)
 
 
 class SchemaMismatch(EvalloopError):
@@ -60,8 +62,8 @@ def revision_of(conn: Connection) -> str | None:
     for tables made before numbered migrations. (Tables and stamp are committed together, so a
     database whose tables exist already shows its stamp.)"""
     inspector = inspect(conn)
-    if not inspector.has_table("runs"):
-        return None
+    if not inspector.has_table("runs"):  # no history yet: unless an older evalloop left part of one
+        return PRE_ALEMBIC if set(inspector.get_table_names()) & HISTORY_NAMES else None
     if not inspector.has_table(STAMP.name):
         return PRE_ALEMBIC
     found = conn.execute(select(STAMP.c.version_num)).scalar()
@@ -80,7 +82,7 @@ def head_is_stored(engine: Engine) -> bool:
     try:
         with engine.connect() as conn:
             return conn.execute(select(STAMP.c.version_num)).scalar() == HEAD
-    except (OperationalError, ProgrammingError):
+    except SQLAlchemyError:  # missing, locked, damaged: the full check says what is wrong
         return False
 
 
