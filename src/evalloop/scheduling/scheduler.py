@@ -46,7 +46,7 @@ from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
 from evalloop.scheduling.control import CONTROL
-from evalloop.scheduling.fire import FireResult, fire_line, run_fire, verdict_from_summary
+from evalloop.scheduling.fire import FireResult, fire_line, run_fire
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
 from evalloop.scheduling.worker import (
     WorkerJobStore,
@@ -200,7 +200,7 @@ def verdict_of(report: RunReport) -> str:
     """One word for a run: its outcome as the fire's ledger records it."""
     from evalloop.report.summary import run_summary
 
-    return verdict_from_summary(run_summary(report))
+    return run_summary(report).outcome
 
 
 # -- the scheduler ------------------------------------------------------------------------
