@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,7 @@ from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
-from evalloop.history.store import FIRE_ENV, HistoryStore
+from evalloop.history.store import HistoryStore
 from evalloop.run import batchmode
 from evalloop.run.bridge import BridgeRecord, bridge_runs
 from evalloop.run.context import Services
@@ -176,13 +175,13 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         outcome = await execute(
             prepared, store, services=services, epochs=epochs, limit=limit,
             concurrency=concurrency, default_concurrency=settings.concurrency,
-            code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
+            code_version=code_version(settings.project_dir, settings.env), errored_limit=settings.errored_limit,
             progress=progress, select=select, max_cost=max_cost, on_begin=on_begin, partial=bool(ablation),
             max_output_bytes=settings.max_output_bytes,
             judge_stop=_judge_stop(suite_obj, store, settings),
             notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
                    **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
-                   **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {}),
+                   **({"fire": settings.env.fire_entry} if settings.env.fire_entry else {}),
                    **({"ablation": ablation} if ablation else {})},
         )
     finally:

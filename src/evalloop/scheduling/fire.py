@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evalloop.environ import variable
 from evalloop.report.summary import RunSummary, SummaryError
 
 log = logging.getLogger("evalloop.scheduler")
@@ -89,8 +90,8 @@ def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: 
              options: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> FireResult:
     """Run one suite in a fresh process and wait for it; never raises for what the run did.
     ``env``: more environment for the run (the ledger entry it belongs to)."""
-    env = {**os.environ, "EVALLOOP_PROJECT": str(project_dir), "NO_COLOR": "1",
-           "EVALLOOP_FIRE_PARENT": str(os.getpid()), **(env or {})}  # the fire ends if the scheduler dies
+    env = {**os.environ, variable("project"): str(project_dir), "NO_COLOR": "1",
+           variable("fire_parent"): str(os.getpid()), **(env or {})}  # the fire ends if the scheduler dies
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         started = time.monotonic()
         try:
