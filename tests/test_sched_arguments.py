@@ -48,5 +48,6 @@ def test_a_worker_gives_the_job_its_own_checkout_and_leaves_the_stored_job_alone
     executor = ClaimingExecutor("sqlite://", "me", project_dir=tmp_path)
     local = executor.in_checkout(job)
     assert local.args == (str(tmp_path), ["s"]) and local.kwargs == {"job_id": "n"} and local.id == "n"
+    assert local._jobstore_alias == job._jobstore_alias and local._scheduler is scheduler  # as the pool runs it
     assert job.args == ("/elsewhere/proj", ["s"])
     assert ClaimingExecutor("sqlite://", "me").in_checkout(job) is job  # an admin's pool: as stored

@@ -245,7 +245,8 @@ class ClaimingExecutor(ThreadPoolExecutor):
         worker's checkout; the stored job is not changed."""
         if self.project_dir is None or not job.args or job.args[0] == str(self.project_dir):
             return job
-        local = copy.copy(job)
+        local = copy.copy(job)  # the job's state (its pickled form), then what the scheduler set on it
+        local._scheduler, local._jobstore_alias = job._scheduler, job._jobstore_alias
         local.args = (str(self.project_dir), *job.args[1:])
         return local
 
