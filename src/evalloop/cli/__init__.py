@@ -116,6 +116,8 @@ def _app_for(args: list[str]) -> typer.Typer:
 def _main() -> None:
     args = _normalise(sys.argv[1:])
     lifecycle.starting(_command_of(args))
+    if lifecycle.PROGRAM:
+        lifecycle.die_with_the_scheduler()
     try:
         code = _app_for(args)(args=args, standalone_mode=False)
     except _click_errors.UsageError as exc:  # Typer/Click usage errors, as one line too
