@@ -115,8 +115,9 @@ def _app_for(args: list[str]) -> typer.Typer:
 
 def _main() -> None:
     args = _normalise(sys.argv[1:])
-    lifecycle.starting(_command_of(args))
-    if lifecycle.PROGRAM:
+    command = _command_of(args)
+    lifecycle.starting(command)
+    if lifecycle.PROGRAM and command == "run":  # a scheduled fire is a run (scheduling.fire)
         lifecycle.die_with_the_scheduler()
     try:
         code = _app_for(args)(args=args, standalone_mode=False)
