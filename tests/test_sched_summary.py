@@ -71,3 +71,18 @@ def test_summary_error_is_one_line():
         assert "\n" not in str(exc) and "problems" in str(exc)
     else:
         raise AssertionError("not a summary")
+
+
+def test_a_fire_uses_only_documented_options_of_run():
+    """The scheduler's command line is one a user could type: every flag it passes is in
+    ``evalloop run --help`` (no hidden flag only the scheduler knows)."""
+    import typer
+
+    from evalloop.scheduling.fire import fire_argv
+
+    command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    shown = {name for p in command.params if not getattr(p, "hidden", False) for name in p.opts + p.secondary_opts}
+    argvs = (fire_argv("/p", "s", {"batch": True, "max_cost": 1.0}), fire_argv("/p", "s", {"resume": "r1"}))
+    flags = {a for argv in argvs for a in argv[argv.index("run") + 1:] if a.startswith("-")}
+    assert flags - shown == set()
+    assert "--notify" in flags
