@@ -236,8 +236,6 @@ def _read(prompt_file: Path) -> str:
 def _lessons(settings: Settings, suite: Suite, incident: str | None) -> tuple[str | None, list[str]]:
     """The lesson text of the suite's open incidents that may enter a prompt (or of ``incident``
     alone), fenced, and their ids; none: the revision starts from the failing cases."""
-    from evalloop.learning import feedback
-
     if not injection.has_memories(settings):
         found: list[Any] = []
     else:
@@ -254,8 +252,8 @@ def _lessons(settings: Settings, suite: Suite, incident: str | None) -> tuple[st
                               where="--incident", hint="see `evalloop memories list --tag status:open`")
     if not found:
         return None, []
-    text = feedback.injection(found, budget=settings.inject_budget, per_memory=settings.inject_per_memory,
-                              detail="full")
+    text = injection.render(found, budget=settings.inject_budget, per_memory=settings.inject_per_memory,
+                            detail="full")
     return text or None, [r.id for r in found]
 
 
