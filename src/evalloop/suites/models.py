@@ -155,6 +155,13 @@ class ScorerRef(BaseModel):
         return self.alias or self._auto_label or self.name
 
 
+#: built-in targets whose module was renamed: a suite naming the old ref still runs (the ref is read
+#: as the new one, issue #43: ``evalloop.retrieval.suite`` is now ``dataset_cases``, its targets are named
+#: where they live)
+MOVED_TARGETS = {"evalloop.retrieval.suite:AnswerTarget": "evalloop.retrieval.answer_target:AnswerTarget"}
+MOVED_TARGET_MODULES = {"evalloop.retrieval.suite:": "evalloop.retrieval.suite_targets:"}
+
+
 class TargetRef(BaseModel):
     """The system under test: ``module:function`` plus keyword parameters for it."""
 
@@ -162,6 +169,15 @@ class TargetRef(BaseModel):
 
     ref: str
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("ref")
+    @classmethod
+    def _moved(cls, ref: str) -> str:
+        """A built-in target's ref under its module's present name (:data:`MOVED_TARGETS`)."""
+        if ref in MOVED_TARGETS:
+            return MOVED_TARGETS[ref]
+        old = next((p for p in MOVED_TARGET_MODULES if ref.startswith(p)), None)
+        return ref if old is None else MOVED_TARGET_MODULES[old] + ref[len(old):]
 
 
 def holdout_bucket(case_id: str, salt: str = "") -> float:
