@@ -50,6 +50,7 @@ from evalloop.loop.revise_plan import (
     revision_splits,
 )
 from evalloop.loop.revise_search import Search
+from evalloop.memory.records import MemoryRecord
 from evalloop.run.context import Services
 from evalloop.scoring.registry import Registry, discover
 from evalloop.suites.lookup import find_suite
@@ -237,7 +238,7 @@ def _lessons(settings: Settings, suite: Suite, incident: str | None) -> tuple[st
     """The lesson text of the suite's open incidents that may enter a prompt (or of ``incident``
     alone), fenced, and their ids; none: the revision starts from the failing cases."""
     if not injection.has_memories(settings):
-        found: list[Any] = []
+        found: list[MemoryRecord] = []
     else:
         adapter = injection.open_adapter(settings)
         try:
