@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from evalloop.config import VerdictSettings
 from evalloop.errors import FixtureError
 from evalloop.suites.jsonlines import not_utf8, open_jsonl, parse_line
 from evalloop.suites.split import (
@@ -180,6 +181,20 @@ class TargetRef(BaseModel):
         return ref if old is None else MOVED_TARGET_MODULES[old] + ref[len(old):]
 
 
+class SuiteVerdict(VerdictSettings):
+    """A suite's ``verdict:`` block: the project's verdict settings (``[verdict]``) it overrides
+    for this suite, and its scorers' ``threshold`` and ``pass_mark`` (a scorer's own entry still
+    wins). Only the keys it sets override anything (:meth:`overrides`); a key it does not know,
+    or a value out of range, stops the suite when it is read (one line naming the key)."""
+
+    threshold: float | None = Field(default=None, gt=0, lt=1)
+    pass_mark: float | None = Field(default=None, ge=0, le=1)
+
+    def overrides(self) -> dict[str, object]:
+        """The settings the block sets, as the verdict policy takes them."""
+        return self.model_dump(exclude_unset=True)
+
+
 def holdout_bucket(case_id: str, salt: str = "") -> float:
     """Where a case id (or a group's key) falls in [0, 1): the first 8 bytes of SHA-256 of
     ``salt + case_id`` (UTF-8), big-endian, over 2**64 (:func:`evalloop.suites.split.bucket`). A
@@ -298,7 +313,7 @@ class Suite(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     target_threads: bool | None = None  # None: adaptive (run.placement); True: threads; False: in place
     window: int | None = Field(default=None, ge=1, le=100)
-    verdict: dict[str, Any] = Field(default_factory=dict)
+    verdict: SuiteVerdict = Field(default_factory=SuiteVerdict)
     max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
     batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
     early_stop: EarlyStop | None = None  # judges stop once the verdict is settled (true: the defaults)
