@@ -32,7 +32,7 @@ class CaseMessage(BaseModel):
     message: str
 
 
-class ScorerSummary(BaseModel):
+class SummaryScorer(BaseModel):
     """One scorer of the run against its baseline (see ``verdicts.baseline.ScorerComparison``)."""
 
     scorer: str
@@ -116,7 +116,7 @@ class RunSummary(BaseModel):
     watch: bool
     fingerprint_change: FingerprintChangeSummary | None = None
     target_failures: TargetFailures | None = None
-    scorers: list[ScorerSummary]
+    scorers: list[SummaryScorer]
     notices: list[str] = []
     #: the baseline runs re-graded for a changed measurement, and their cost
     bridge: dict[str, Any] | None = None
@@ -193,7 +193,7 @@ def run_summary(report: RunReport) -> RunSummary:
         fingerprint_change=_change(report),
         target_failures=_failures(report),
         scorers=[
-            ScorerSummary(
+            SummaryScorer(
                 scorer=s.scorer,
                 kind=s.kind,
                 current=s.current,
