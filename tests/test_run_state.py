@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.loop.pipeline import run_suite
 from evalloop.report.summary import run_summary
@@ -168,7 +169,7 @@ def test_nightly_chart_red_by_night_two_and_stays_red(tmp_path, answers):
     def night(drop: float) -> VerdictStatus:
         noisy = np.clip(quality * (1 - drop) + rng.normal(0, 0.05, N), 0, 1)
         report = _run(root, answers, {f"c{i}": float(v) for i, v in enumerate(noisy)}, name="judged",
-                      nightly=True)
+                      options=RunOptions(nightly=True))
         return report.comparison.scorers[0]
 
     for _ in range(5):
