@@ -15,7 +15,8 @@ from evalloop.report.summary import run_summary
 from evalloop.scheduling.fire import verdict_from_summary
 from evalloop.scheduling.sinks import CallableSink, LogSink, notify
 from evalloop.verdicts.outcome import ORDER, RunOutcome, case_outcome, outcome_of_labels, run_outcome
-from evalloop.verdicts.verdict import VerdictStatus, _pct
+from evalloop.verdicts.paired import pct as _pct
+from evalloop.verdicts.verdict import VerdictStatus
 from support.cli import cli
 from support.project import SCORERS, make_project, write_answers
 
