@@ -17,6 +17,7 @@ import numpy as np
 from evalloop.policy import VerdictPolicy
 from evalloop.score import passes_many
 from evalloop.scoring import scorevec
+from evalloop.verdicts.arrays import Floats, Ints, Mask
 
 _BLOCK_ROWS = 8192  # rows of a window handled at once (flips, graded columns, 0/1 checks)
 
@@ -25,9 +26,9 @@ _BLOCK_ROWS = 8192  # rows of a window handled at once (flips, graded columns, 0
 class CaseMasks:
     """The cases and window runs a verdict's statistics use, and what single cases say."""
 
-    used: np.ndarray  # rows graded in this run that are neither controls nor quarantined
-    runs: np.ndarray  # the window's runs with a graded used cell (controls and quarantined blanked)
-    values: np.ndarray  # this run's scores of the used rows
+    used: Mask  # rows graded in this run that are neither controls nor quarantined
+    runs: Floats  # the window's runs with a graded used cell (controls and quarantined blanked)
+    values: Floats  # this run's scores of the used rows
     binary: bool  # every used score (this run's and the window's) is 0 or 1
     broken: list[str]  # known-bad controls that test the scorer and passed
     flaky: list[str]  # cases whose pass/fail state flipped more than the policy allows
@@ -85,25 +86,25 @@ def case_masks(aligned: scorevec.Aligned, policy: VerdictPolicy, *, binary: bool
                      quarantined=quarantined, newly_failing=newly_failing, newly_passing=newly_passing)
 
 
-def _member(ids: Sequence[str], wanted: set[str]) -> np.ndarray:
+def _member(ids: Sequence[str], wanted: set[str]) -> Mask:
     """Per row, whether its case id is in ``wanted``."""
     if not wanted:
         return np.zeros(len(ids), bool)
     return np.fromiter((c in wanted for c in ids), dtype=bool, count=len(ids))
 
 
-def _listed(ids: Sequence[str], mask: np.ndarray) -> list[str]:
+def _listed(ids: Sequence[str], mask: Mask) -> list[str]:
     """The case ids of a mask's rows (rows are in case-id order)."""
     return [ids[int(i)] for i in np.flatnonzero(mask)]
 
 
-def zero_one(values: np.ndarray) -> bool:
+def zero_one(values: Floats) -> bool:
     """Whether every present (non-NaN) value is 0 or 1 (checked in blocks of rows)."""
     return all(bool(np.all(np.isnan(b) | (b == 0.0) | (b == 1.0)))
                for b in (values[lo:lo + _BLOCK_ROWS] for lo in range(0, values.shape[0], _BLOCK_ROWS)))
 
 
-def any_graded(window: np.ndarray, axis: int) -> np.ndarray:
+def any_graded(window: Floats, axis: int) -> Mask:
     """Per column (``axis=0``) or per row (``axis=1``), whether any cell is graded (not NaN);
     a column at a time, so no whole-window boolean copy."""
     if axis == 0:
@@ -114,7 +115,7 @@ def any_graded(window: np.ndarray, axis: int) -> np.ndarray:
     return found
 
 
-def flips(runs: np.ndarray, current: np.ndarray, pass_mark: float) -> np.ndarray:
+def flips(runs: Floats, current: Floats, pass_mark: float) -> Ints:
     """Per row, how often the pass/fail state changes across the window's columns and then this
     run's (absent cells skipped); in blocks of rows, so no whole-window temporaries."""
     out_all = np.zeros(runs.shape[0], dtype=np.int64)

@@ -20,6 +20,7 @@ import numpy as np
 from evalloop.policy import TOLERANCE, VerdictPolicy
 from evalloop.scoring import scorevec
 from evalloop.verdicts import stats
+from evalloop.verdicts.arrays import Floats, Mask
 from evalloop.verdicts.drop import (
     by_scope_power,
     cluster_se,
@@ -38,7 +39,7 @@ _BLOCK_ROWS = 8192  # rows of a window handled at once (row means, noise estimat
 class Overlap:
     """The cases this run and its window share, and those only one side has."""
 
-    shared: np.ndarray  # mask: used rows graded in the window too
+    shared: Mask  # mask: used rows graded in the window too
     n_paired: int
     added: int  # used cases the window never graded
     added_mean: float | None
@@ -94,7 +95,7 @@ class RuleCall:
     not_shown: str  # why a drop is not shown to be big
 
 
-def overlap(masks: CaseMasks, current: np.ndarray) -> Overlap:
+def overlap(masks: CaseMasks, current: Floats) -> Overlap:
     """Which used cases the window graded, and the cases only one side has."""
     runs, used = masks.runs, masks.used
     in_window = any_graded(runs, axis=1)
@@ -183,7 +184,7 @@ def pct(x: float) -> str:
     return f"{100 * x:.4g}%"
 
 
-def _mean(values: Collection[float] | np.ndarray) -> float | None:
+def _mean(values: Collection[float] | Floats) -> float | None:
     return math.fsum(values) / len(values) if len(values) else None
 
 
@@ -193,7 +194,7 @@ def _relative(baseline: float | None, delta: float | None) -> float | None:
     return delta / baseline
 
 
-def row_means(window: np.ndarray) -> np.ndarray:
+def row_means(window: Floats) -> Floats:
     """Each row's mean over its non-NaN cells (every row has one), in blocks of rows: no
     whole-window copy, as ``np.nanmean`` of the whole makes."""
     out = np.empty(window.shape[0])
@@ -204,7 +205,7 @@ def row_means(window: np.ndarray) -> np.ndarray:
     return out
 
 
-def window_noise(window: np.ndarray) -> float | None:
+def window_noise(window: Floats) -> float | None:
     """One case's run-to-run variance measured by the window alone: pooled over its cases graded
     twice or more (None when no case was). In blocks of rows: no whole-window copies at 100k cases."""
     total, multi = 0.0, 0
@@ -217,7 +218,7 @@ def window_noise(window: np.ndarray) -> float | None:
     return total / multi if multi else None
 
 
-def noise_var(x: np.ndarray, window: np.ndarray) -> float:
+def noise_var(x: Floats, window: Floats) -> float:
     """One case's run-to-run variance: the window's (:func:`window_noise`), else half the
     variance of this run's paired differences (one earlier run)."""
     measured = window_noise(window)

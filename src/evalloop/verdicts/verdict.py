@@ -50,6 +50,7 @@ from evalloop.policy import TOLERANCE, VerdictPolicy
 from evalloop.score import passes
 from evalloop.scoring import scorevec
 from evalloop.verdicts import floors
+from evalloop.verdicts.arrays import Floats
 from evalloop.verdicts.drop import Z_CAP, mean_interval, minimal_detectable_drop, scope_groups, standardized_drop
 from evalloop.verdicts.masks import CaseMasks, case_masks
 from evalloop.verdicts.paired import (
@@ -340,5 +341,5 @@ def _context(test: PairedTest, shared: Overlap, masks: CaseMasks) -> str:
     return text
 
 
-def _mean(values: Collection[float] | np.ndarray) -> float | None:
+def _mean(values: Collection[float] | Floats) -> float | None:
     return math.fsum(values) / len(values) if len(values) else None
