@@ -120,7 +120,7 @@ def run(
     failing = fails_on_regression(fail_on_regression, no_fail)
     with lifecycle.setting_up():  # what loads here lives until the end: no collections meanwhile
         import evalloop.loop.pipeline  # noqa: F401  (the run's modules)
-        from evalloop.loop.outcome import exit_code_of, failure_lines
+        from evalloop.loop.exitcodes import exit_code_of, failure_lines
         from evalloop.report.terminal import closing_line, print_run
         from evalloop.run.signals import terminate_as_interrupt
         from evalloop.view.urls import failing_runs

@@ -23,7 +23,7 @@ from evalloop.run import batchmode
 from evalloop.run.bridge import BridgeRecord, bridge_runs
 from evalloop.run.context import Services
 from evalloop.run.options import RunOptions
-from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
+from evalloop.run.runner import ExecutedRun, PreparedRun, execute, prepare
 from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
 from evalloop.score import passes
 from evalloop.scoring.registry import Registry, discover
@@ -42,7 +42,7 @@ class RunReport:
     """A finished run, its comparison with the baseline, and anything worth telling the user."""
 
     prepared: PreparedRun
-    outcome: RunOutcome
+    outcome: ExecutedRun
     comparison: Comparison
     notices: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
@@ -286,7 +286,7 @@ async def _ablate(report: RunReport, incidents: list[str], cases: list[str], set
             "memories": moved}
 
 
-def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str, Any]]:
+def held_out_part(suite: Suite, outcome: ExecutedRun) -> tuple[set[str], dict[str, Any]]:
     """The run's held-out cases (:attr:`Suite.holdout`), and what the run reports of them: how many,
     and each scorer's mean over them beside the whole run's (controls and ungraded cases left out
     of both, as in the verdict)."""

@@ -79,8 +79,10 @@ class PreparedRun:
 
 
 @dataclass
-class RunOutcome:
-    """What a finished run produced: the stored run, its summaries, and notable messages."""
+class ExecutedRun:
+    """What executing a prepared run produced (:func:`execute` returns it): the stored run, its
+    summaries, and notable messages. What the run *means* once judged is
+    :class:`evalloop.verdicts.outcome.RunOutcome`."""
 
     run: Run
     summaries: dict[str, ScorerSummary]
@@ -219,7 +221,7 @@ async def execute(
     notes: dict[str, Any] | None = None,
     code_version: str | None = None,
     batch_size: int = 1000,
-) -> RunOutcome:
+) -> ExecutedRun:
     """Run a prepared suite with ``options`` (:class:`~evalloop.run.options.RunOptions`), storing
     everything. Interrupts mark the run and re-raise.
 
@@ -501,7 +503,7 @@ class _RunState:
         self.case_rows, self.score_rows = [], []
         self.store.add_results(cases, scores)
 
-    def finish(self, errored_limit: float) -> RunOutcome:
+    def finish(self, errored_limit: float) -> ExecutedRun:
         ids = self.ids if all(self.ids) else [c or f"#{i}" for i, c in enumerate(self.ids)]  # never-run cases
         results = {b.name: self.grades[b.name].result(b, errored_limit, ids) for b in self.prepared.scorers}
         measured = self.prepared.measurements
@@ -533,5 +535,5 @@ class _RunState:
             valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
             ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals, **stopped,
         )
-        return RunOutcome(run, summaries, results, self.case_errors, self.first_case_error,
+        return ExecutedRun(run, summaries, results, self.case_errors, self.first_case_error,
                           notices=self.notices, tagged=self.tagged, digest=digest)

@@ -17,7 +17,7 @@ the exit code, the scheduler's ledger and log, the alarm sinks — and each is a
   fires that produced no run at all (skipped, cannot run, interrupted), which
   :func:`evalloop.scheduling.sinks.alarm` sends as events.
 
-Exit codes are read from :func:`run_outcome` in :mod:`evalloop.loop.outcome`.
+Exit codes are read from :func:`run_outcome` in :mod:`evalloop.loop.exitcodes`.
 """
 
 from __future__ import annotations
