@@ -138,7 +138,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
 
         injected, notice = injection.injected_for(settings, suite_obj)
         services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
-                               failure_memories=injected.records)
+                               failure_memories=injected.records, lesson_records=injected.lesson_records)
         notices += [notice] if notice else []
         notices += [injection.skipped_notice(injected.skipped)] if injected.skipped else []
         unreadable = notice is not None
@@ -260,9 +260,9 @@ async def _ablate(report: RunReport, incidents: list[str], cases: list[str], set
     """The ablation of held incidents: their remembered cases run again with lessons off (a
     partial run, never a baseline), whose learning step resolves an incident whose product is
     back without its lesson (:mod:`evalloop.learning.incident_machine`). Its cost is printed."""
-    keys = ("failure_patterns", "failure_memory_ids", "failure_memories")
+    keys = ("failure_patterns", "failure_memory_ids", "failure_memories", "lesson_records")
     saved = {k: services.extras.get(k) for k in keys}
-    services.extras.update(failure_patterns=None, failure_memory_ids=[], failure_memories=[])
+    services.extras.update(failure_patterns=None, failure_memory_ids=[], failure_memories=[], lesson_records=[])
     wanted = set(cases)
     try:
         # the same epochs, concurrency and budget; every case it remembers, judged alone (no nightly
