@@ -55,7 +55,7 @@ def _scalar(ev: yaml.ScalarEvent) -> Any:
         return ev.value
     if tag not in _BUILT:
         raise _NotPlain
-    node = ScalarNode(tag, ev.value, ev.start_mark, ev.end_mark, ev.style)
+    node = ScalarNode(tag, ev.value, None, None, ev.style)  # resolved: its constructor cannot fail
     return SafeConstructor.yaml_constructors[tag](_CONSTRUCTOR, node)
 
 
@@ -78,28 +78,27 @@ def load_yaml(text: str, path: Path) -> tuple[Any, list[int]]:
     in_cases = False  # inside the root mapping's cases list
     building, root, documents = True, None, 0
     for ev in yaml.parse(text, Loader=YAML_LOADER):
-        kind = type(ev)
-        if kind is yaml.AliasEvent:
+        if isinstance(ev, yaml.AliasEvent):
             raise _alias(ev, path)
-        if kind is yaml.DocumentStartEvent:
+        if isinstance(ev, yaml.DocumentStartEvent):
             documents += 1
             building = building and documents == 1
             continue
-        if kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+        if isinstance(ev, yaml.CollectionEndEvent):
             value = stack.pop()
             keys.pop()
             if len(stack) == 1:
                 in_cases = False
-        elif kind is yaml.ScalarEvent or kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+        elif isinstance(ev, yaml.ScalarEvent | yaml.CollectionStartEvent):
             assert ev.start_mark is not None  # the parser marks every event it makes
             if in_cases and len(stack) == 2:
                 lines.append(ev.start_mark.line + 1)
             if len(stack) == 1:  # a key or a value of the root mapping
                 if keys[0] is _KEY:
-                    root_key = ev.value if kind is yaml.ScalarEvent else None
+                    root_key = ev.value if isinstance(ev, yaml.ScalarEvent) else None
                 else:
-                    in_cases = root_key == "cases" and kind is yaml.SequenceStartEvent
-            if kind is yaml.ScalarEvent:
+                    in_cases = root_key == "cases" and isinstance(ev, yaml.SequenceStartEvent)
+            if isinstance(ev, yaml.ScalarEvent):
                 value = None
                 if building:
                     try:
@@ -109,8 +108,9 @@ def load_yaml(text: str, path: Path) -> tuple[Any, list[int]]:
             else:
                 if ev.tag is not None or (stack and keys[-1] is _KEY):  # tagged, or a complex key
                     building = False
-                stack.append({} if kind is yaml.MappingStartEvent else [])
-                keys.append(_KEY if kind is yaml.MappingStartEvent else _LIST)
+                mapping = isinstance(ev, yaml.MappingStartEvent)
+                stack.append({} if mapping else [])
+                keys.append(_KEY if mapping else _LIST)
                 continue
         else:
             continue
