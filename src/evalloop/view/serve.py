@@ -119,7 +119,7 @@ def read_ahead(source: Source) -> None:
     for name in source.store.suites():
         latest = source.store.runs(name, limit=1, statuses=finished)
         if latest:
-            source.cases(latest[0])
+            source.facts(latest[0])
         suite_page(source, name)
         before = source.previous(latest[0]) if latest else None
         found = source.store.get_run(before) if before else None
