@@ -124,7 +124,8 @@ def compare_page(source: Source, a: Run, b: Run, page: int = 1, changed_only: bo
     """The comparison of run ``b`` with run ``a``: the statistics and one page of the paired table
     (sorted from both runs' facts; the full rows read for that page's cases only)."""
     def compute() -> tuple[RunDiff, list[Move]]:
-        return diff_runs(source.store, a, b), moves(source.facts(a, changes=False), source.facts(b, changes=False))
+        return (diff_runs(source.store, a, b, interval=source.interval),
+                moves(source.facts(a, changes=False), source.facts(b, changes=False)))
 
     stats, every = source.pair(a, b, compute)
     counts = dict.fromkeys(RANK, 0)

@@ -26,6 +26,7 @@ from evalloop.errors import EvalloopError
 from evalloop.history.models import Run, RunStatus
 from evalloop.history.store import SUMMARIES, HistoryStore
 from evalloop.report.cases import CaseFacts, CaseView, case_facts, case_views, previous_completed, with_changes
+from evalloop.report.diff import bootstrap_interval
 from evalloop.suites.models import Suite
 
 #: finished runs whose case facts are kept in memory (a 10k-case run's are about 5 MB), with and
@@ -46,7 +47,7 @@ class Source:
         self._lock = threading.Lock()
         self._cases: OrderedDict[tuple[str, ...], list[CaseFacts]] = OrderedDict()
         self._suites: dict[str, tuple[float, Any, Suite | None]] = {}
-        self._reading: dict[tuple[str, ...], threading.Lock] = {}
+        self._reading: dict[tuple[Any, ...], threading.Lock] = {}
         self._kept: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 
     # -- runs ----------------------------------------------------------------------------
@@ -89,23 +90,35 @@ class Source:
         return (repr(_stamp(self.suite(run.suite))),)
 
     def _kept_run(self, key: tuple[str, ...], keep: bool, compute: Callable[[], list[CaseFacts]]) -> list[CaseFacts]:
-        """What ``compute`` finds for finished runs, kept (the last few); a key another request is
-        computing is waited for, not computed twice."""
+        """What ``compute`` finds for finished runs, kept (the last :data:`KEPT_RUNS`)."""
+        found: list[CaseFacts] = self._once(self._cases, KEPT_RUNS, key, compute, keep=keep)
+        return found
+
+    def _once(self, kept: OrderedDict[Any, Any], limit: int, key: tuple[Any, ...], compute: Callable[[], Any], *,
+              keep: bool) -> Any:
+        """What ``compute`` finds, kept in ``kept`` (the last ``limit``) when ``keep``; a key another
+        request (or the start-up reading) is computing is waited for, not computed twice."""
         if not keep:
             return compute()
         with self._lock:
+            if key in kept:
+                kept.move_to_end(key)
+                return kept[key]
             reading = self._reading.setdefault(key, threading.Lock())
         with reading:
             with self._lock:
-                if key in self._cases:
-                    self._cases.move_to_end(key)
-                    return self._cases[key]
-            found = compute()
-            with self._lock:
-                self._cases[key] = found
-                self._reading.pop(key, None)
-                while len(self._cases) > KEPT_RUNS:
-                    self._cases.popitem(last=False)
+                if key in kept:
+                    kept.move_to_end(key)
+                    return kept[key]
+            try:
+                found = compute()
+                with self._lock:
+                    kept[key] = found
+                    while len(kept) > limit:
+                        kept.popitem(last=False)
+            finally:
+                with self._lock:
+                    self._reading.pop(key, None)
             return found
 
     def pair(self, a: Run, b: Run, compute: Callable[[], Any]) -> Any:
@@ -114,20 +127,19 @@ class Source:
         return self.memo(("pair", a.id, b.id, *self.fixture_state(a), *self.fixture_state(b)), compute,
                          keep=_finished(a, b))
 
+    def interval(self, run: Run, scorer: str, scores: dict[str, float]) -> tuple[float, float] | None:
+        """A run's bootstrap interval of one scorer's mean (:func:`~evalloop.report.diff.bootstrap_interval`,
+        what ``evalloop compare`` shows), kept for a finished run: it depends on that run's scores
+        alone, so comparing it with another run does not draw its 10,000 resamples again."""
+        key = ("interval", run.id, scorer, len(scores), hash(tuple(scores)))
+        found: tuple[float, float] | None = self.memo(key, lambda: bootstrap_interval(run, scorer, scores),
+                                                      keep=_finished(run))
+        return found
+
     def memo(self, key: tuple[Any, ...], compute: Callable[[], Any], *, keep: bool = True) -> Any:
         """What ``compute`` finds, kept under ``key`` (the last few) when ``keep``: the key must
-        name everything the answer depends on."""
-        with self._lock:
-            if key in self._kept:
-                self._kept.move_to_end(key)
-                return self._kept[key]
-        found = compute()
-        if keep:
-            with self._lock:
-                self._kept[key] = found
-                while len(self._kept) > KEPT_PAIRS:
-                    self._kept.popitem(last=False)
-        return found
+        name everything the answer depends on (one being computed is waited for)."""
+        return self._once(self._kept, KEPT_PAIRS, key, compute, keep=keep)
 
     def suite_state(self, name: str, last: int) -> tuple[Any, ...]:
         """What a suite's trend of its ``last`` runs depends on and can change: its runs (a new
@@ -144,21 +156,26 @@ class Source:
 
     def suite(self, name: str) -> Suite | None:
         """The suite as its file holds it now (None when it is gone or does not load): read again
-        when its file or its cases' file changed size or time."""
-        now = time.monotonic()
+        when its file or its cases' file changed size or time (a suite another request is reading
+        is waited for, not read twice)."""
         with self._lock:
-            kept = self._suites.get(name)
-        if kept is not None and (kept[1] == _stamp(kept[2]) if kept[2] is not None else now - kept[0] < SUITE_SECONDS):
-            return kept[2]
-        from evalloop.suites.lookup import find_suite
+            reading = self._reading.setdefault(("suite", name), threading.Lock())
+        with reading:
+            now = time.monotonic()
+            with self._lock:
+                kept = self._suites.get(name)
+            if kept is not None and (kept[1] == _stamp(kept[2]) if kept[2] is not None
+                                     else now - kept[0] < SUITE_SECONDS):
+                return kept[2]
+            from evalloop.suites.lookup import find_suite
 
-        try:
-            suite: Suite | None = find_suite(name, self.settings.project_dir)
-        except EvalloopError:
-            suite = None
-        with self._lock:
-            self._suites[name] = (now, _stamp(suite), suite)
-        return suite
+            try:
+                suite: Suite | None = find_suite(name, self.settings.project_dir)
+            except EvalloopError:
+                suite = None
+            with self._lock:
+                self._suites[name] = (now, _stamp(suite), suite)
+            return suite
 
     # -- memories ------------------------------------------------------------------------
 
