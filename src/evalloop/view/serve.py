@@ -112,9 +112,10 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def read_ahead(source: Source) -> None:
-    """Read ahead of the first request, suite by suite: the latest finished run's cases, the
-    suite's page, and the latest run compared with the run before it (a 10k-case run takes
-    seconds to read once; its pages are then served from what the source keeps)."""
+    """Read ahead of the first request, suite by suite: the latest finished run's cases, that
+    run compared with the run before it (the link a failing run's page leads to), and the suite's
+    page; its pages are then served from what the source keeps, and a request for what is being
+    read waits for it instead of reading it again."""
     from evalloop.view.comparison import compare_page
     from evalloop.view.overview import suite_page
 
@@ -123,11 +124,11 @@ def read_ahead(source: Source) -> None:
         latest = source.store.runs(name, limit=1, statuses=finished)
         if latest:
             source.facts(latest[0])
-        suite_page(source, name)
         before = source.previous(latest[0]) if latest else None
         found = source.store.get_run(before) if before else None
         if latest and found is not None:
             compare_page(source, found, latest[0])
+        suite_page(source, name)
 
 
 def _warm(source: Source) -> None:
