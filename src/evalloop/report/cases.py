@@ -175,8 +175,9 @@ def with_changes(facts: Sequence[CaseFacts], before: Sequence[CaseFacts]) -> lis
     """``facts`` with each case's flip against another run's (``before``): newly failing or
     newly passing (a case that run did not grade has none)."""
     passed = {f.case_id: f.passed for f in before if f.graded}
-    return [f._replace(change=None if f.case_id not in passed or passed[f.case_id] == f.passed
-                       else "newly passing" if f.passed else "newly failing") for f in facts]
+    return [CaseFacts(f.case_id, f.tags, f.passed, f.grades, f.held_out,
+                      None if f.case_id not in passed or passed[f.case_id] == f.passed
+                      else "newly passing" if f.passed else "newly failing") for f in facts]
 
 
 def case_views(store: HistoryStore, run_id: str, facts: Sequence[CaseFacts], *,

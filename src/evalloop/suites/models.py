@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -547,6 +548,9 @@ def jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
             yield lineno, case
 
 
+_CASE_LIST = TypeAdapter(list[Case])
+
+
 def _case(data: Any, where: str) -> Case:
     if not isinstance(data, dict):
         raise FixtureError("a case must be an object with id and input", where=where)
@@ -556,6 +560,17 @@ def _case(data: Any, where: str) -> Case:
         case_id = data.get("id")
         raise FixtureError(first_error(exc, Case), where=f"{where} (case '{case_id}')" if case_id
                            else where, hint="a case has id, input, expected, tags, metadata, expect, output") from None
+
+
+def _valid_cases(items: list[Any]) -> list[Case] | None:
+    """The cases validated in one call (a 10k-case suite: a few times faster than one by one);
+    None when one is not a mapping or does not validate."""
+    if not all(isinstance(item, dict) for item in items):
+        return None
+    try:
+        return _CASE_LIST.validate_python(items)
+    except ValidationError:
+        return None
 
 
 def load_suite(path: str | Path, limit: int | None = None) -> Suite:
@@ -592,10 +607,12 @@ def load_suite(path: str | Path, limit: int | None = None) -> Suite:
                            where=str(path))
     raw_cases = data.get("cases")
     if isinstance(raw_cases, list):
-        cases = []
-        for i, item in enumerate(raw_cases):
-            line = lines[i] if i < len(lines) else None
-            cases.append(_case(item, f"{path}:{line}" if line else f"{path} (case #{i + 1})"))
+        cases = _valid_cases(raw_cases)
+        if cases is None:  # one by one, for the file and line of the first that is wrong
+            cases = []
+            for i, item in enumerate(raw_cases):
+                line = lines[i] if i < len(lines) else None
+                cases.append(_case(item, f"{path}:{line}" if line else f"{path} (case #{i + 1})"))
         data = {**data, "cases": cases}
     try:
         suite = Suite.model_validate({**data, "path": path.resolve()})

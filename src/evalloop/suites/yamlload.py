@@ -34,6 +34,8 @@ _STR = _T + "str"
 #: the tags of plain data this module builds (any other goes to yaml.load)
 _BUILT = frozenset(_T + name for name in ("str", "int", "float", "bool", "null", "timestamp"))
 _RESOLVER = Resolver()
+#: the first characters of the plain scalars an implicit tag may match (any other is a string)
+_FIRST = frozenset(Resolver.yaml_implicit_resolvers)
 _CONSTRUCTOR = SafeConstructor()
 _KEY = object()  # a mapping waiting for its next key
 _LIST = object()  # a list (its items have no key)
@@ -78,18 +80,7 @@ def load_yaml(text: str, path: Path) -> tuple[Any, list[int]]:
     in_cases = False  # inside the root mapping's cases list
     building, root, documents = True, None, 0
     for ev in yaml.parse(text, Loader=YAML_LOADER):
-        if isinstance(ev, yaml.AliasEvent):
-            raise _alias(ev, path)
-        if isinstance(ev, yaml.DocumentStartEvent):
-            documents += 1
-            building = building and documents == 1
-            continue
-        if isinstance(ev, yaml.CollectionEndEvent):
-            value = stack.pop()
-            keys.pop()
-            if len(stack) == 1:
-                in_cases = False
-        elif isinstance(ev, yaml.ScalarEvent | yaml.CollectionStartEvent):
+        if isinstance(ev, yaml.ScalarEvent | yaml.CollectionStartEvent):  # most events: tested first
             assert ev.start_mark is not None  # the parser marks every event it makes
             if in_cases and len(stack) == 2:
                 lines.append(ev.start_mark.line + 1)
@@ -101,10 +92,14 @@ def load_yaml(text: str, path: Path) -> tuple[Any, list[int]]:
             if isinstance(ev, yaml.ScalarEvent):
                 value = None
                 if building:
-                    try:
-                        value = _scalar(ev)
-                    except _NotPlain:
-                        building = False
+                    written = ev.value
+                    if ev.tag is None and ev.implicit[0] and written and written[0] not in _FIRST:
+                        value = written  # plain, and no implicit tag starts so: a string (as resolve says)
+                    else:
+                        try:
+                            value = _scalar(ev)
+                        except _NotPlain:
+                            building = False
             else:
                 if ev.tag is not None or (stack and keys[-1] is _KEY):  # tagged, or a complex key
                     building = False
@@ -112,6 +107,17 @@ def load_yaml(text: str, path: Path) -> tuple[Any, list[int]]:
                 stack.append({} if mapping else [])
                 keys.append(_KEY if mapping else _LIST)
                 continue
+        elif isinstance(ev, yaml.CollectionEndEvent):
+            value = stack.pop()
+            keys.pop()
+            if len(stack) == 1:
+                in_cases = False
+        elif isinstance(ev, yaml.AliasEvent):
+            raise _alias(ev, path)
+        elif isinstance(ev, yaml.DocumentStartEvent):
+            documents += 1
+            building = building and documents == 1
+            continue
         else:
             continue
         if not stack:
