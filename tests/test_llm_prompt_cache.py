@@ -122,7 +122,7 @@ async def test_a_judge_run_counts_and_prices_cache_writes_and_reads(project, mon
     run = report.outcome.run
     assert run.llm_calls == 4 and run.cache_write_tokens > 4096
     assert run.cache_read_tokens == 3 * run.cache_write_tokens  # one write, then three reads
-    doc = run_summary(report)
+    doc = run_summary(report).dump()
     assert doc["tokens"]["cache_write"] == run.cache_write_tokens
     assert doc["tokens"]["cache_read"] == run.cache_read_tokens
     uncached = (run.input_tokens + run.cache_write_tokens + run.cache_read_tokens + 5 * run.output_tokens) / 1e6

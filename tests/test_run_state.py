@@ -11,7 +11,6 @@ import pytest
 from evalloop.config import load_settings
 from evalloop.loop.pipeline import run_suite
 from evalloop.report.summary import run_summary
-from evalloop.scheduling.fire import verdict_from_summary
 from evalloop.scheduling.sinks import CallableSink, LogSink, notify
 from evalloop.verdicts.outcome import ORDER, RunOutcome, case_outcome, outcome_of_labels, run_outcome
 from evalloop.verdicts.verdict import VerdictStatus, _pct
@@ -100,7 +99,7 @@ def test_an_invalid_run_is_an_alarm_everywhere(tmp_path, answers):
     sent = []
     assert [d.ok for d in notify(report, [CallableSink("mine", sent.append)])] == [True]
     assert sent == [report]  # the sinks get it: it alarms
-    assert verdict_from_summary(run_summary(report)) == "invalid run"
+    assert run_summary(report).outcome == "invalid run"
 
 
 def test_an_invalid_run_reaches_the_log_sink(tmp_path, caplog):

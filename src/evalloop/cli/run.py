@@ -92,7 +92,8 @@ def run(
                                         "already submitted from its batches instead of submitting them again.",
         show_default=False)] = None,
     notify_sinks: Annotated[bool, typer.Option(
-        "--notify", hidden=True, help="Send regressions to the configured sinks (scheduled fires).")] = False,
+        "--notify", help="Send a run that fails to the configured sinks (setting `sinks`: the log, the "
+                         "webhook), as a scheduled fire does.")] = False,
     nightly: Annotated[bool, typer.Option(
         "--nightly", help="Judge the run as one night of a series, within the suite's alarm budget "
                           "(scheduled fires do; a one-off run is judged alone).")] = False,
@@ -265,16 +266,18 @@ def _selector(which: CaseFilter, held_out_of: Suite | None = None):
 
 
 def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -> dict:
+    """The run's :class:`~evalloop.report.summary.RunSummary` as JSON (a scheduler reads it back
+    with the same model)."""
     from evalloop.report.summary import run_summary
 
-    doc = run_summary(report)
+    summary = run_summary(report)
     if with_cases:
         from evalloop.history.store import HistoryStore
         from evalloop.report.cases import case_docs, load_cases
 
-        doc["cases"] = case_docs(load_cases(HistoryStore(settings.database_url), report.outcome.run.id,
-                                            suite=report.suite))
-    return doc
+        summary.cases = case_docs(load_cases(HistoryStore(settings.database_url), report.outcome.run.id,
+                                             suite=report.suite))
+    return summary.dump()
 
 
 def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,7 @@ from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
-from evalloop.history.store import FIRE_ENV, HistoryStore
+from evalloop.history.store import HistoryStore
 from evalloop.run import batchmode
 from evalloop.run.bridge import BridgeRecord, bridge_runs
 from evalloop.run.context import Services
@@ -151,7 +150,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
 
         injected, notice = injection.injected_for(settings, suite_obj)
         services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
-                               failure_memories=injected.records)
+                               failure_memories=injected.records, lesson_records=injected.lesson_records)
         notices += [notice] if notice else []
         notices += [injection.skipped_notice(injected.skipped)] if injected.skipped else []
         unreadable = notice is not None
@@ -176,13 +175,13 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         outcome = await execute(
             prepared, store, services=services, epochs=epochs, limit=limit,
             concurrency=concurrency, default_concurrency=settings.concurrency,
-            code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
+            code_version=code_version(settings.project_dir, settings.env), errored_limit=settings.errored_limit,
             progress=progress, select=select, max_cost=max_cost, on_begin=on_begin, partial=bool(ablation),
             max_output_bytes=settings.max_output_bytes,
             judge_stop=_judge_stop(suite_obj, store, settings),
             notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
                    **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
-                   **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {}),
+                   **({"fire": settings.env.fire_entry} if settings.env.fire_entry else {}),
                    **({"ablation": ablation} if ablation else {})},
         )
     finally:
@@ -275,9 +274,9 @@ async def _ablate(report: RunReport, incidents: list[str], cases: list[str], set
     """The ablation of held incidents: their remembered cases run again with lessons off (a
     partial run, never a baseline), whose learning step resolves an incident whose product is
     back without its lesson (:mod:`evalloop.learning.incident_machine`). Its cost is printed."""
-    keys = ("failure_patterns", "failure_memory_ids", "failure_memories")
+    keys = ("failure_patterns", "failure_memory_ids", "failure_memories", "lesson_records")
     saved = {k: services.extras.get(k) for k in keys}
-    services.extras.update(failure_patterns=None, failure_memory_ids=[], failure_memories=[])
+    services.extras.update(failure_patterns=None, failure_memory_ids=[], failure_memories=[], lesson_records=[])
     wanted = set(cases)
     try:
         sub = await _run(report.suite, settings.model_copy(update={"inject_failures": False}), registry, store,

@@ -34,7 +34,8 @@ from evalloop.scoring.registry import Registry, discover
 from evalloop.suites.lookup import find_suite
 from evalloop.suites.models import Suite, TargetRef
 
-SUITE_TARGETS = "evalloop.retrieval.suite:"
+#: the built-in targets of retrieval suites (a ref starting so is aimed at a retriever by name)
+SUITE_TARGETS = ("evalloop.retrieval.suite_targets:", "evalloop.retrieval.answer_target:")
 
 
 class Difference(BaseModel):

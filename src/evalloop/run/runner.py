@@ -114,17 +114,17 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         project = settings_thresholds or {}
         # the most specific setting wins: the scorer's entry, the suite's thresholds, the
         # suite's verdict block, the project (by name, then kind), the registration, the kind
-        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.label), suite.verdict.get("threshold"),
+        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.label), suite.verdict.threshold,
                                      project.get(ref.name), project.get(spec.kind.value),
                                      spec.effective_threshold) if t is not None)
-        pass_mark = next(m for m in (ref.pass_mark, suite.verdict.get("pass_mark"), spec.pass_mark)
+        pass_mark = next(m for m in (ref.pass_mark, suite.verdict.pass_mark, spec.pass_mark)
                          if m is not None)
         # the floor: the scorer's entry, the suite's verdict block, the project, the registration, the kind
-        floor = next(m for m in (ref.min_score, suite.verdict.get("min_score"),
+        floor = next(m for m in (ref.min_score, suite.verdict.min_score,
                                  (verdict_defaults or {}).get("min_score"), spec.min_score,
                                  spec.kind.default_target)
                      if m is not None)
-        policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
+        policy = {**(verdict_defaults or {}), **suite.verdict.overrides(), "threshold": threshold,
                   "pass_mark": pass_mark, "min_score": floor}
         _check_policy(policy, where)
         bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label,

@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from evalloop.config import VerdictSettings
 from evalloop.errors import FixtureError
 from evalloop.suites.jsonlines import not_utf8, open_jsonl, parse_line
 from evalloop.suites.split import (
@@ -157,6 +158,13 @@ class ScorerRef(BaseModel):
         return self.alias or self._auto_label or self.name
 
 
+#: built-in targets whose module was renamed: a suite naming the old ref still runs (the ref is read
+#: as the new one, issue #43: ``evalloop.retrieval.suite`` is now ``dataset_cases``, its targets are named
+#: where they live)
+MOVED_TARGETS = {"evalloop.retrieval.suite:AnswerTarget": "evalloop.retrieval.answer_target:AnswerTarget"}
+MOVED_TARGET_MODULES = {"evalloop.retrieval.suite:": "evalloop.retrieval.suite_targets:"}
+
+
 class TargetRef(BaseModel):
     """The system under test: ``module:function`` plus keyword parameters for it."""
 
@@ -164,6 +172,29 @@ class TargetRef(BaseModel):
 
     ref: str
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("ref")
+    @classmethod
+    def _moved(cls, ref: str) -> str:
+        """A built-in target's ref under its module's present name (:data:`MOVED_TARGETS`)."""
+        if ref in MOVED_TARGETS:
+            return MOVED_TARGETS[ref]
+        old = next((p for p in MOVED_TARGET_MODULES if ref.startswith(p)), None)
+        return ref if old is None else MOVED_TARGET_MODULES[old] + ref[len(old):]
+
+
+class SuiteVerdict(VerdictSettings):
+    """A suite's ``verdict:`` block: the project's verdict settings (``[verdict]``) it overrides
+    for this suite, and its scorers' ``threshold`` and ``pass_mark`` (a scorer's own entry still
+    wins). Only the keys it sets override anything (:meth:`overrides`); a key it does not know,
+    or a value out of range, stops the suite when it is read (one line naming the key)."""
+
+    threshold: float | None = Field(default=None, gt=0, lt=1)
+    pass_mark: float | None = Field(default=None, ge=0, le=1)
+
+    def overrides(self) -> dict[str, object]:
+        """The settings the block sets, as the verdict policy takes them."""
+        return self.model_dump(exclude_unset=True)
 
 
 def holdout_bucket(case_id: str, salt: str = "") -> float:
@@ -284,7 +315,7 @@ class Suite(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     target_threads: bool | None = None  # None: adaptive (run.placement); True: threads; False: in place
     window: int | None = Field(default=None, ge=1, le=100)
-    verdict: dict[str, Any] = Field(default_factory=dict)
+    verdict: SuiteVerdict = Field(default_factory=SuiteVerdict)
     max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
     batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
     early_stop: EarlyStop | None = None  # judges stop once the verdict is settled (true: the defaults)
