@@ -8,12 +8,14 @@ import logging
 
 import pytest
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.loop.pipeline import run_suite
 from evalloop.report.summary import run_summary
 from evalloop.scheduling.sinks import CallableSink, LogSink, notify
 from evalloop.verdicts.outcome import ORDER, RunOutcome, case_outcome, outcome_of_labels, run_outcome
-from evalloop.verdicts.verdict import VerdictStatus, _pct
+from evalloop.verdicts.paired import pct as _pct
+from evalloop.verdicts.verdict import VerdictStatus
 from support.cli import cli
 from support.project import SCORERS, make_project, write_answers
 
@@ -167,7 +169,7 @@ def test_nightly_chart_red_by_night_two_and_stays_red(tmp_path, answers):
     def night(drop: float) -> VerdictStatus:
         noisy = np.clip(quality * (1 - drop) + rng.normal(0, 0.05, N), 0, 1)
         report = _run(root, answers, {f"c{i}": float(v) for i, v in enumerate(noisy)}, name="judged",
-                      nightly=True)
+                      options=RunOptions(nightly=True))
         return report.comparison.scorers[0]
 
     for _ in range(5):
