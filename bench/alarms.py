@@ -104,7 +104,7 @@ def worker(spec: dict) -> Iterator[dict]:
     import yaml
     from verdict_lab import Lab
 
-    from evalloop import load_settings, run_suite
+    from evalloop import RunOptions, load_settings, run_suite
 
     scenario = SCENARIOS[spec["scenario"]]
     kind, n, floor = scenario["kind"], scenario["n"], scenario.get("floor")
@@ -125,8 +125,8 @@ def worker(spec: dict) -> Iterator[dict]:
                  "scorers": [scorer], "cases": [{"id": c, "input": {"id": c}} for c in scores]}
         (root / "fixtures" / "lab.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
         lab.answers.write_text(json.dumps(scores))
-        report = run_suite("lab", settings=lab.settings, registry=lab.registry, services=lab.services,
-                           **({"nightly": True} if nightly else {}))
+        report = run_suite("lab", RunOptions(nightly=nightly), settings=lab.settings, registry=lab.registry,
+                           services=lab.services)
         return report.comparison.scorers[0].status.value
 
     for _ in range(spec["trials"]):

@@ -79,7 +79,7 @@ def trial(scenario: str, rng: Any) -> dict:
     import numpy as np
     import yaml
 
-    from evalloop import load_settings, run_suite
+    from evalloop import RunOptions, load_settings, run_suite
     from evalloop.learning import incidents as learning
     from evalloop.memory.store import MemoryStore
     from evalloop.run.services import build_services
@@ -107,7 +107,7 @@ def trial(scenario: str, rng: Any) -> dict:
         """One night; what the learning steps did (the ablation's included)."""
         grades = np.clip(q * (1 - drop) + rng.normal(0, SD, N), 0, 1)
         answers.write_text(json.dumps({f"c{i:02d}": float(v) for i, v in enumerate(grades)}))
-        report = run_suite("lab", settings=settings, registry=registry, services=services, nightly=True)
+        report = run_suite("lab", RunOptions(nightly=True), settings=settings, registry=registry, services=services)
         moved = [*(report.extras.get("memories") or []), *((report.extras.get("ablation") or {}).get("memories") or [])]
         return [m["action"] for m in moved]
 

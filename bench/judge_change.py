@@ -91,7 +91,7 @@ class Project:
 
     def night(self, n: int, quality: dict[str, float], model: str, rule: str) -> tuple[str, int]:
         """One night's run: its judge verdict and the judge calls its bridge made."""
-        from evalloop import run_suite
+        from evalloop import RunOptions, run_suite
 
         entry: dict = {"name": "judge"}
         if rule == "span":
@@ -103,7 +103,8 @@ class Project:
                  "scorers": [entry], "cases": [{"id": c, "input": {"id": c}} for c in quality]}
         (self.root / "fixtures" / "judged.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
         self.night_file.write_text(json.dumps({"q": quality, "n": n}))
-        report = run_suite("judged", settings=self.settings, registry=self.registry, bridge=rule != "restart")
+        report = run_suite("judged", RunOptions(bridge=rule != "restart"),
+                           settings=self.settings, registry=self.registry)
         calls = sum(len(r["runs"]) for r in [report.extras.get("bridge") or {"runs": []}]) * len(quality)
         return report.comparison.scorers[0].status.value, calls
 

@@ -121,11 +121,12 @@ def make_project(root: Path, trial: int, kind: str, n_cases: int, n_fresh: int, 
 
 def mean_on(root: Path, suite: str, ids: set[str] | None = None) -> float:
     """The mean score of the project's current prompt on a suite's cases (``ids``: only those)."""
-    from evalloop import load_settings, run_suite
+    from evalloop import RunOptions, load_settings, run_suite
 
     settings = load_settings(root).model_copy(update={"learn": False, "run_log": False,
                                                       "history_url": f"sqlite:///{root / 'score.db'}"})
-    report = run_suite(suite, settings=settings, select=(lambda c: c.id in ids) if ids is not None else None)
+    report = run_suite(suite, RunOptions(select=(lambda c: c.id in ids) if ids is not None else None),
+                       settings=settings)
     scores = next(iter(report.outcome.results.values())).scores
     values = [v for c, v in scores.items() if ids is None or c in ids]
     return sum(values) / len(values)

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "src"))
 
+from evalloop import RunOptions  # noqa: E402
 from evalloop.config import load_settings  # noqa: E402
 from evalloop.llm import AnthropicClient  # noqa: E402
 from evalloop.llm.structured import structured  # noqa: E402
@@ -107,7 +108,8 @@ def write_suite(project: Path, cases: int, sync: bool = False) -> None:
 def bench_run(project: Path, concurrency: int) -> tuple[float, float, dict]:
     settings = load_settings(project)
     started, cpu = time.perf_counter(), time.process_time()
-    report = run_suite("decide-bench", settings=settings, engine="llm", cache="off", concurrency=concurrency)
+    report = run_suite("decide-bench", RunOptions(engine="llm", cache="off", concurrency=concurrency),
+                       settings=settings)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     run = report.outcome.run
     return elapsed, cpu, {"status": run.status, "calls": run.llm_calls, "mean":

@@ -91,13 +91,13 @@ def test_bad_datasets_fail_in_one_line_with_exit_2(tmp_path):
         '{"id": "q1", "question": "Where?", "answer": "Lisbon", "conversation_id": "c1"}\n'
         '{"id": "q2", "question": "Who?", "answer": "Ana", "conversation_id": "c9"}\n')
     (tmp_path / "fixtures" / "qa.yaml").write_text(
-        "name: qa\ndataset: qa\ntarget: evalloop.retrieval.suite:QATarget\nscorers: [qa-recall]\n")
+        "name: qa\ndataset: qa\ntarget: evalloop.retrieval.suite_targets:QATarget\nscorers: [qa-recall]\n")
     bad = invoke(tmp_path, "suites", "validate", "qa")
     assert bad.exit_code == 2, bad.output
     assert "questions.jsonl:2" in bad.stderr and "'c9'" in bad.stderr, bad.stderr
 
     (tmp_path / "fixtures" / "gone.yaml").write_text(
-        "name: gone\ndataset: nowhere\ntarget: evalloop.retrieval.suite:RetrieverTarget\n"
+        "name: gone\ndataset: nowhere\ntarget: evalloop.retrieval.suite_targets:RetrieverTarget\n"
         "scorers: [mrr]\n")
     bad = invoke(tmp_path, "run", "--suite", "gone")
     assert bad.exit_code == 2 and "dataset folder not found" in bad.stderr, bad.output

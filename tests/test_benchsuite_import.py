@@ -215,8 +215,8 @@ def test_a_long_scope_table_shows_the_lowest_scopes_and_says_so():
 def test_python_api_scores_a_scoped_dataset_as_the_suite_does(files, tmp_path):
     from evalloop.errors import TargetError
     from evalloop.retrieval.dataset import load_dataset
+    from evalloop.retrieval.retriever_eval import run_retriever
     from evalloop.retrieval.retrievers import retriever_factory, run_scoped
-    from evalloop.retrieval.runner import run_retriever
 
     assert cli(tmp_path, "bench", "import", "locomo", str(files[0])).returncode == 0
     suite = json.loads(cli(tmp_path, "run", "--suite", "locomo", "--json").stdout)

@@ -226,7 +226,7 @@ def test_longmemeval_gets_the_same_qa_suite_with_its_abstention_questions(tmp_pa
     assert any("asked on 2023/05/30" in p for p in asked)  # the question's own date
     # only LoCoMo asks its category 5 as a choice offering the trap; a LongMemEval input never
     # carries an abstention question's answer (any target could read it)
-    from evalloop.retrieval.suite import dataset_cases
+    from evalloop.retrieval.dataset_cases import dataset_cases
 
     inputs = {c.id: c.input for c in dataset_cases(tmp_path / "fixtures" / "longmemeval-qa")}
     assert "choice" not in inputs["q3_abs"] and inputs["q3_abs"]["question"] == "What is my cat's name?"

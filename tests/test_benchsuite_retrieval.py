@@ -11,7 +11,7 @@ from evalloop.history.store import HistoryStore
 from evalloop.loop.pipeline import run_suite
 from evalloop.report.strata import latency_summary, strata_means
 from evalloop.retrieval import Fts5Bm25Retriever, run_retriever
-from evalloop.retrieval.suite import dataset_cases
+from evalloop.retrieval.dataset_cases import dataset_cases
 from evalloop.retrieval.suite_data import retrieval_dataset
 from evalloop.retrieval.suite_targets import (
     MemoryStoreRetriever,

@@ -80,11 +80,13 @@ def test_the_comparison_holds_one_window_matrix(big, monkeypatch):
     stacked copy (flips) and a reordered copy (the paired test): 12.5 bytes a case and run at
     its peak, against 8.3 now.
     Row blocks are made small here, so their fixed-size temporaries do not pass for per-case cost."""
+    import evalloop.verdicts.masks
+    import evalloop.verdicts.paired
     import evalloop.verdicts.runlabel
     import evalloop.verdicts.stats
-    import evalloop.verdicts.verdict
 
-    for module in (evalloop.verdicts.verdict, evalloop.verdicts.stats, evalloop.verdicts.runlabel):
+    for module in (evalloop.verdicts.masks, evalloop.verdicts.paired, evalloop.verdicts.stats,
+                   evalloop.verdicts.runlabel):
         monkeypatch.setattr(module, "_BLOCK_ROWS", 512)
     settings, reports = big
     store = HistoryStore(settings.database_url)

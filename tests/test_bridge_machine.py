@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from evalloop import load_settings, run_suite
+from evalloop import RunOptions, load_settings, run_suite
 from evalloop.history import HistoryStore
 from evalloop.history.acceptance import accept
 from support.project import make_project
@@ -125,7 +125,7 @@ class BridgeMachine(RuleBasedStateMachine):
         window = [] if partial else self.expected(measure, bridging)
         if partial:  # a --limit run reads the window as a full one does, but bridges nothing itself
             window = self.expected(measure, False)
-        report = run_suite("m", settings=self.settings, bridge=bridging, limit=6 if partial else None)
+        report = run_suite("m", RunOptions(bridge=bridging, limit=6 if partial else None), settings=self.settings)
         scored = report.comparison.scorers[0]
         bridged = sum(1 for s in window if s.measure != measure)
         if currently_in_test_context():  # the steps below replay it outside Hypothesis too

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evalloop import load_settings, run_suite
+from evalloop import RunOptions, load_settings, run_suite
 from evalloop.errors import ConfigError, FixtureError, ScorerError
 from support.project import controlled_suite, make_project, write_answers
 from test_core_cli import cli, db_rows
@@ -27,7 +27,7 @@ def test_a_limited_run_is_compared_on_its_cases_but_never_becomes_a_baseline(pro
     settings = load_settings(root)
     for _ in range(3):
         run_suite("controlled", settings=settings)
-    part = run_suite("controlled", settings=settings, limit=3)
+    part = run_suite("controlled", RunOptions(limit=3), settings=settings)
     s = part.comparison.scorers[0]
     assert part.outcome.run.partial and s.baseline == pytest.approx(1.0) and s.verdict == "steady"
     full = run_suite("controlled", settings=settings).comparison.scorers[0]
@@ -70,7 +70,7 @@ async def slow(input):
     suite = {"name": "c", "target": "sut:slow", "scorers": ["json-valid"], "concurrency": 2,
              "cases": [{"id": str(i), "input": i} for i in range(20)]}
     root = make_project(tmp_path, {"c": suite}, target=target)
-    report = run_suite("c", settings=load_settings(root), concurrency=8)
+    report = run_suite("c", RunOptions(concurrency=8), settings=load_settings(root))
     import sys
 
     assert sys.modules["sut"].MAX == 8  # the project module the run imported

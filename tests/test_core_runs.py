@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from evalloop import load_settings, run_suite
+from evalloop import RunOptions, load_settings, run_suite
 from evalloop.errors import ScorerError, TargetError
 from evalloop.history import CaseResult, CaseScore, HistoryStore, Run, RunStatus
 from evalloop.run.runner import execute, prepare
@@ -130,7 +130,7 @@ def test_async_target_epochs_limit(tmp_path):
     suite = {"name": "a", "target": "sut:async_echo", "scorers": ["json-valid"],
              "cases": [{"id": str(i), "input": {"i": i}} for i in range(20)]}
     root = make_project(tmp_path, {"a": suite})
-    report = run_suite("a", settings=load_settings(root), epochs=3, limit=7)
+    report = run_suite("a", RunOptions(epochs=3, limit=7), settings=load_settings(root))
     run = report.outcome.run
     assert run.n_cases == 7 and run.epochs == 3
     store = HistoryStore(load_settings(root).database_url)
@@ -176,7 +176,7 @@ async def slow(input):
     prepared = prepare(find_suite("slow", root), discover(root), project_dir=root)
 
     async def interrupt():
-        task = asyncio.create_task(execute(prepared, store, batch_size=2, concurrency=1))
+        task = asyncio.create_task(execute(prepared, store, RunOptions(concurrency=1), batch_size=2))
         for _ in range(6000):  # until case 3 hangs (cases 0-2 finished), at most a minute
             if (tmp_path / "hung").exists() or task.done():
                 break

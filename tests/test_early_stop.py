@@ -15,6 +15,7 @@ import os
 import numpy as np
 import pytest
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
 from evalloop.loop.pipeline import arun_suite
@@ -92,12 +93,13 @@ async def test_an_unchanged_judge_suite_stops_at_the_first_look_and_a_changed_on
     suite = judged_suite(200)
     with LLMServer(judge(0)) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        first = await arun_suite(suite, settings=settings, cache="off")  # no baseline yet: every case judged
+        first = await arun_suite(suite, RunOptions(cache="off"),
+                                 settings=settings)  # no baseline yet: every case judged
         assert server.count == 200
-        again = await arun_suite(suite, settings=settings, cache="off")
+        again = await arun_suite(suite, RunOptions(cache="off"), settings=settings)
         assert server.count == 250  # one look of four
         server.responder = judge(40)  # the product got worse: every grade 40 points lower
-        worse = await arun_suite(suite, settings=settings, cache="off")
+        worse = await arun_suite(suite, RunOptions(cache="off"), settings=settings)
     assert first.comparison.scorers[0].status == "no baseline yet"
     run = again.outcome.run
     assert run.valid and not run.partial and again.comparison.scorers[0].status == "steady"
@@ -127,9 +129,9 @@ async def test_controls_are_always_graded_and_a_broken_judge_is_caught(project, 
 
     with LLMServer(judge_with_controls(passes=False)) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        await arun_suite(suite, settings=settings, cache="off")  # a sound judge: a baseline
+        await arun_suite(suite, RunOptions(cache="off"), settings=settings)  # a sound judge: a baseline
         server.responder = judge_with_controls(passes=True)  # the judge breaks
-        report = await arun_suite(suite, settings=settings, cache="off")
+        report = await arun_suite(suite, RunOptions(cache="off"), settings=settings)
     assert report.comparison.scorers[0].status == "scorer broken"  # caught, though most cases went unjudged
     judged = HistoryStore(settings.database_url).case_scores(report.outcome.run.id, "llm-rubric")
     assert {"bad0", "bad1", "bad2"} <= set(judged) and len(judged) < 120

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.loop.pipeline import arun_suite
 from evalloop.suites.models import Suite
@@ -61,7 +62,7 @@ async def test_answers_are_graded_zero_to_three_and_scored_grade_over_three(proj
     with LLMServer(grader) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        report = await arun_suite(suite(), settings=load_settings(project), cache="off")
+        report = await arun_suite(suite(), RunOptions(cache="off"), settings=load_settings(project))
         assert server.count == 3  # the empty answer is a 0 without asking
     summary = report.outcome.summaries["answer-grade"]
     assert summary.mean == pytest.approx((3 + 1 + 0 + 0) / 3 / 4)
@@ -78,12 +79,12 @@ async def test_a_grade_off_the_rubric_is_errored_and_no_judge_is_skipped(project
     with LLMServer(grader) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        report = await arun_suite(suite(), settings=load_settings(project), cache="off")
+        report = await arun_suite(suite(), RunOptions(cache="off"), settings=load_settings(project))
     summary = report.outcome.summaries["answer-grade"]
     assert summary.errored == 1 and summary.mean == pytest.approx((3 + 1 + 0) / 3 / 3)
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     monkeypatch.delenv("ANTHROPIC_BASE_URL")
-    skipped = await arun_suite(suite(), settings=load_settings(project), cache="off")
+    skipped = await arun_suite(suite(), RunOptions(cache="off"), settings=load_settings(project))
     assert skipped.outcome.summaries["answer-grade"].n <= 1  # only the empty answer is graded offline
 
 
@@ -116,7 +117,7 @@ async def test_search_results_are_graded_one_to_five_as_graded_precision(project
     with LLMServer(relevance_grader) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        report = await arun_suite(suite, settings=load_settings(project), cache="off")
+        report = await arun_suite(suite, RunOptions(cache="off"), settings=load_settings(project))
     from evalloop.history.store import HistoryStore
 
     store = HistoryStore(load_settings(project).database_url)

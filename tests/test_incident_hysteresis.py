@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evalloop import load_settings, run_suite
+from evalloop import RunOptions, load_settings, run_suite
 from evalloop.learning import incidents as learning
 from evalloop.memory.store import MemoryStore
 from support.project import make_project
@@ -61,7 +61,7 @@ class Judged:
     def night(self, drop: float) -> list[str]:
         values = np.clip(self.q * (1 - drop) + self.rng.normal(0, 0.2, N), 0, 1)
         self.grades.write_text(json.dumps({f"c{i:02d}": float(v) for i, v in enumerate(values)}))
-        report = run_suite("judged", settings=self.settings, nightly=True)
+        report = run_suite("judged", RunOptions(nightly=True), settings=self.settings)
         moved = [*(report.extras.get("memories") or []), *((report.extras.get("ablation") or {}).get("memories") or [])]
         return [m["action"] for m in moved]
 

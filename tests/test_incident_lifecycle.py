@@ -7,7 +7,7 @@ import json
 
 from typer.testing import CliRunner
 
-from evalloop import load_settings
+from evalloop import RunOptions, load_settings
 from evalloop.cli import app
 from evalloop.history import HistoryStore
 from evalloop.learning import incidents as learning
@@ -54,14 +54,14 @@ def test_a_partial_run_never_resolves_an_incident(tmp_path, monkeypatch):
     good_runs(root)
     assert run(root, dict.fromkeys(BROKEN, 0.0)).comparison.has_regression
     (opened,) = records(root, "open")
-    limited = run(root, limit=10)                       # the fix is in, but only c00..c09 run
+    limited = run(root, options=RunOptions(limit=10))   # the fix is in, but only c00..c09 run
     assert limited.outcome.run.partial
-    selected = run(root, select=lambda case: case.id not in BROKEN)
+    selected = run(root, options=RunOptions(select=lambda case: case.id not in BROKEN))
     assert selected.outcome.run.partial
     (still,) = records(root, "open")
     assert still.id == opened.id and still.metadata.get("resolved_run_id") is None
     # a partial run that does grade every remembered case passing still cannot resolve it
-    run(root, select=lambda case: case.id in BROKEN)
+    run(root, options=RunOptions(select=lambda case: case.id in BROKEN))
     assert [r.id for r in records(root, "open")] == [opened.id]
     full = run(root)                                    # the full run does
     assert full.extras["memories"][0]["action"] == "resolved"

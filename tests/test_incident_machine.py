@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from evalloop import load_settings
+from evalloop import RunOptions, load_settings
 from evalloop.history import HistoryStore
 from evalloop.learning import incidents as learning
 from evalloop.learning import injection
@@ -290,13 +290,13 @@ class IncidentMachine(RuleBasedStateMachine):
     def regress(self, nightly: bool, inject: bool) -> None:
         """A full run with the break in (again, or for the first time)."""
         self.broken = True
-        self.step(True, nightly=nightly, inject=inject)
+        self.step(True, options=RunOptions(nightly=nightly), inject=inject)
 
     @rule(nightly=st.booleans(), inject=st.booleans())
     def recover(self, nightly: bool, inject: bool) -> None:
         """A full run with the break fixed."""
         self.broken = False
-        self.step(False, nightly=nightly, inject=inject)
+        self.step(False, options=RunOptions(nightly=nightly), inject=inject)
 
     @rule(works=st.booleans())
     def lesson_works(self, works: bool) -> None:
@@ -307,10 +307,10 @@ class IncidentMachine(RuleBasedStateMachine):
     def partial(self, how: str) -> None:
         """-k/--tag (only the broken cases, or every case but them) or --limit 10 (c00..c09)."""
         if how == "limit":
-            self.step(self.broken, ran=CASES[:10], limit=10)
+            self.step(self.broken, ran=CASES[:10], options=RunOptions(limit=10))
             return
         ran = BROKEN if how == "only broken" else [c for c in CASES if c not in BROKEN]
-        self.step(self.broken, ran=ran, select=lambda case: case.id in ran)
+        self.step(self.broken, ran=ran, options=RunOptions(select=lambda case: case.id in ran))
 
     @rule(fixed=st.booleans(), n=st.sampled_from([1, 2, 4, 10]))
     def errored(self, fixed: bool, n: int) -> None:

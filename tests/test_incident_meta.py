@@ -11,13 +11,14 @@ from evalloop.learning.incident_records import IncidentMeta, meta, view
 from evalloop.memory.records import MemoryRecord
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "evalloop"
-#: reading an incident's metadata by key: only incident_records may. Left, with their reason:
-#: run/targets.py sits below learning (it gets the records a run injects), and the held-out
-#: helpers and the ids-only lesson text belong to the held-out work of issue #37.
-ALLOWED = {"learning/incident_records.py", "run/targets.py", "learning/heldout.py", "learning/feedback.py"}
+#: reading an incident's metadata by key: only incident_records may (a target's lesson records,
+#: the held-out helpers, the ids-only lesson text and the reference engine's corrections all read
+#: them through IncidentMeta)
+ALLOWED = {"learning/incident_records.py"}
 KEYS = ("failing_cases", "chronic_cases", "status", "eval_suite", "corrections", "still_failing", "scorer",
-        "runs_seen", "last_seen", "kind", "eval_run_id", "levels_before", "cause", "baseline_run_ids")
-BY_KEY = re.compile(r'(meta|metadata)\)?(\.get\(|\[)"(' + "|".join(KEYS) + ')"')
+        "runs_seen", "last_seen", "kind", "eval_run_id", "levels_before", "cause", "baseline_run_ids", "revisions")
+#: ``meta.get("scorer")``, ``metadata["status"]``, ``(record.metadata or {}).get("corrections")``
+BY_KEY = re.compile(r'(meta|metadata|\{\})\)?(\.get\(|\[)"(' + "|".join(KEYS) + ')"')
 
 
 def record(metadata: dict) -> MemoryRecord:

@@ -126,7 +126,7 @@ def test_a_run_whose_every_target_call_failed_is_no_pass(tmp_path, target):
 
 
 def test_the_closing_line_and_the_exit_code_module(project):
-    from evalloop.loop.outcome import exit_code
+    from evalloop.loop.exitcodes import exit_code
 
     root, _, _ = project
     result = invoke(root, "run", "-s", "controlled")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from evalloop import lessons, load_settings, run_suite
+from evalloop import RunOptions, lessons, load_settings, run_suite
 from evalloop.history.store import HistoryStore
 from evalloop.learning import incidents as learning
 from evalloop.learning import injection
@@ -147,7 +147,7 @@ def test_no_held_out_answer_or_input_reaches_a_memory_a_reader_or_a_request(tmp_
 
     with LLMServer(answer) as server:
         use_only(server, monkeypatch)
-        run_suite("decisions", settings=load_settings(tmp_path), engine="llm", cache="off")
+        run_suite("decisions", RunOptions(engine="llm", cache="off"), settings=load_settings(tmp_path))
     assert len(requests) == 16 and all("PAST FAILURE" in r.system_text for r in requests)
     for case in held:
         for text in [*memories, injected.text, served, enhanced, *(r.system_text for r in requests)]:

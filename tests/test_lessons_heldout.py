@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalloop import load_settings, run_suite
+from evalloop import RunOptions, load_settings, run_suite
 from evalloop.errors import FixtureError
 from evalloop.learning import incidents as learning
 from evalloop.learning import injection
@@ -145,7 +145,7 @@ def test_no_held_out_case_reaches_a_memory_or_a_prompt_of_the_shipped_operations
 
     with LLMServer(answer) as server:
         use_only(server, monkeypatch)
-        report = run_suite("decisions", settings=load_settings(root), engine="llm", cache="off")
+        report = run_suite("decisions", RunOptions(engine="llm", cache="off"), settings=load_settings(root))
     assert len(prompts) == len(decision_cases()) + 1
     assert all("Past failure patterns" in p for p in prompts[1:])
     for case in held:

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history.batches import batches_of
@@ -64,9 +65,9 @@ async def test_a_judge_suite_goes_out_in_one_batch_at_half_the_live_price(projec
     settings = load_settings(project)
     with LLMServer(answer) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        live = await arun_suite(judged(20), settings=settings, cache="off")
+        live = await arun_suite(judged(20), RunOptions(cache="off"), settings=settings)
         assert server.batches.submissions == 0
-        batched = await arun_suite(judged(20), settings=settings, cache="off", batch=True)
+        batched = await arun_suite(judged(20), RunOptions(cache="off", batch=True), settings=settings)
         assert server.batches.submissions == 1 and len(batch_items(server)) == 20
     run = batched.outcome.run
     assert run.batched_calls == run.llm_calls == 20 and live.outcome.run.batched_calls == 0
@@ -79,8 +80,8 @@ async def test_a_target_calling_the_llm_through_evalloop_is_batched_too(project,
     monkeypatch.setattr(AnthropicBatches, "max_requests", 7)  # chunked within the API's count limit
     with LLMServer(answer) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        report = await arun_suite(judged(20, "sut:ask"), settings=load_settings(project), cache="off",
-                                  engine="llm", batch=True)
+        report = await arun_suite(judged(20, "sut:ask"), RunOptions(cache="off", engine="llm", batch=True),
+                                  settings=load_settings(project))
         sizes = sorted(len(b.requests) for b in server.batches.batches.values())
     # two stages (the targets' calls, then the judges'), each in chunks of at most 7
     assert sizes == [6, 6, 7, 7, 7, 7] and report.outcome.run.batched_calls == 40
@@ -93,7 +94,7 @@ async def test_failed_batch_results_follow_the_live_rule(project, monkeypatch):
     with LLMServer(answer) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         server.script(*failures)
-        report = await arun_suite(judged(20), settings=load_settings(project), cache="off", batch=True)
+        report = await arun_suite(judged(20), RunOptions(cache="off", batch=True), settings=load_settings(project))
         summary = report.outcome.summaries["llm-rubric"]
         assert summary.errored == 3 and summary.n == 17 and summary.mean == pytest.approx(0.7)  # never a real 0
         # the overloaded request went out once more, in a second batch, as a live call is retried
@@ -104,7 +105,7 @@ async def test_failed_batch_results_follow_the_live_rule(project, monkeypatch):
         assert "expired" in messages and "canceled" in messages and "invalid_request_error" in messages
         server.script(Reply.error(404, "not_found_error", "model: claude-nope"))
         with pytest.raises(EvalloopError, match="not_found_error"):  # an unknown model stops the run
-            await arun_suite(judged(3), settings=load_settings(project), cache="off", batch=True)
+            await arun_suite(judged(3), RunOptions(cache="off", batch=True), settings=load_settings(project))
 
 
 # -- resuming a batch run killed while it polls ---------------------------------------------------
@@ -337,7 +338,8 @@ async def test_a_batch_run_does_not_apply_the_per_case_timeout(project, monkeypa
     with LLMServer(answer) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         server.batches.delay = 0.8  # longer than the suite's timeout
-        report = await arun_suite(suite, settings=load_settings(project), cache="off", engine="llm", batch=True)
+        report = await arun_suite(suite, RunOptions(cache="off", engine="llm", batch=True),
+                                  settings=load_settings(project))
     assert report.outcome.run.target_failures == 0 and report.outcome.run.batched_calls == 8
     assert report.outcome.summaries["llm-rubric"].errored == 0  # the judge's grading is not cut either
     assert "batch mode: the suite's timeout (0.3 s) is not applied; a case waits for its batch" in report.notices

@@ -11,6 +11,7 @@ import os
 import pytest
 import yaml
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
 from evalloop.loop.pipeline import arun_suite
@@ -49,8 +50,8 @@ async def test_a_run_stops_within_one_in_flight_window_of_its_budget(project, mo
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         settings = load_settings(project)
-        report = await arun_suite(Suite.model_validate(judged(60)), settings=settings, cache="off",
-                                  concurrency=CONCURRENCY, max_cost=budget)
+        options = RunOptions(cache="off", concurrency=CONCURRENCY, max_cost=budget)
+        report = await arun_suite(Suite.model_validate(judged(60)), options, settings=settings)
         calls = server.count
     run = report.outcome.run
     assert run.llm_calls == calls and run.cost_usd == pytest.approx(calls * CALL_USD)
@@ -65,7 +66,7 @@ async def test_a_run_stops_within_one_in_flight_window_of_its_budget(project, mo
     # never a baseline: the next run (no budget) has none
     with LLMServer(grade) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        after = await arun_suite(Suite.model_validate(judged(60)), settings=settings, cache="off")
+        after = await arun_suite(Suite.model_validate(judged(60)), RunOptions(cache="off"), settings=settings)
     assert after.outcome.run.valid and all(s.baseline is None for s in after.comparison.scorers)
 
 

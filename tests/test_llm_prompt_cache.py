@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.llm import AnthropicClient, LLMRequest, Message, OpenAICompatClient, usage_scope
 from evalloop.llm.pricing import cost_usd, min_cacheable
@@ -116,13 +117,13 @@ async def test_a_judge_run_counts_and_prices_cache_writes_and_reads(project, mon
     with LLMServer(grade) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        report = await arun_suite(judge_suite(LONG), settings=load_settings(project), cache="off",
-                                  concurrency=1)
-        short = await arun_suite(judge_suite(SHORT), settings=load_settings(project), cache="off")
+        report = await arun_suite(judge_suite(LONG), RunOptions(cache="off", concurrency=1),
+                                  settings=load_settings(project))
+        short = await arun_suite(judge_suite(SHORT), RunOptions(cache="off"), settings=load_settings(project))
     run = report.outcome.run
     assert run.llm_calls == 4 and run.cache_write_tokens > 4096
     assert run.cache_read_tokens == 3 * run.cache_write_tokens  # one write, then three reads
-    doc = run_summary(report)
+    doc = run_summary(report).dump()
     assert doc["tokens"]["cache_write"] == run.cache_write_tokens
     assert doc["tokens"]["cache_read"] == run.cache_read_tokens
     uncached = (run.input_tokens + run.cache_write_tokens + run.cache_read_tokens + 5 * run.output_tokens) / 1e6

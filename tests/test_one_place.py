@@ -81,7 +81,7 @@ def test_failure_lines_name_the_worst_first_in_the_one_order(tmp_path, answers):
     """``run``'s closing lines (why the runs fail) follow :data:`ORDER`: an invalid run before a
     regression (main listed regressions first and invalid runs last, its own order)."""
     from evalloop import load_settings, run_suite
-    from evalloop.loop.outcome import failure_lines
+    from evalloop.loop.exitcodes import failure_lines
     from evalloop.verdicts.outcome import ORDER
     from support.project import make_project, write_answers
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.loop.pipeline import arun_suite
 from evalloop.suites.models import PACKAGE_FIXTURES, Suite
@@ -102,7 +103,7 @@ async def test_truncated_json_is_an_infrastructure_fault_too(tmp_path, monkeypat
         monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         report = await arun_suite(Suite.model_validate({**SIMILARITY, "cases": CASES[:4]}),
-                                  settings=load_settings(tmp_path), engine="llm", cache="off")
+                                  RunOptions(engine="llm", cache="off"), settings=load_settings(tmp_path))
     run = report.outcome.run
     assert not run.valid and (run.target_failures, run.infra_failures) == (0, 4)
     assert report.outcome.summaries["similarity-detection"].errored == 4
@@ -127,7 +128,7 @@ async def test_garbled_and_late_model_replies_are_target_failures(tmp_path, monk
         monkeypatch.setenv("ANTHROPIC_API_KEY", "dummy")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         suite = Suite.model_validate({**SIMILARITY, "cases": ten, "timeout": 1})
-        report = await arun_suite(suite, settings=load_settings(tmp_path), engine="llm", cache="off")
+        report = await arun_suite(suite, RunOptions(engine="llm", cache="off"), settings=load_settings(tmp_path))
     run, outcome = report.outcome.run, report.outcome
     detection = outcome.summaries["similarity-detection"]
     assert (detection.n, detection.errored, detection.mean) == (10, 0, pytest.approx(0.8))

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.errors import ConfigError
 from evalloop.llm.clients import client_from_env
@@ -169,7 +170,8 @@ async def test_errored_judges_are_counted_excluded_and_invalidate_the_run(tmp_pa
 
         async def run_with(responder):
             server.responder = responder
-            return await arun_suite(Suite.model_validate(five), settings=settings, engine="llm", cache="off")
+            return await arun_suite(Suite.model_validate(five), RunOptions(engine="llm", cache="off"),
+                                    settings=settings)
 
         one_bad = await run_with(merge_and_judge({"OAuth tokens need a 5min buffer before expiry"}))
         assert server.count == 5 + 4 * 2 + 1 * 2 * 2    # merges, good verdicts, malformed + retry
@@ -204,8 +206,8 @@ async def test_rate_limited_calls_are_retried_and_the_run_completes(tmp_path, mo
     with LLMServer(decide_responder()) as server:
         server.script(Reply.rate_limited(retry_after=0.05), Reply.rate_limited(retry_after=0.05))
         llm_env(monkeypatch, server.url, EVALLOOP_LLM_MAX_RETRIES="3", EVALLOOP_LLM_BACKOFF="0.01")
-        report = await arun_suite("similarity", settings=load_settings(tmp_path), engine="llm",
-                                  cache="off", limit=4)
+        report = await arun_suite("similarity", RunOptions(engine="llm", cache="off", limit=4),
+                                  settings=load_settings(tmp_path))
         assert server.count == 4 + 2
     run = report.outcome.run
     assert run.status == "completed" and run.valid and run.case_errors == 0
@@ -228,8 +230,8 @@ async def test_unreachable_server_fails_the_run_in_one_line(tmp_path, monkeypatc
 
     with LLMServer(decide_responder()) as server:
         llm_env(monkeypatch, server.url)
-        report = await arun_suite("similarity", settings=load_settings(tmp_path), engine="llm",
-                                  cache="off", limit=3)
+        report = await arun_suite("similarity", RunOptions(engine="llm", cache="off", limit=3),
+                                  settings=load_settings(tmp_path))
     detection = {s.scorer: s for s in report.comparison.scorers}["similarity-detection"]
     assert detection.window_runs == 0 and detection.baseline is None
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from evalloop import load_settings, run_suite
+from evalloop import RunOptions, load_settings, run_suite
 from support.messages_server import LLMServer, Reply
 
 
@@ -32,7 +32,7 @@ def test_suite_and_judge_models_reach_the_api_and_the_fingerprint(tmp_path, monk
     with LLMServer(answer) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        report = run_suite("merges", settings=load_settings(tmp_path), engine="llm", cache="off")
+        report = run_suite("merges", RunOptions(engine="llm", cache="off"), settings=load_settings(tmp_path))
         models = sorted(seen.body["model"] for seen in server.requests)
     assert models == ["claude-sonnet-4-5", "judge-model-x"]
     fingerprint = json.loads(report.outcome.run.fingerprint)["target_fingerprint"]

@@ -12,8 +12,8 @@ from evalloop.memory import MemoryStore
 from evalloop.memory.embedders import HashingEmbedder
 from evalloop.memory.search import Fusion
 from evalloop.retrieval.dataset import load_dataset
+from evalloop.retrieval.retriever_eval import run_retriever
 from evalloop.retrieval.retrievers import parse_spec, retriever_factory
-from evalloop.retrieval.runner import run_retriever
 from evalloop.suites.models import PACKAGE_FIXTURES
 from support.cli import cli
 

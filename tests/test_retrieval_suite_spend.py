@@ -14,7 +14,7 @@ import yaml
 
 from evalloop import load_settings, run_suite
 from evalloop.history.store import HistoryStore
-from evalloop.retrieval.runner import build_index
+from evalloop.retrieval.retriever_eval import build_index
 from evalloop.retrieval.substring import run_substring_queries, text_search
 from evalloop.retrieval.suite_data import load_corpus, load_substring_queries
 from evalloop.retrieval.suite_targets import RetrieverTarget, _Corpus, retriever_factory
@@ -48,7 +48,7 @@ def test_memory_substring_json_reports_density_and_tokens_per_query(tmp_path):
 
 def test_relevance_density_scorer_gives_per_query_values(tmp_path):
     suite = {"name": "subst-bm25", "dataset": str(DATA),
-             "target": {"ref": "evalloop.retrieval.suite:RetrieverTarget",
+             "target": {"ref": "evalloop.retrieval.suite_targets:RetrieverTarget",
                         "params": {"retriever": "bm25", "k": 5, "returns": "texts"}},
              "scorers": ["relevance-density", "substring-hit"]}
     (tmp_path / "fixtures").mkdir()

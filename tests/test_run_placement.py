@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalloop import load_settings, run_suite
+from evalloop import RunOptions, load_settings, run_suite
 from evalloop.errors import FixtureError
 from evalloop.history import HistoryStore
 from evalloop.run.placement import LONG_WAIT, PROBE, SLOW, WAITED, WAITS, Placement, thread_bound
@@ -73,7 +73,7 @@ def test_the_cli_concurrency_reaches_blocking_sync_targets(tmp_path):
     cases += [{"id": f"c{i}", "input": {"group": "h", "parties": 8, "value": 1}, "expected": 1}
               for i in range(8)]
     root = _project(tmp_path, meet={"name": "meet", "target": "sut:meet", "scorers": ["equals"], "cases": cases})
-    report = run_suite("meet", settings=load_settings(root), concurrency=8)
+    report = run_suite("meet", RunOptions(concurrency=8), settings=load_settings(root))
     assert report.outcome.summaries["equals"].mean == 1.0
 
 

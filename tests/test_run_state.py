@@ -8,13 +8,14 @@ import logging
 
 import pytest
 
+from evalloop import RunOptions
 from evalloop.config import load_settings
 from evalloop.loop.pipeline import run_suite
 from evalloop.report.summary import run_summary
-from evalloop.scheduling.fire import verdict_from_summary
 from evalloop.scheduling.sinks import CallableSink, LogSink, notify
 from evalloop.verdicts.outcome import ORDER, RunOutcome, case_outcome, outcome_of_labels, run_outcome
-from evalloop.verdicts.verdict import VerdictStatus, _pct
+from evalloop.verdicts.paired import pct as _pct
+from evalloop.verdicts.verdict import VerdictStatus
 from support.cli import cli
 from support.project import SCORERS, make_project, write_answers
 
@@ -100,7 +101,7 @@ def test_an_invalid_run_is_an_alarm_everywhere(tmp_path, answers):
     sent = []
     assert [d.ok for d in notify(report, [CallableSink("mine", sent.append)])] == [True]
     assert sent == [report]  # the sinks get it: it alarms
-    assert verdict_from_summary(run_summary(report)) == "invalid run"
+    assert run_summary(report).outcome == "invalid run"
 
 
 def test_an_invalid_run_reaches_the_log_sink(tmp_path, caplog):
@@ -168,7 +169,7 @@ def test_nightly_chart_red_by_night_two_and_stays_red(tmp_path, answers):
     def night(drop: float) -> VerdictStatus:
         noisy = np.clip(quality * (1 - drop) + rng.normal(0, 0.05, N), 0, 1)
         report = _run(root, answers, {f"c{i}": float(v) for i, v in enumerate(noisy)}, name="judged",
-                      nightly=True)
+                      options=RunOptions(nightly=True))
         return report.comparison.scorers[0]
 
     for _ in range(5):

@@ -10,7 +10,6 @@ import yaml
 from evalloop.config import load_settings
 from evalloop.history.store import HistoryStore
 from evalloop.scheduling import ledger
-from evalloop.scheduling.fire import verdict_from_summary
 from evalloop.scheduling.scheduler import add_schedule
 from support.project import wait_for
 from support.scheduling import serving
@@ -80,9 +79,3 @@ def test_a_crashing_or_hanging_target_leaves_the_scheduler_serving(tmp_path):
     hung = HistoryStore(settings.database_url).runs("hang", limit=None)
     # SIGTERM marks it interrupted; a target that blocks signals is SIGKILLed and its run reaped as failed
     assert len(hung) == 1 and hung[0].status in ("interrupted", "failed"), (hung[0].status, hung[0].invalid_reason)
-
-
-def test_the_verdict_word_of_a_summary_is_the_runs_one_outcome():
-    assert verdict_from_summary({"verdict": "regressed", "fails": True}) == "regressed"
-    assert verdict_from_summary({"verdict": "watch", "fails": False}) == "watch"
-    assert verdict_from_summary({"verdict": None, "scorers": []}) == "ok"

@@ -26,7 +26,7 @@ UNUSED = ("anthropic", "openai", "httpx", "jinja2", "apscheduler", "model2vec", 
           "evalloop.report.junit", "evalloop.report.trends", "evalloop.report.summary",
           "evalloop.history.strata", "evalloop.history.readonly", "evalloop.llm.anthropic_client",
           "evalloop.llm.openai_client", "evalloop.llm.batching", "evalloop.llm.retry",
-          "evalloop.retrieval.baselines", "evalloop.retrieval.generator",
+          "evalloop.retrieval.reference_retrievers", "evalloop.retrieval.generator",
           "evalloop.retrieval.compare", "evalloop.retrieval.dataset")
 
 CHILD = textwrap.dedent("""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalloop import load_settings, run_suite
+from evalloop import RunOptions, load_settings, run_suite
 from evalloop.verdicts import sequential
 from evalloop.verdicts.verdict import VerdictStatus
 from support.project import TARGET, make_project, write_answers
@@ -39,7 +39,7 @@ def lab(tmp_path, scorer: str, n: int, **scorer_settings):
 
 def night(root, answers, values, *, nightly: bool = True):
     write_answers(answers, {f"c{i:03d}": float(v) for i, v in enumerate(values)})
-    return run_suite("nights", settings=load_settings(root), engine="local", nightly=nightly).comparison
+    return run_suite("nights", RunOptions(engine="local", nightly=nightly), settings=load_settings(root)).comparison
 
 
 def judged(rng, q, drop=0.0, shift=0.0):

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from evalloop import load_settings, run_suite
+from evalloop import RunOptions, load_settings, run_suite
 from evalloop.history import HistoryStore
 from evalloop.history.strata import strata_means
 from evalloop.report.trends import build_trends
@@ -111,7 +111,7 @@ def test_limit_and_broken_runs_count_in_no_baseline_anywhere(tmp_path, answers):
     make_project(tmp_path, {"elig": with_control(1.0)})
     assert run(root, "elig", answers, good).comparison.worst.value == "scorer broken"  # passed a known-bad output
     make_project(tmp_path, {"elig": with_control(0.0)})
-    run(root, "elig", answers, {f"c{i}": 0.1 for i in range(6)}, limit=3)  # --limit
+    run(root, "elig", answers, {f"c{i}": 0.1 for i in range(6)}, options=RunOptions(limit=3))  # --limit
     last = run(root, "elig", answers, good).comparison.scorers[0]
     assert last.window_runs == 1 and last.baseline == pytest.approx(0.8)
     store = HistoryStore(load_settings(root).database_url)

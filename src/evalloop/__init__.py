@@ -24,7 +24,7 @@ _EXPORTS = {
     "enhance_prompt": "evalloop.learning.injection", "failure_patterns": "evalloop.learning.injection",
     "learn": "evalloop.learning.incidents", "lessons": "evalloop.learning.lessons",
     "RunReport": "evalloop.loop.pipeline", "arun_suite": "evalloop.loop.pipeline",
-    "run_suite": "evalloop.loop.pipeline",
+    "run_suite": "evalloop.loop.pipeline", "RunOptions": "evalloop.run.options",
     "Score": "evalloop.score", "ScorerKind": "evalloop.score",
     "Registry": "evalloop.scoring.registry", "discover": "evalloop.scoring.registry",
     "scorer": "evalloop.scoring.registry",
@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs
         default_embedder,
         resolve_embedder,
     )
+    from evalloop.run.options import RunOptions  # noqa: F401
     from evalloop.scheduling.sinks import Sink, register_sink  # noqa: F401
     from evalloop.score import Score, ScorerKind  # noqa: F401
     from evalloop.scoring.registry import Registry, discover, scorer  # noqa: F401

@@ -1,7 +1,7 @@
 """Settings: read from ``evalloop.toml``, ``[tool.evalloop]`` in pyproject.toml, and the env.
 
-Precedence, lowest first: defaults, the file, ``EVALLOOP_*`` environment variables, and
-finally what the CLI passes explicitly.
+Precedence, lowest first: defaults, the file, ``EVALLOOP_*`` environment variables (every one
+declared in :class:`evalloop.environ.Environment`), and finally what the CLI passes explicitly.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from evalloop.environ import Environment, environment, variable
 from evalloop.errors import ConfigError
 from evalloop.redact import install_log_redaction, redact_url, remember_secrets
 
@@ -178,6 +179,16 @@ class Settings(BaseModel):
         self.memory_http = {**self.memory_http, **scope}
         return self
 
+    #: the ``EVALLOOP_*`` variables as :func:`load_settings` read them (not a setting: no file sets it)
+    _env: Environment | None = PrivateAttr(default=None)
+
+    @property
+    def env(self) -> Environment:
+        """Every ``EVALLOOP_*`` variable, typed: read through the settings, never ``os.environ``."""
+        if self._env is None:  # settings made in code, not by load_settings: the process's now
+            self._env = environment()
+        return self._env
+
     @property
     def lease_seconds(self) -> float:
         """How long a lock or a run's lease lasts without a heartbeat: then another host takes over."""
@@ -206,29 +217,6 @@ class Settings(BaseModel):
         return self.history_dir / "llm-cache.db"
 
 
-_ENV = {
-    "EVALLOOP_HISTORY_URL": "history_url",
-    "EVALLOOP_WINDOW": "window",
-    "EVALLOOP_CONCURRENCY": "concurrency",
-    "EVALLOOP_ERRORED_LIMIT": "errored_limit",
-    "EVALLOOP_MAX_OUTPUT_BYTES": "max_output_bytes",
-    "EVALLOOP_ENGINE": "engine",
-    "EVALLOOP_MODEL": "model",
-    "EVALLOOP_JUDGE_MODEL": "judge_model",
-    "EVALLOOP_CACHE": "cache",
-    "EVALLOOP_MEMORY_PATH": "memory_path",
-    "EVALLOOP_LEARN": "learn",
-    "EVALLOOP_MEMORY_URL": "memory_url",
-    "EVALLOOP_INJECT_FAILURES": "inject_failures",
-    "EVALLOOP_INJECT_BUDGET": "inject_budget",
-    "EVALLOOP_LESSONS_WAIT": "lessons_wait",
-    "EVALLOOP_TIMEZONE": "timezone",
-    "EVALLOOP_WEBHOOK_URL": "webhook_url",
-    "EVALLOOP_VIEWER_URL": "viewer_url",
-}
-_ENV_VERDICT = {"EVALLOOP_VERDICT_RULE": "rule"}
-
-
 def _file_settings(project_dir: Path) -> tuple[dict[str, Any], Path | None]:
     own = project_dir / CONFIG_FILE
     if own.is_file():
@@ -252,18 +240,22 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def load_settings(project_dir: Path | None = None, **overrides: Any) -> Settings:
-    """Settings for a project directory (default: the current directory). Raises ConfigError."""
-    project_dir = (project_dir or Path(os.environ.get("EVALLOOP_PROJECT", "."))).resolve()
+    """Settings for a project directory (default: ``EVALLOOP_PROJECT``, else the current
+    directory). Precedence, lowest first: defaults, the file, ``EVALLOOP_*`` variables
+    (:class:`~evalloop.environ.Environment`), ``overrides`` (the CLI's options). The environment
+    read here travels with the settings (``settings.env``). Raises ConfigError."""
+    env = environment()
+    project_dir = (project_dir or env.project or Path(".")).resolve()
     if not project_dir.is_dir():
         raise ConfigError("project directory does not exist", where=str(project_dir),
                           hint="check --project / EVALLOOP_PROJECT (or run `evalloop init DIR` to make one)")
     data, source = _file_settings(project_dir)
-    for env, key in _ENV.items():
-        if env in os.environ:
-            data[key] = os.environ[env]
-    for env, key in _ENV_VERDICT.items():
-        if env in os.environ:
-            data["verdict"] = {**data.get("verdict", {}), key: os.environ[env]}
+    for key, value in env.setting_overrides().items():
+        section, _, name = key.rpartition(".")
+        if section:
+            data[section] = {**data.get(section, {}), name: value}
+        else:
+            data[key] = value
     data.update({k: v for k, v in overrides.items() if v is not None})
     data["project_dir"] = project_dir
     try:
@@ -275,12 +267,10 @@ def load_settings(project_dir: Path | None = None, **overrides: Any) -> Settings
         where = str(source) if source else "settings"
         raise ConfigError(f"setting '{validation.location(err)}': {validation.message(err, Settings)}", where=where,
                           hint="see docs/configuration.md") from None
+    settings._env = env
     # webhook/memory/LLM base URLs are checked now; credentials are kept out of logs
     check_settings(settings, str(source) if source else None)
     return settings
-
-
-BASE_URL_ENV = ("ANTHROPIC_BASE_URL", "EVALLOOP_LLM_BASE_URL", "EVALLOOP_JUDGE_BASE_URL")
 
 
 def check_settings(settings: Settings, where: str | None = None) -> None:
@@ -289,10 +279,12 @@ def check_settings(settings: Settings, where: str | None = None) -> None:
     check_url(settings.webhook_url, setting="webhook_url", where=where)
     check_url(settings.memory_url, setting="memory_url", where=where)
     check_url(settings.viewer_url, setting="viewer_url", where=where)
-    for name in BASE_URL_ENV:
-        check_url(os.environ.get(name), setting=name, where="environment")
-    for url in (settings.webhook_url, settings.memory_url, settings.history_url,
-                *(os.environ.get(name) for name in BASE_URL_ENV)):
+    servers = {"ANTHROPIC_BASE_URL": os.environ.get("ANTHROPIC_BASE_URL"),  # the Anthropic SDK's own
+               variable("llm_base_url"): settings.env.llm_base_url,
+               variable("judge_base_url"): settings.env.judge_base_url}
+    for name, url in servers.items():
+        check_url(url, setting=name, where="environment")
+    for url in (settings.webhook_url, settings.memory_url, settings.history_url, *servers.values()):
         remember_secrets(url)  # masked wherever a server echoes them
     install_log_redaction()
 

@@ -12,7 +12,7 @@ scorer becomes one test item:
 
 The suite runs when its first item runs, so ``--collect-only`` runs nothing. A summary of each
 run's verdicts is printed at the end; a run that fails its verdict (a regression, a broken scorer,
-an invalid run: :mod:`evalloop.loop.outcome`) fails the session (exit 1) even when every case passed,
+an invalid run: :mod:`evalloop.loop.exitcodes`) fails the session (exit 1) even when every case passed,
 unless ``--evalloop-no-fail-on-regression`` is given.
 """
 
@@ -302,7 +302,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    from evalloop.loop.outcome import exit_code_of
+    from evalloop.loop.exitcodes import exit_code_of
 
     runs = config.stash.get(RUNS_KEY, [])
     reports = [r.report for r in runs if r.report is not None]

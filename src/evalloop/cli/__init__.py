@@ -115,7 +115,10 @@ def _app_for(args: list[str]) -> typer.Typer:
 
 def _main() -> None:
     args = _normalise(sys.argv[1:])
-    lifecycle.starting(_command_of(args))
+    command = _command_of(args)
+    lifecycle.starting(command)
+    if lifecycle.PROGRAM and command == "run":  # a scheduled fire is a run (scheduling.fire)
+        lifecycle.die_with_the_scheduler()
     try:
         code = _app_for(args)(args=args, standalone_mode=False)
     except _click_errors.UsageError as exc:  # Typer/Click usage errors, as one line too

@@ -7,13 +7,13 @@ import functools
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
 from evalloop.cli.help import RootGroup
-from evalloop.environ import restore_env
 from evalloop.errors import EvalloopError, is_db_error, store_error
 
 if TYPE_CHECKING:  # the commands import what they use: `evalloop --help` imports no more than Typer
@@ -41,8 +41,9 @@ app.add_typer(scorers_app, name="scorers")
 
 ProjectOpt = Annotated[
     Path | None,
-    typer.Option("--project", "-C", metavar="DIR", help="Project directory (default: current directory).",
-                 envvar="EVALLOOP_PROJECT", show_default=False),
+    typer.Option("--project", "-C", metavar="DIR", show_default=False,
+                 help="Project directory (default: the global -C, else $EVALLOOP_PROJECT, else the current "
+                      "directory)."),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 #: whether a failing verdict exits 1: the default of `run`, `report` (and the pytest plugin)
@@ -123,12 +124,10 @@ def _global(
 ) -> None:
     """Evaluate an LLM-powered system, compare each run with a rolling baseline, and feed
     regressions back as memories."""
-    if project is not None:  # `evalloop -C DIR run …`: the subcommands read it like their own -C
-        # for this command only: a process that calls the command line again (a test, an
-        # embedding program) keeps no project of an earlier call
-        saved = {"EVALLOOP_PROJECT": os.environ.get("EVALLOOP_PROJECT")}
-        os.environ["EVALLOOP_PROJECT"] = str(project)
-        ctx.call_on_close(lambda: restore_env(saved))
+    # `evalloop -C DIR run …`: held in this invocation's context (never in os.environ), so a
+    # process that calls the command line again (a test, an embedding program) keeps no
+    # project of an earlier call; :func:`settings_for` reads it
+    ctx.obj = Invocation(project=project)
 
 
 def out() -> Console:
@@ -147,10 +146,39 @@ def err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """What the global options of one ``evalloop`` invocation say (``ctx.obj``)."""
+
+    project: Path | None = None
+
+
+def project_of(project: Path | None) -> Path | None:
+    """The project directory of a command: its own ``-C``, else the global ``-C`` of this
+    invocation, else None (:func:`evalloop.config.load_settings` then takes ``EVALLOOP_PROJECT``
+    or the current directory)."""
+    if project is not None:
+        return project
+    ctx = _current_context()
+    invocation = ctx.find_object(Invocation) if ctx is not None else None
+    return invocation.project if invocation is not None else None
+
+
+def _current_context() -> Any:
+    """The Click context of the command being run (None outside one): recent Typer vendors
+    Click under ``typer._click``, older ones use Click itself."""
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:  # pragma: no cover - an older Typer
+        from click import get_current_context  # type: ignore[no-redef]
+    return get_current_context(silent=True)
+
+
 def settings_for(project: Path | None, **overrides: Any) -> Settings:
+    """The settings of a command's project (see :func:`project_of`), CLI ``overrides`` on top."""
     from evalloop.config import load_settings
 
-    return load_settings(project, **overrides)
+    return load_settings(project_of(project), **overrides)
 
 
 def friendly(fn: Callable[P, R]) -> Callable[P, R]:

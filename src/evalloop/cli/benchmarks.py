@@ -63,7 +63,7 @@ def write_benchmark(out_dir: Path, *, weeks: int = 4, seed: int = 42, mode: Lite
         "name": name or out_dir.name,
         "description": f"Synthetic memory corpus (seed 000): {weeks} weeks, {mode}, seed {seed}, "
                        f"{delivery} delivery, {len(dataset.corpus)} docs, {what}.",
-        "target": {"ref": "evalloop.retrieval.suite:RetrieverTarget", "params": params},
+        "target": {"ref": "evalloop.retrieval.suite_targets:RetrieverTarget", "params": params},
         "scorers": scorers,
         "dataset": out_dir.name,
     }
@@ -156,7 +156,7 @@ def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: Literal[
         "description": f"{report.format} from {source.name}: {report.n_docs} documents in "
                        f"{report.n_scopes} scopes, {report.n_queries} questions "
                        f"({report.n_skipped} skipped); each question searches its own scope.",
-        "target": {"ref": "evalloop.retrieval.suite:RetrieverTarget",
+        "target": {"ref": "evalloop.retrieval.suite_targets:RetrieverTarget",
                    "params": {"retriever": retriever, "k": 20}},
         "scorers": SCOPED_SCORERS,
         "dataset": out_dir.name,
@@ -171,7 +171,7 @@ def write_import(fmt: str, source: Path, out_dir: Path, *, granularity: Literal[
                        f"({QA_PROTOCOL[fmt]} protocol). j-mem0 is mem0's J judge (same topic), "
                        f"j-strict evalloop's (same fact); locomo-f1 is LoCoMo's own token F1, "
                        f"evalloop-f1 evalloop's corrected one.",
-        "target": {"ref": "evalloop.retrieval.suite:AnswerTarget",
+        "target": {"ref": "evalloop.retrieval.answer_target:AnswerTarget",
                    "params": {"retriever": retriever, "k": qa_k, "protocol": QA_PROTOCOL[fmt]}},
         "scorers": QA_SCORERS[fmt],
         "dataset": qa_dir.name,

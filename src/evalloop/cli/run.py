@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from evalloop.config import Settings
     from evalloop.loop.pipeline import RunReport
     from evalloop.report.filters import CaseFilter
+    from evalloop.run.options import RunOptions
+    from evalloop.run.runner import PreparedRun
     from evalloop.scoring.registry import Registry
     from evalloop.suites.models import Suite
 
@@ -92,7 +94,8 @@ def run(
                                         "already submitted from its batches instead of submitting them again.",
         show_default=False)] = None,
     notify_sinks: Annotated[bool, typer.Option(
-        "--notify", hidden=True, help="Send regressions to the configured sinks (scheduled fires).")] = False,
+        "--notify", help="Send a run that fails to the configured sinks (setting `sinks`: the log, the "
+                         "webhook), as a scheduled fire does.")] = False,
     nightly: Annotated[bool, typer.Option(
         "--nightly", help="Judge the run as one night of a series, within the suite's alarm budget "
                           "(scheduled fires do; a one-off run is judged alone).")] = False,
@@ -118,7 +121,7 @@ def run(
     failing = fails_on_regression(fail_on_regression, no_fail)
     with lifecycle.setting_up():  # what loads here lives until the end: no collections meanwhile
         import evalloop.loop.pipeline  # noqa: F401  (the run's modules)
-        from evalloop.loop.outcome import exit_code_of, failure_lines
+        from evalloop.loop.exitcodes import exit_code_of, failure_lines
         from evalloop.report.terminal import closing_line, print_run
         from evalloop.run.signals import terminate_as_interrupt
         from evalloop.view.urls import failing_runs
@@ -135,16 +138,17 @@ def run(
         from evalloop.history.engine import get_engine
 
         get_engine(settings.database_url)  # the history opens with the set-up: its driver, its schema check
-    options = {"epochs": epochs, "limit": limit, "concurrency": concurrency, "engine": engine,
-               "model": model, "cache": "off" if no_cache else "only" if cache_only else None,
-               "select": None, "max_cost": max_cost, "batch": batch, "resume": resume, "nightly": nightly,
-               "bridge": not no_bridge}
+    from evalloop.run.options import RunOptions
+
+    options = RunOptions(epochs=epochs, limit=limit, concurrency=concurrency, engine=engine, model=model,
+                         cache="off" if no_cache else "only" if cache_only else None, max_cost=max_cost,
+                         batch=batch, resume=resume, nightly=nightly, bridge=not no_bridge)
     show_progress = not json_out and sys.stderr.isatty()
     reports: list[RunReport] = []
     said: set[str] = set()
     for loaded in suites:  # the checked suites are run as loaded: their cases are validated once
         with terminate_as_interrupt():  # SIGTERM (systemd, docker stop) ends the run like Ctrl-C
-            chosen = {**options, "select": _selector(which, loaded if held_out else None)}
+            chosen = options.model_copy(update={"select": _selector(which, loaded if held_out else None)})
             reports.append(asyncio.run(_run_one(loaded, settings, registry, chosen, show_progress)))
         for notice in reports[-1].notices:
             if notice not in said:
@@ -265,16 +269,18 @@ def _selector(which: CaseFilter, held_out_of: Suite | None = None):
 
 
 def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -> dict:
+    """The run's :class:`~evalloop.report.summary.RunSummary` as JSON (a scheduler reads it back
+    with the same model)."""
     from evalloop.report.summary import run_summary
 
-    doc = run_summary(report)
+    summary = run_summary(report)
     if with_cases:
         from evalloop.history.store import HistoryStore
         from evalloop.report.cases import case_docs, load_cases
 
-        doc["cases"] = case_docs(load_cases(HistoryStore(settings.database_url), report.outcome.run.id,
-                                            suite=report.suite))
-    return doc
+        summary.cases = case_docs(load_cases(HistoryStore(settings.database_url), report.outcome.run.id,
+                                             suite=report.suite))
+    return summary.dump()
 
 
 def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
@@ -291,21 +297,22 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
         print_cases(views, out(), tracebacks=True)
 
 
-async def _run_one(suite, settings, registry, options, show_progress) -> RunReport:
+async def _run_one(suite: Suite, settings: Settings, registry: Registry, options: RunOptions,
+                   show_progress: bool) -> RunReport:
     from evalloop.loop.pipeline import arun_suite
 
     if not show_progress:
-        return await arun_suite(suite, settings=settings, registry=registry, **options)
+        return await arun_suite(suite, options, settings=settings, registry=registry)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err(), transient=True) as bar:
         task = bar.add_task(suite.name, total=None)
 
-        def started(prepared) -> None:
-            limit = options["limit"]
+        def started(prepared: PreparedRun) -> None:
+            limit = options.limit
             total = min(prepared.n_cases, limit) if limit else prepared.n_cases
-            bar.update(task, total=total * (options["epochs"] or prepared.suite.epochs))
+            bar.update(task, total=total * (options.epochs or prepared.suite.epochs))
 
-        return await arun_suite(suite, settings=settings, registry=registry, **options,
+        return await arun_suite(suite, options, settings=settings, registry=registry,
                                 progress=lambda n: bar.advance(task, n), on_start=started)

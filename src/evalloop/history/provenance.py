@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalloop.history.models import utcnow
+
+if TYPE_CHECKING:
+    from evalloop.environ import Environment
 
 
 def new_run_id(at: datetime | None = None) -> str:
@@ -16,12 +19,16 @@ def new_run_id(at: datetime | None = None) -> str:
     return at.strftime("%Y%m%dT%H%M%S") + f"{at.microsecond // 1000:03d}-" + secrets.token_hex(3)
 
 
-def code_version(project_dir: Path) -> str | None:
-    """The project's git commit (with ``-dirty`` when the tree has changes), if any."""
+def code_version(project_dir: Path, env: Environment | None = None) -> str | None:
+    """``EVALLOOP_CODE_VERSION`` (``env``: the settings' environment; default: the process's),
+    else the project's git commit (with ``-dirty`` when the tree has changes), if any."""
     import subprocess
 
-    if os.environ.get("EVALLOOP_CODE_VERSION"):
-        return os.environ["EVALLOOP_CODE_VERSION"]
+    from evalloop.environ import environment
+
+    given = (env or environment()).code_version
+    if given:
+        return given
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=project_dir,
                              capture_output=True, text=True, timeout=5)

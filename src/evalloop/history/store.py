@@ -23,6 +23,7 @@ from sqlalchemy import select as core_select  # of whole tables (sqlmodel's sele
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, col, select
 
+from evalloop.environ import variable
 from evalloop.errors import EvalloopError, db_message, is_db_error, store_error
 from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.leases import LIVE, reap_dead_runs
@@ -45,7 +46,7 @@ RUN_LEASE_SECONDS = 20.0
 RUN_BEAT_SECONDS = 5.0
 #: the environment variable that names a scheduled fire's ledger entry to the run it starts
 #: (kept in the run's notes as ``fire``, so a host taking over a dead fire finds its run)
-FIRE_ENV = "EVALLOOP_FIRE_ENTRY"
+FIRE_ENV = variable("fire_entry")
 log = logging.getLogger("evalloop.history")
 
 

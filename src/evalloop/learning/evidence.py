@@ -13,15 +13,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import JsonValue
 
 from evalloop.learning.incident_machine import Past
+
+if TYPE_CHECKING:
+    from evalloop.history.models import Run
 
 #: the most runs of an incident read back (evidence and the join rule need a handful)
 RECENT = 12
 
 
-def _json(text: str | None) -> dict[str, Any]:
+def _json(text: str | None) -> dict[str, JsonValue]:
     try:
         data = json.loads(text or "{}")
     except ValueError:
@@ -29,7 +34,7 @@ def _json(text: str | None) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def injected_ids(run: Any) -> set[str]:
+def injected_ids(run: Run) -> set[str]:
     """The failure memories injected into the run's target (its fingerprint's ``injected``)."""
     fingerprint = _json(getattr(run, "fingerprint", None))
     target = fingerprint.get("target_fingerprint")
@@ -38,7 +43,7 @@ def injected_ids(run: Any) -> set[str]:
     return {str(m) for m in memories} if isinstance(memories, list) else set()
 
 
-def ablation_ids(run: Any) -> set[str]:
+def ablation_ids(run: Run) -> set[str]:
     """The incidents the run was an ablation for (none: an ordinary run)."""
     found = _json(getattr(run, "notes", None)).get("ablation")
     return {str(i) for i in found} if isinstance(found, list) else set()
@@ -47,18 +52,29 @@ def ablation_ids(run: Any) -> set[str]:
 class History(Protocol):
     """What the learning step reads of the history (:class:`StoredHistory`; tests may give another)."""
 
-    def since(self, suite: str, run_id: str, scorer: str, incident: str, before: Any) -> list[Past]: ...
+    def since(self, suite: str, run_id: str, scorer: str, incident: str, before: Run) -> list[Past]: ...
 
     def scores(self, run_ids: Sequence[str], scorer: str) -> list[Mapping[str, float]]: ...
+
+
+class RunStore(Protocol):
+    """What :class:`StoredHistory` reads of the history store (its runs and their case scores)."""
+
+    def get_run(self, run_id: str) -> Run | None: ...
+
+    def runs(self, suite: str | None = None, limit: int | None = 20,
+             statuses: Sequence[str] | None = None) -> list[Run]: ...
+
+    def case_scores(self, run_id: str, scorer: str) -> dict[str, float]: ...
 
 
 class StoredHistory:
     """:class:`History` over a :class:`~evalloop.history.store.HistoryStore`."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: RunStore) -> None:
         self.store = store
 
-    def since(self, suite: str, run_id: str, scorer: str, incident: str, before: Any) -> list[Past]:
+    def since(self, suite: str, run_id: str, scorer: str, incident: str, before: Run) -> list[Past]:
         """The incident's valid runs from ``run_id`` (the one that opened it) up to ``before``
         (excluded), newest first: its full runs and its ablations (other partial runs are no
         evidence), at most :data:`RECENT`."""

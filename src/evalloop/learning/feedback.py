@@ -24,11 +24,14 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from evalloop.untrusted import defuse, fence
+
+if TYPE_CHECKING:
+    from evalloop.suites.models import Case
 
 MAX_CASES = 5
 INPUT_CHARS = 200
@@ -50,14 +53,14 @@ class FailingCase(BaseModel):
     pair: str = ""  # "expected X, got Y" on the expected answer's own fields, for grouping
 
 
-def _parsed(value: Any) -> Any:
+def _parsed(value: object) -> object:
     if isinstance(value, str):
         with contextlib.suppress(ValueError):
             return json.loads(value)
     return value
 
 
-def _pair(expected: Any, got: Any) -> str:
+def _pair(expected: object, got: object) -> str:
     """``expected action=UPDATE, got action=CREATE``: only the fields the expected answer names."""
     exp, out = _parsed(expected), _parsed(got)
     if isinstance(exp, dict) and isinstance(out, dict):
@@ -71,14 +74,14 @@ def _pair(expected: Any, got: Any) -> str:
 _DIGITS = re.compile(r"[0-9]+(?:[.,][0-9]+)*")
 
 
-def pattern(expected: Any, got: Any, reason: str = "") -> str:
+def pattern(expected: object, got: object, reason: str = "") -> str:
     """What a failure shows, for grouping failures: ``expected X, got Y`` on the expected answer's
     own fields when both are known, else the scorer's reason with its numbers blanked (``#``)."""
     pair = _pair(expected, got) if expected is not None and got is not None else ""
     return pair or _DIGITS.sub("#", short(reason, FIELD_CHARS)) or "no message"
 
 
-def short(value: Any, limit: int) -> str:
+def short(value: object, limit: int) -> str:
     """``value`` as compact one-line text (JSON for structures), cut at ``limit`` characters."""
     if value is None:
         return ""
@@ -91,7 +94,7 @@ def short(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def case_key(value: Any) -> str:
+def case_key(value: object) -> str:
     """A case input's identity for corrections: canonical JSON, whitespace and case folded."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return " ".join(text.split()).casefold()
@@ -100,7 +103,7 @@ def case_key(value: Any) -> str:
 CORRECTION_INPUT_CHARS = 2000
 
 
-def corrections(ids: Sequence[str], cases: Mapping[str, Any]) -> list[dict[str, Any]]:
+def corrections(ids: Sequence[str], cases: Mapping[str, Case]) -> list[dict[str, JsonValue]]:
     """Structured (input key, expected answer) pairs of failing cases, for metadata; the input
     itself too when its JSON is at most :data:`CORRECTION_INPUT_CHARS` (a target may derive a
     rule from it). Only learn cases reach here (the lifecycle drops held-out ones)."""
@@ -108,8 +111,8 @@ def corrections(ids: Sequence[str], cases: Mapping[str, Any]) -> list[dict[str, 
     for cid in ids:
         case = cases.get(cid)
         if case is not None and getattr(case, "expected", None) is not None:
-            item = {"id": cid, "key": case_key(case.input),
-                    "expected": json.loads(json.dumps(case.expected, default=str))}
+            item: dict[str, JsonValue] = {"id": cid, "key": case_key(case.input),
+                                          "expected": json.loads(json.dumps(case.expected, default=str))}
             text = json.dumps(case.input, default=str)
             if len(text) <= CORRECTION_INPUT_CHARS:
                 item["input"] = json.loads(text)
@@ -117,7 +120,7 @@ def corrections(ids: Sequence[str], cases: Mapping[str, Any]) -> list[dict[str, 
     return out
 
 
-def failing_cases(ids: Sequence[str], cases: Mapping[str, Any], outputs: Mapping[str, str | None],
+def failing_cases(ids: Sequence[str], cases: Mapping[str, Case], outputs: Mapping[str, str | None],
                   reasons: Mapping[str, str], redact: Callable[[str | None], str | None] | None = None,
                   ) -> list[FailingCase]:
     """The failing cases with their input, expected answer, output and reason (all truncated);
@@ -208,20 +211,14 @@ def information(inc: Incident) -> str:
     return "\n".join(lines)
 
 
-def ids_only(metadata: Mapping[str, Any]) -> str:
-    """The ablation's poor relation: which cases fail, without what they were."""
-    ids = [str(i) for i in metadata.get("failing_cases") or []]
-    return (f'Eval "{metadata.get("eval_suite")}" regression: {metadata.get("scorer")}; '
-            f"failing cases: {', '.join(ids) or 'none recorded'}")
-
-
-def injection(records: Sequence[Any], *, budget: int, per_memory: int, detail: Detail = "full") -> str | None:
-    """The prompt section for ``records`` (in the order given): each fenced and capped, all within
-    ``budget`` characters; None when nothing fits or there is nothing to inject."""
+def injection(lessons: Sequence[str], *, budget: int, per_memory: int) -> str | None:
+    """The prompt section for the ``lessons``' texts (in the order given; what a record's lesson
+    says is :func:`evalloop.learning.incident_records.lesson_text`): each fenced and capped, all
+    within ``budget`` characters; None when nothing fits or there is nothing to inject."""
     blocks: list[str] = []
     used = len(HEADER) + 1
-    for record in records:
-        body = defuse(record.information if detail == "full" else ids_only(record.metadata))  # cut what is sent
+    for lesson in lessons:
+        body = defuse(lesson)  # cut what is sent
         if len(body) > per_memory:
             body = body[: max(per_memory - 3, 0)] + "..."  # ASCII: the fence's NFKC would widen "…"
         block = fence("PAST FAILURE", body)

@@ -15,32 +15,39 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING
+
+from evalloop.learning.incident_records import meta
+
+if TYPE_CHECKING:
+    from evalloop.memory.records import MemoryRecord
+    from evalloop.suites.models import Case
 
 
-def remembered(record: Any) -> set[str]:
+def remembered(record: MemoryRecord) -> set[str]:
     """Every case an incident's text or corrections may show: its remembered cases
-    (``failing_cases``), the cases its text shows (``still_failing``) and its corrections' cases."""
-    meta = getattr(record, "metadata", None) or {}
-    ids = set(meta.get("failing_cases") or []) | set(meta.get("still_failing") or [])
-    return ids | {str(c.get("id")) for c in meta.get("corrections") or [] if isinstance(c, dict)}
+    (``failing_cases``), the cases its text shows (``still_failing``) and its corrections' cases
+    (:meth:`~evalloop.learning.incident_records.IncidentMeta.shown`; none for another memory)."""
+    m = meta(record)
+    return m.shown() if m is not None else set()
 
 
-def without_held_out(record: Any, held: Collection[str]) -> Any:
+def without_held_out(record: MemoryRecord, held: Collection[str]) -> MemoryRecord:
     """A stored incident as the lifecycle reads it: held-out cases dropped from what it remembers
     (an incident written before the split, or under another one). When its text may show one,
     ``rewrite`` is set: the next update writes the text again from learn cases."""
-    if not held:
+    m = meta(record)
+    if not held or m is None:
         return record
-    meta = record.metadata
     drop = set(held)
-    clean = {**meta, "failing_cases": [c for c in meta.get("failing_cases") or [] if c not in drop],
-             "chronic_cases": [c for c in meta.get("chronic_cases") or [] if c not in drop],
-             "corrections": [c for c in meta.get("corrections") or []
-                             if isinstance(c, dict) and c.get("id") not in drop]}
-    if remembered(record) & drop:
-        clean["rewrite"] = True
-    return record.model_copy(update={"metadata": clean})
+    update: dict[str, object] = {
+        "failing_cases": [c for c in m.failing_cases if c not in drop],
+        "chronic_cases": [c for c in m.chronic_cases if c not in drop],
+        "corrections": [c for c in m.corrections if c.get("id") not in drop]}
+    if m.shown() & drop:
+        update["rewrite"] = True
+    clean = m.model_copy(update=update).model_dump(mode="json", include=set(update))
+    return record.model_copy(update={"metadata": {**record.metadata, **clean}})
 
 
 REDACTED = "[held-out]"
@@ -50,7 +57,7 @@ MIN_SECRET_CHARS = 4
 MAX_SECRET_CHARS = 2000
 
 
-def _texts(value: Any) -> Iterator[str]:
+def _texts(value: object) -> Iterator[str]:
     """The strings of a case's input or expected answer a lesson could quote: the value itself when
     it is text, else its string and number leaves."""
     if isinstance(value, str):
@@ -82,7 +89,7 @@ class Redactor:
     Each string is indexed by its rarest word, and a text is matched only against the strings
     whose every word it contains (a suite with many held-out cases costs little per text)."""
 
-    def __init__(self, held: Iterable[Any], learn: Iterable[Any]) -> None:
+    def __init__(self, held: Iterable[Case], learn: Iterable[Case]) -> None:
         public = {_folded(t) for case in learn for t in (*_texts(case.input), *_texts(case.expected))}
         secrets = {_folded(t) for case in held for t in (*_texts(case.input), *_texts(case.expected))}
         kept = [(s, frozenset(_TOKEN.findall(s))) for s in secrets - public
@@ -95,10 +102,10 @@ class Redactor:
         self.secrets = len(kept)
 
     @classmethod
-    def of(cls, cases: Iterable[Any], held: Collection[str]) -> Redactor:
+    def of(cls, cases: Iterable[Case], held: Collection[str]) -> Redactor:
         """The redactor of a suite's cases split into ``held`` ids and the rest."""
-        held_cases: list[Any] = []
-        learn_cases: list[Any] = []
+        held_cases: list[Case] = []
+        learn_cases: list[Case] = []
         for case in cases:
             (held_cases if case.id in held else learn_cases).append(case)
         return cls(held_cases, learn_cases)

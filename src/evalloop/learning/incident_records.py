@@ -16,13 +16,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from evalloop.learning import feedback
 from evalloop.learning.incident_machine import Cause, Incident, Level, Seen, State
+from evalloop.memory.records import FoundMemory, MemoryRecord
 from evalloop.verdicts.baseline import Comparison, ScorerComparison, relative_drop
+
+if TYPE_CHECKING:
+    from evalloop.suites.models import Case
 
 KIND = "eval-failure"
 MAX_IDS = 50
@@ -35,9 +39,19 @@ def failure_tags(suite: str, scorer: str, status: str = "open") -> list[str]:
     return [KIND, f"suite:{suite}", f"scorer:{scorer}", f"status:{status}"]
 
 
-def meta_of(record: Any) -> Mapping[str, Any]:
-    """A stored record's metadata (a search hit's record's, or the record's own; empty when none)."""
-    return getattr(getattr(record, "record", record), "metadata", None) or {}
+#: a JSON object as metadata holds it (a correction, a revision's summary)
+JsonObject = dict[str, JsonValue]
+_V = TypeVar("_V")
+
+
+def stored(item: MemoryRecord | FoundMemory) -> MemoryRecord:
+    """The record itself: a search hit's record, or the record."""
+    return item.record if isinstance(item, FoundMemory) else item
+
+
+def meta_of(record: MemoryRecord | FoundMemory) -> Mapping[str, JsonValue]:
+    """A stored record's metadata (a search hit's record's, or the record's own)."""
+    return stored(record).metadata
 
 
 def now_of(comparison: Comparison) -> str:
@@ -50,7 +64,7 @@ def now_of(comparison: Comparison) -> str:
 class Details:
     """The failing cases' details a record's text and corrections are written from."""
 
-    cases: Mapping[str, Any] = field(default_factory=dict)
+    cases: Mapping[str, Case] = field(default_factory=dict)
     outputs: Mapping[str, str | None] = field(default_factory=dict)
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     reasons: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -66,7 +80,7 @@ def learn_only(details: Details) -> Details:
     if not held:
         return details
 
-    def keep(m: Mapping[str, Any]) -> dict[str, Any]:
+    def keep(m: Mapping[str, _V]) -> dict[str, _V]:
         return {c: v for c, v in m.items() if c not in held}
 
     return Details(keep(details.cases), keep(details.outputs), {s: keep(m) for s, m in details.scores.items()},
@@ -137,7 +151,7 @@ class IncidentMeta(BaseModel):
     failing_cases: list[str] = Field(default_factory=list)  # the remembered cases
     failing_count: int = 0
     chronic_cases: list[str] = Field(default_factory=list)
-    corrections: list[dict[str, Any]] = Field(default_factory=list)
+    corrections: list[JsonObject] = Field(default_factory=list)
     still_failing: list[str] | None = None  # the cases its text shows
     levels_before: dict[str, list[float]] = Field(default_factory=dict)  # case → [mean, pass rate, runs]
     noise: float | None = None
@@ -157,6 +171,7 @@ class IncidentMeta(BaseModel):
     promoted_reason: str | None = None
     promoted_at: str | None = None
     rewrite: bool = False  # the text may show a held-out case: written again at the next update
+    revisions: list[JsonObject] | None = None  # prompt revisions seeded by it (learning.revisions)
 
     @property
     def state(self) -> State:
@@ -171,7 +186,13 @@ class IncidentMeta(BaseModel):
         """``levels_before`` with these cases' levels added (rounded as stored)."""
         return {**self.levels_before, **{c: [round(v.mean, 6), round(v.passed, 6), v.runs] for c, v in levels.items()}}
 
-    def dump(self) -> dict[str, Any]:
+    def shown(self) -> set[str]:
+        """Every case its text or corrections may show: its remembered cases, the cases its text
+        shows and its corrections' cases (what :mod:`evalloop.learning.heldout` checks)."""
+        ids = set(self.failing_cases) | set(self.still_failing or [])
+        return ids | {str(c.get("id")) for c in self.corrections}
+
+    def dump(self) -> JsonObject:
         """The metadata to store: every key an incident always had, the others when they have a value."""
         out = self.model_dump(mode="json")
         return {k: v for k, v in out.items() if k in ALWAYS or (v is not None and (k != "rewrite" or v))}
@@ -184,7 +205,7 @@ ALWAYS = frozenset({"kind", "eval_name", "eval_suite", "scorer", "status", "base
                     "failing_cases", "failing_count", "chronic_cases", "corrections", "still_failing"})
 
 
-def meta(record: Any) -> IncidentMeta | None:
+def meta(record: MemoryRecord | FoundMemory) -> IncidentMeta | None:
     """An incident record's metadata (None for any other memory, or metadata no incident has)."""
     data = meta_of(record)
     if data.get("kind") != KIND:
@@ -221,7 +242,7 @@ def record_metadata(comparison: Comparison, s: ScorerComparison, seen: Seen, rem
         "still_failing": shown[:MAX_IDS], "rewrite": False})
 
 
-def view(record: Any) -> Incident:
+def view(record: MemoryRecord) -> Incident:
     """The state machine's view of a stored incident (without its runs: the history has those)."""
     m = meta(record) or IncidentMeta()
     return Incident(state=m.state, cause=Cause(m.cause) if m.cause in list(Cause) else Cause.REGRESSION,
@@ -229,13 +250,13 @@ def view(record: Any) -> Incident:
                     noise=m.noise or 0.0, window_runs=len(m.baseline_run_ids))
 
 
-def since_run(record: Any) -> str | None:
+def since_run(record: MemoryRecord) -> str | None:
     """The run that opened (or last reopened) the incident: its evidence starts there."""
     m = meta(record) or IncidentMeta()
     return m.since_run_id or m.reopened_run_id or m.eval_run_id
 
 
-def describe(record: Any) -> str | None:
+def describe(record: MemoryRecord) -> str | None:
     """One line for an incident (None for any other memory): scorer, state, its cases, its chronic
     cases kept apart, how often it came back."""
     m = meta(record)
@@ -254,3 +275,38 @@ def describe(record: Any) -> str | None:
     if m.reopened:
         line += f"; reopened {m.reopened}×"
     return line
+
+
+def ids_only(record: MemoryRecord) -> str:
+    """The ablation's poor relation: which cases fail, without what they were."""
+    m = meta(record) or IncidentMeta(kind="")
+    return (f'Eval "{m.eval_suite}" regression: {m.scorer}; '
+            f"failing cases: {', '.join(m.failing_cases) or 'none recorded'}")
+
+
+def lesson_text(record: MemoryRecord, detail: feedback.Detail = "full") -> str:
+    """What a lesson says in a prompt: the record's text, or with ``detail="ids"`` its failing
+    cases' ids alone (:func:`ids_only`)."""
+    return record.information if detail == "full" else ids_only(record)
+
+
+class LessonRecord(BaseModel):
+    """An incident as a target's ``lesson_records`` parameter receives it (as a dict)."""
+
+    id: str
+    scorer: str | None
+    text: str
+    failing_cases: list[str]
+    corrections: list[JsonObject]
+    runs_seen: int | None
+    last_seen: str | None
+
+
+def lesson_record(record: MemoryRecord) -> LessonRecord:
+    """A failure memory as a target reads it: id, scorer, text (untrusted data: the target fences
+    it before it enters a prompt), the failing learn cases, their corrections, runs seen, last seen."""
+    m = meta(record)
+    return LessonRecord(id=record.id, scorer=m.scorer if m else None, text=record.information,
+                        failing_cases=list(m.failing_cases) if m else [],
+                        corrections=list(m.corrections) if m else [], runs_seen=m.runs_seen if m else None,
+                        last_seen=m.last_seen if m else None)

@@ -25,7 +25,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -64,8 +64,16 @@ from evalloop.learning.incident_records import (
     text_scores,
     view,
 )
+from evalloop.memory.records import MemoryRecord
 from evalloop.verdicts.baseline import Comparison, ScorerComparison
 from evalloop.verdicts.verdict import VerdictStatus
+
+if TYPE_CHECKING:  # annotations only: the HTTP adapter's module loads httpx
+    from sqlalchemy.engine import Engine
+
+    from evalloop.history.models import Run
+    from evalloop.memory.adapters import MemoryAdapter
+    from evalloop.suites.models import Case
 
 #: the names this module has always offered (the machine's and the records' included)
 __all__ = ["ACTIVE", "INJECTED", "KIND", "LOCK_WAIT_SECONDS", "Learned", "Seen", "State", "accept_incidents",
@@ -90,8 +98,26 @@ class Learned(BaseModel):
     ablate: list[str] = []
 
 
-def incidents(adapter: Any, suite: str, scorer: str | None = None,
-              status: str | Collection[str] | None = INJECTED, limit: int = 200) -> list[Any]:
+@runtime_checkable
+class Fetches(Protocol):
+    """A memory adapter that fetches a record by id (the embedded store does; a service may not)."""
+
+    def get(self, id: str) -> MemoryRecord | None: ...
+
+
+class Fresh(TypedDict, total=False):
+    """What a new or reopened incident starts from besides its cases (:func:`_opening`): fields of
+    :class:`~evalloop.learning.incident_records.IncidentMeta`."""
+
+    noise: float
+    baseline_run_ids: list[str]
+    cause: str
+    since_run_id: str
+    levels_before: dict[str, list[float]]
+
+
+def incidents(adapter: MemoryAdapter, suite: str, scorer: str | None = None,
+              status: str | Collection[str] | None = INJECTED, limit: int = 200) -> list[MemoryRecord]:
     """Failure memories of ``suite`` (and ``scorer``) in ``status`` (one state, several, or None:
     any; by default those whose lesson is injected: open and held), newest first."""
     wanted = None if status is None else ({str(status)} if isinstance(status, str) else {str(x) for x in status})
@@ -108,7 +134,7 @@ def incidents(adapter: Any, suite: str, scorer: str | None = None,
     return [r for _, r in sorted(found, key=lambda x: x[0], reverse=True)]
 
 
-def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | None = None,
+def learn(comparison: Comparison, adapter: MemoryAdapter, *, cases: Mapping[str, Case] | None = None,
           outputs: Mapping[str, str | None] | None = None,
           scores: Mapping[str, Mapping[str, float]] | None = None,
           reasons: Mapping[str, Mapping[str, str]] | None = None,
@@ -151,11 +177,10 @@ def learn(comparison: Comparison, adapter: Any, *, cases: Mapping[str, Any] | No
     return results
 
 
-def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, details: Details,
+def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: MemoryAdapter, details: Details,
                history: History | None, ablation_every: int, ran: frozenset[str] | None) -> Learned | None:
     run, suite = comparison.run, comparison.run.suite
-    records = [without_held_out(getattr(r, "record", r), details.held_out)
-               for r in incidents(adapter, suite, s.scorer, status=None)]
+    records = [without_held_out(r, details.held_out) for r in incidents(adapter, suite, s.scorer, status=None)]
     current = next((r for r in records if _meta(r).status in ACTIVE), None)
     ablation = ablation_ids(run)
     if ablation and (current is None or current.id not in ablation):
@@ -184,7 +209,8 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
         item = Learned(scorer=s.scorer, action=step.action, memory_id=current.id, state=step.state.value)
     else:
         joined = {c: incident.window[c] for c in step.joined if c in incident.window}
-        cases, fresh = list(step.joined), None
+        cases: list[str] = list(step.joined)
+        fresh: Fresh | None = None
         if step.escalate:  # a floor incident that regresses remembers the regression as one would
             _, newly, _, found, fresh = _opening(comparison, s, seen, history)
             del fresh["since_run_id"]
@@ -196,7 +222,7 @@ def _learn_one(comparison: Comparison, s: ScorerComparison, adapter: Any, detail
     return item
 
 
-def _read(current: Any, seen: Seen, s: ScorerComparison, history: History | None, run: Any) -> Incident:
+def _read(current: MemoryRecord, seen: Seen, s: ScorerComparison, history: History | None, run: Run) -> Incident:
     """The machine's view of the active incident: its record, its runs since it opened, and the
     levels before it of the cases that may join (read only when some may)."""
     incident = view(current)
@@ -212,14 +238,14 @@ def _read(current: Any, seen: Seen, s: ScorerComparison, history: History | None
 _ACTIONS = {"update": "updated", "release": "released", "hold": "held"}
 
 
-def _update(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any, record: Any,
-            details: Details, action: str = "updated", state: State = State.OPEN, joined: Sequence[str] = (),
-            levels_joined: Mapping[str, Level] | None = None, fresh: Mapping[str, Any] | None = None,
-            before: IncidentMeta | None = None) -> Learned:
+def _update(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: MemoryAdapter,
+            record: MemoryRecord, details: Details, action: str = "updated", state: State = State.OPEN,
+            joined: Sequence[str] = (), levels_joined: Mapping[str, Level] | None = None,
+            fresh: Fresh | None = None, before: IncidentMeta | None = None) -> Learned:
     before = before or _meta(record)
     old = list(before.failing_cases)
     remembered = old + [c for c in joined if c not in old]
-    cause = (fresh or {}).get("cause", before.cause)
+    cause = fresh.get("cause", before.cause) if fresh else before.cause
     chronic_now = set(seen.chronic) if cause != Cause.FLOOR else set()  # a floor remembers every failing case
     chronic = sorted((set(before.chronic_cases) | chronic_now) - set(remembered))
     shown = shown_cases(seen, remembered)
@@ -228,7 +254,7 @@ def _update(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: An
         (not shown or sorted(shown) == sorted(shown_before))
     text = record.information if unchanged else record_text(comparison, s, seen, shown, details)
     after = record_metadata(comparison, s, seen, remembered, chronic, before, details, shown, state=state)
-    update: dict[str, Any] = dict(fresh or {})
+    update: dict[str, object] = dict(fresh or {})
     if not unchanged:  # the text says this run's numbers: so does the metadata
         update.update(baseline_score=s.baseline, current_score=s.current, drop_percentage=s.drop,
                       text_scores=text_scores(seen))
@@ -245,14 +271,14 @@ def _update(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: An
     return Learned(scorer=s.scorer, action=action, memory_id=record.id, chronic=chronic, state=state.value)
 
 
-def _meta(record: Any) -> IncidentMeta:
+def _meta(record: MemoryRecord) -> IncidentMeta:
     """A listed incident's metadata (:func:`incidents` lists incidents only)."""
     found = meta(record)
     assert found is not None, "incidents() lists incident records only"
     return found
 
 
-def _write(adapter: Any, record: Any, text: str, tags: list[str], after: IncidentMeta) -> None:
+def _write(adapter: MemoryAdapter, record: MemoryRecord, text: str, tags: list[str], after: IncidentMeta) -> None:
     """Update a record; a text another memory already holds keeps the record's own text."""
     data = after.dump()
     try:
@@ -264,7 +290,7 @@ def _write(adapter: Any, record: Any, text: str, tags: list[str], after: Inciden
 
 
 def _opening(comparison: Comparison, s: ScorerComparison, seen: Seen, history: History | None,
-             ) -> tuple[Cause, list[str], list[str], dict[str, Level], dict[str, Any]]:
+             ) -> tuple[Cause, list[str], list[str], dict[str, Level], Fresh]:
     """What a new (or reopened) incident remembers: its cause, its cases, the chronic ones kept
     apart, its cases' levels before it (from the verdict's baseline window) and the other fields
     that go with them (the window's runs and noise, the cause, the run it starts from)."""
@@ -276,12 +302,12 @@ def _opening(comparison: Comparison, s: ScorerComparison, seen: Seen, history: H
     window = list(s.window)
     runs = history.scores(window, s.scorer) if history is not None and window else []
     return cause, cases, chronic, levels(runs, cases, seen.pass_mark), \
-        {"noise": round(noise(runs, sorted(seen.scores)), 6), "baseline_run_ids": window, "cause": cause.value,
-         "since_run_id": comparison.run.id}
+        Fresh(noise=round(noise(runs, sorted(seen.scores)), 6), baseline_run_ids=window, cause=cause.value,
+              since_run_id=comparison.run.id)
 
 
-def _open(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any, records: list[Any],
-          details: Details, history: History | None) -> Learned:
+def _open(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: MemoryAdapter,
+          records: list[MemoryRecord], details: Details, history: History | None) -> Learned:
     """A trigger with no active incident: reopen the closed one it recurs from, else a new one."""
     cause, cases, chronic, found, fresh = _opening(comparison, s, seen, history)
     fresh["levels_before"] = IncidentMeta().with_levels(found)
@@ -295,7 +321,7 @@ def _open(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any,
     memory_id = adapter.store(record_text(comparison, s, seen, shown, details),
                               tags=failure_tags(comparison.run.suite, s.scorer), metadata=new.dump())
     known = next((r for r in records if r.id == memory_id), None)
-    if known is None and callable(getattr(adapter, "get", None)):
+    if known is None and isinstance(adapter, Fetches):
         got = adapter.get(memory_id)
         other = meta(got) if got is not None else None
         known = got if other is not None and other.last_run_id != comparison.run.id else None
@@ -304,8 +330,8 @@ def _open(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any,
     return Learned(scorer=s.scorer, action="opened", memory_id=memory_id, chronic=list(chronic))
 
 
-def _reopen(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: Any, record: Any,
-            details: Details, cases: list[str], chronic: list[str], fresh: Mapping[str, Any]) -> Learned:
+def _reopen(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: MemoryAdapter,
+            record: MemoryRecord, details: Details, cases: list[str], chronic: list[str], fresh: Fresh) -> Learned:
     """A closed incident recurs: the same record, open again, remembering this trigger's cases."""
     blank = _meta(record).model_copy(update={"failing_cases": [], "chronic_cases": chronic, "still_failing": None,
                                              "levels_before": {}})
@@ -313,12 +339,11 @@ def _reopen(comparison: Comparison, s: ScorerComparison, seen: Seen, adapter: An
                    before=blank)
 
 
-def _close(adapter: Any, suite: str, scorer: str | None, states: Collection[str], state: State,
-           fields: Mapping[str, Any]) -> list[str]:
+def _close(adapter: MemoryAdapter, suite: str, scorer: str | None, states: Collection[str], state: State,
+           fields: Mapping[str, str | None]) -> list[str]:
     """Move the suite's incidents in ``states`` (of ``scorer``, or all) to ``state``."""
     done = []
-    for found in incidents(adapter, suite, scorer, status=states):
-        record = getattr(found, "record", found)
+    for record in incidents(adapter, suite, scorer, status=states):
         after = _meta(record).model_copy(update={"status": state.value, **fields})
         adapter.update(record.id, record.information, tags=failure_tags(suite, str(after.scorer), state),
                        metadata=after.dump())
@@ -326,7 +351,8 @@ def _close(adapter: Any, suite: str, scorer: str | None, states: Collection[str]
     return done
 
 
-def accept_incidents(adapter: Any, suite: str, scorer: str | None, reason: str, run_id: str | None) -> list[str]:
+def accept_incidents(adapter: MemoryAdapter, suite: str, scorer: str | None, reason: str,
+                     run_id: str | None) -> list[str]:
     """Close the suite's active incidents (open, held or promoted; of ``scorer``, or all) as
     ``accepted``: the failure is the intended new normal. They are kept for history, never
     injected; a later regression of the same cases reopens them. Returns their ids. Call it
@@ -335,7 +361,7 @@ def accept_incidents(adapter: Any, suite: str, scorer: str | None, reason: str, 
                   {"accepted_reason": reason, "accepted_run_id": run_id, "accepted_at": datetime.now(UTC).isoformat()})
 
 
-def promote_incidents(adapter: Any, suite: str, scorer: str | None = None, reason: str = "") -> list[str]:
+def promote_incidents(adapter: MemoryAdapter, suite: str, scorer: str | None = None, reason: str = "") -> list[str]:
     """Mark the suite's injected incidents (open or held; of ``scorer``, or all) ``promoted``:
     their lesson is folded into the prompt, so it is no longer injected. The next full run
     without it resolves them when it is back, or opens them again (injected) when it regresses.
@@ -344,19 +370,19 @@ def promote_incidents(adapter: Any, suite: str, scorer: str | None = None, reaso
                   {"promoted_reason": reason, "promoted_at": datetime.now(UTC).isoformat()})
 
 
-def active_scorers(adapter: Any, suite: str) -> set[str]:
+def active_scorers(adapter: MemoryAdapter, suite: str) -> set[str]:
     """The scorers of ``suite`` with an active incident (open, held or promoted)."""
     return {str(_meta(r).scorer) for r in incidents(adapter, suite, status=ACTIVE)}
 
 
-def kept_out_scorers(adapter: Any, suite: str) -> set[str]:
+def kept_out_scorers(adapter: MemoryAdapter, suite: str) -> set[str]:
     """The scorers of ``suite`` whose runs stay out of the baseline now
     (:func:`~evalloop.learning.incident_machine.keeps_out`)."""
     return {str(_meta(r).scorer) for r in incidents(adapter, suite, status=ACTIVE) if keeps_out(view(r))}
 
 
 @contextlib.contextmanager
-def step_lock(db: Any, suite: str, wait: float | None = None) -> Iterator[None]:
+def step_lock(db: str | Engine, suite: str, wait: float | None = None) -> Iterator[None]:
     """Hold the suite's learning lease (``learn:<suite>`` in the history database) for one step,
     waiting up to ``wait`` seconds (default :data:`LOCK_WAIT_SECONDS`) for another process's step
     to end, then :class:`~evalloop.history.locks.LockBusy`."""

@@ -10,7 +10,7 @@ settings' budget (:func:`evalloop.learning.feedback.injection`: fenced, capped).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -18,15 +18,27 @@ from evalloop.config import Settings
 from evalloop.errors import EvalloopError
 from evalloop.learning import feedback
 from evalloop.learning.heldout import remembered
+from evalloop.learning.incident_records import LessonRecord, lesson_record, lesson_text, stored
 from evalloop.learning.incidents import KIND, incidents
+from evalloop.memory.records import FoundMemory, MemoryRecord
 from evalloop.suites.models import Suite
+
+if TYPE_CHECKING:  # the HTTP adapter's module loads httpx: imported where an adapter is opened
+    from evalloop.memory.adapters import MemoryAdapter
 
 PATTERN_LIMIT = 3
 MAX_LESSONS = 200  # open incidents a query ranks among
 HEADING = "Past failure patterns:"
 
 
-def open_adapter(settings: Settings, *, readonly: bool = False) -> Any:
+@runtime_checkable
+class Closes(Protocol):
+    """An adapter that holds something to release (a file, a connection)."""
+
+    def close(self) -> None: ...
+
+
+def open_adapter(settings: Settings, *, readonly: bool = False) -> MemoryAdapter:
     """The memory adapter the settings name: the embedded store, or an HTTP memory service.
     ``readonly``: for commands that only read (the embedded store's file is opened read-only,
     so they work on a history this user may not write)."""
@@ -39,18 +51,18 @@ def open_adapter(settings: Settings, *, readonly: bool = False) -> Any:
     return MemoryStore(settings.memory_file, readonly=readonly)  # a damaged file: one StoreError line naming it
 
 
-def close_adapter(adapter: Any) -> None:
-    close = getattr(adapter, "close", None)
-    if close is not None:
-        close()
+def close_adapter(adapter: MemoryAdapter) -> None:
+    if isinstance(adapter, Closes):
+        adapter.close()
 
 
-def lesson_records(adapter: Any, suite: str | Suite, limit: int = PATTERN_LIMIT) -> tuple[list[Any], list[str]]:
+def lesson_records(adapter: MemoryAdapter, suite: str | Suite,
+                   limit: int = PATTERN_LIMIT) -> tuple[list[MemoryRecord], list[str]]:
     """The suite's open incidents that may enter a prompt, newest first, and the ids of those that
     may not: given a :class:`Suite`, an incident that remembers a held-out case (written before
     the split, or under another one) is left out, so no held-out case reaches a prompt."""
     name = suite.name if isinstance(suite, Suite) else suite
-    found = [getattr(f, "record", f) for f in incidents(adapter, name)]
+    found = incidents(adapter, name)
     if not isinstance(suite, Suite):
         return found[:limit], []
     held = suite.held_out_ids()
@@ -58,8 +70,8 @@ def lesson_records(adapter: Any, suite: str | Suite, limit: int = PATTERN_LIMIT)
     return kept[:limit], [r.id for r in found if remembered(r) & held]
 
 
-def failure_patterns(adapter: Any, suite: str | Suite, query: str | None = None,
-                     limit: int = PATTERN_LIMIT) -> list[Any]:
+def failure_patterns(adapter: MemoryAdapter, suite: str | Suite, query: str | None = None,
+                     limit: int = PATTERN_LIMIT) -> list[MemoryRecord]:
     """The suite's open failure memories that may enter a prompt (none showing a held-out case),
     newest first — or, given ``query``, only those the memory store finds for it (full text and
     meaning), best match first."""
@@ -70,7 +82,7 @@ def failure_patterns(adapter: Any, suite: str | Suite, query: str | None = None,
         return []
     name = suite.name if isinstance(suite, Suite) else suite
     hits = adapter.find(query, limit=len(allowed), tags=[KIND, f"suite:{name}", "status:open"])
-    ranked = [allowed[i] for i in dict.fromkeys(getattr(h, "record", h).id for h in hits) if i in allowed]
+    ranked = [allowed[i] for i in dict.fromkeys(h.record.id for h in hits) if i in allowed]
     return ranked[:limit]
 
 
@@ -80,11 +92,19 @@ def skipped_notice(ids: Sequence[str]) -> str:
             "the next run with learning on writes them again from learn cases")
 
 
-def enhance_prompt(base: str, patterns: Sequence[Any], *, budget: int = 6000, per_memory: int = 2400,
-                   detail: feedback.Detail = "full") -> str:
+def render(records: Sequence[MemoryRecord | FoundMemory], *, budget: int, per_memory: int,
+           detail: feedback.Detail = "full") -> str | None:
+    """The prompt section of these failure memories (in the order given): each one's lesson
+    (:func:`~evalloop.learning.incident_records.lesson_text`), fenced and capped
+    (:func:`evalloop.learning.feedback.injection`); None when there is nothing to inject."""
+    return feedback.injection([lesson_text(stored(r), detail) for r in records], budget=budget,
+                              per_memory=per_memory)
+
+
+def enhance_prompt(base: str, patterns: Sequence[MemoryRecord | FoundMemory], *, budget: int = 6000,
+                   per_memory: int = 2400, detail: feedback.Detail = "full") -> str:
     """``base`` with the fenced, capped failure patterns (unchanged when there are none)."""
-    records = [getattr(p, "record", p) for p in patterns]
-    section = feedback.injection(records, budget=budget, per_memory=per_memory, detail=detail)
+    section = render(patterns, budget=budget, per_memory=per_memory, detail=detail)
     return base if not section else f"{base.rstrip()}\n\n{section}\n"
 
 
@@ -93,7 +113,9 @@ class Injected(BaseModel):
 
     text: str | None = None
     memory_ids: list[str] = []
-    records: list[Any] = []
+    records: list[MemoryRecord] = []
+    #: the same memories as a target's ``lesson_records`` parameter receives them
+    lesson_records: list[LessonRecord] = []
     skipped: list[str] = []  # open incidents left out: they show held-out cases (see skipped_notice)
 
 
@@ -110,13 +132,14 @@ def injected_for(settings: Settings, suite: str | Suite) -> tuple[Injected, str 
         return Injected(), f"failure memories not read: {message}"
     finally:
         close_adapter(adapter)
-    text = feedback.injection(found, budget=settings.inject_budget, per_memory=settings.inject_per_memory,
-                              detail=settings.inject_detail)
+    text = render(found, budget=settings.inject_budget, per_memory=settings.inject_per_memory,
+                  detail=settings.inject_detail)
     if settings.inject_detail == "ids":  # a target reading memories directly gets no more than the text
         found = [r.model_copy(update={"metadata": {k: v for k, v in r.metadata.items() if k != "corrections"}})
                  for r in found]
-    return Injected(text=text, memory_ids=[r.id for r in found] if text else [], records=found if text else [],
-                    skipped=skipped), None
+    kept = found if text else []
+    return Injected(text=text, memory_ids=[r.id for r in kept], records=kept,
+                    lesson_records=[lesson_record(r) for r in kept], skipped=skipped), None
 
 
 def patterns_text(settings: Settings, suite: str | Suite, limit: int = PATTERN_LIMIT) -> tuple[str | None, str | None]:

@@ -10,13 +10,12 @@ them (the product is back) or opens them again, injected (it regressed): the tab
 
 from __future__ import annotations
 
-from typing import Any
-
 from evalloop.config import Settings
+from evalloop.memory.records import MemoryRecord
 
 
 def promote_lessons(settings: Settings, suite: str, scorer: str | None = None,
-                    reason: str = "folded into the prompt") -> list[Any]:
+                    reason: str = "folded into the prompt") -> list[MemoryRecord]:
     """Promote the suite's injected incidents (of ``scorer``, or all); the records promoted, as
     they were before (none when nothing was ever learned)."""
     from evalloop.history.store import HistoryStore
@@ -28,7 +27,7 @@ def promote_lessons(settings: Settings, suite: str, scorer: str | None = None,
     adapter = injection.open_adapter(settings)
     try:
         with incidents.step_lock(store.engine, suite):
-            found = [getattr(r, "record", r) for r in incidents.incidents(adapter, suite, scorer)]
+            found = incidents.incidents(adapter, suite, scorer)
             done = set(incidents.promote_incidents(adapter, suite, scorer, reason))
     finally:
         injection.close_adapter(adapter)

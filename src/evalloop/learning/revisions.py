@@ -19,9 +19,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
+
+if TYPE_CHECKING:
+    from evalloop.memory.adapters import MemoryAdapter
 
 #: revisions an incident's metadata keeps (the ledger keeps them all)
 KEPT = 10
@@ -84,9 +87,9 @@ class RevisionRecord(BaseModel):
     outcome: str = ""
     written: str | None = None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, JsonValue]:
         """The copy an incident keeps: no test case ids, the diff cut short."""
-        return self.model_dump(exclude={"test_ids"}) | {"diff": self.diff[:INCIDENT_DIFF_CHARS]}
+        return self.model_dump(mode="json", exclude={"test_ids"}) | {"diff": self.diff[:INCIDENT_DIFF_CHARS]}
 
 
 class Ledger:
@@ -133,18 +136,18 @@ def write_sidecar(prompt: Path, record: RevisionRecord) -> Path:
     return path
 
 
-def store_with_incidents(adapter: Any, suite: str, ids: list[str], record: RevisionRecord) -> list[str]:
+def store_with_incidents(adapter: MemoryAdapter, suite: str, ids: list[str], record: RevisionRecord) -> list[str]:
     """Add ``record`` to the metadata of the suite's incidents ``ids`` (their text and state
     unchanged); the ids it was stored with."""
+    from evalloop.learning.incident_records import meta
     from evalloop.learning.incidents import incidents
 
     done = []
-    for found in incidents(adapter, suite, status=None):
-        current = getattr(found, "record", found)
-        if current.id not in ids:
+    for current in incidents(adapter, suite, status=None):
+        m = meta(current)
+        if current.id not in ids or m is None:
             continue
-        meta = dict(current.metadata)
-        meta["revisions"] = [*(meta.get("revisions") or []), record.summary()][-KEPT:]
-        adapter.update(current.id, current.information, tags=list(current.tags), metadata=meta)
+        after = m.model_copy(update={"revisions": [*(m.revisions or []), record.summary()][-KEPT:]})
+        adapter.update(current.id, current.information, tags=list(current.tags), metadata=after.dump())
         done.append(current.id)
     return done

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalloop import faults
 from evalloop.llm.budget import within_budget
@@ -35,6 +35,9 @@ from evalloop.llm.errors import LLMCallFailed
 from evalloop.llm.retry import RETRYABLE_STATUS
 from evalloop.llm.types import ClosingClient, LLMClient, LLMRequest, LLMResponse
 from evalloop.llm.usage import record_usage
+
+if TYPE_CHECKING:
+    from evalloop.environ import Environment
 
 log = logging.getLogger("evalloop.llm.batching")
 BATCH_RETRIES = 1
@@ -272,30 +275,20 @@ class BatchingClient(ClosingClient):
             await close()
 
 
-_KNOBS = {"EVALLOOP_BATCH_POLL": "poll", "EVALLOOP_BATCH_POLL_MAX": "poll_max", "EVALLOOP_BATCH_WINDOW": "window"}
-
-
-def batching(client: LLMClient) -> BatchingClient | None:
+def batching(client: LLMClient, env: Environment | None = None) -> BatchingClient | None:
     """``client`` in batch mode, with ``EVALLOOP_BATCH_POLL`` / ``_POLL_MAX`` / ``_WINDOW`` (seconds)
-    applied; ``None`` when its provider has no batch API evalloop can use."""
-    import os
-
-    from evalloop.errors import ConfigError
+    applied (``env``: the settings' environment; default: the process's); ``None`` when its
+    provider has no batch API evalloop can use."""
+    from evalloop.environ import environment
 
     backend = batch_backend(client)
     if backend is None:
         return None
-    options = {"window": 0.2, "poll": 5.0, "poll_max": 60.0}
-    for name, option in _KNOBS.items():
-        raw = os.environ.get(name, "").strip()
-        if raw:
-            try:
-                options[option] = float(raw)
-            except ValueError:
-                raise ConfigError(f"{name}={raw!r} is not a number", where="environment",
-                                  hint=f"set {name} to seconds, e.g. 5") from None
-    return BatchingClient(client, backend, window=options["window"], poll=options["poll"],
-                          poll_max=options["poll_max"])
+    env = env or environment()
+    return BatchingClient(client, backend,
+                          window=env.batch_window if env.batch_window is not None else 0.2,
+                          poll=env.batch_poll if env.batch_poll is not None else 5.0,
+                          poll_max=env.batch_poll_max if env.batch_poll_max is not None else 60.0)
 
 
 def batch_backend(client: LLMClient) -> BatchBackend | None:

@@ -5,37 +5,23 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from evalloop.environ import Environment, environment
 from evalloop.errors import ConfigError
 from evalloop.llm.types import DEFAULT_MODEL, LLMClient
 
 MISSING = "set ANTHROPIC_API_KEY, or EVALLOOP_LLM_BASE_URL and EVALLOOP_LLM_MODEL, or use --engine local"
 
-_KNOBS = {  # environment variable -> (client option, type)
-    "EVALLOOP_LLM_MAX_RETRIES": ("max_retries", int),
-    "EVALLOOP_LLM_BACKOFF": ("backoff_base", float),
-    "EVALLOOP_LLM_CONCURRENCY": ("concurrency", int),
-    "EVALLOOP_LLM_TIMEOUT": ("timeout", float),
-    "EVALLOOP_LLM_RATE_LIMITS": ("rate_limits", int),  # 0: no adaptive rate limits (llm.ratelimit)
-}
-
-
-def env_options() -> dict[str, Any]:
+def env_options(env: Environment | None = None) -> dict[str, Any]:
     """Client options from ``EVALLOOP_LLM_MAX_RETRIES``, ``_BACKOFF``, ``_CONCURRENCY``, ``_TIMEOUT``,
-    ``_RATE_LIMITS``."""
-    options: dict[str, Any] = {}
-    for name, (option, kind) in _KNOBS.items():
-        raw = os.environ.get(name)
-        if raw is None or not raw.strip():
-            continue
-        try:
-            options[option] = bool(kind(raw)) if option == "rate_limits" else kind(raw)
-        except ValueError:
-            raise ConfigError(f"{name}={raw!r} is not a number", where="environment",
-                              hint=f"set {name} to a {kind.__name__}") from None
-    return options
+    ``_RATE_LIMITS`` (``env``: the settings' environment; default: the process's)."""
+    env = env or environment()
+    knobs = {"max_retries": env.llm_max_retries, "backoff_base": env.llm_backoff,
+             "concurrency": env.llm_concurrency, "timeout": env.llm_timeout,
+             "rate_limits": env.llm_rate_limits}  # rate_limits off: no adaptive limits (llm.ratelimit)
+    return {option: value for option, value in knobs.items() if value is not None}
 
 
-def client_from_env(model: str | None = None, **options: Any) -> LLMClient | None:
+def client_from_env(model: str | None = None, env: Environment | None = None, **options: Any) -> LLMClient | None:
     """The client the environment configures, or ``None`` when none is.
 
     ``EVALLOOP_LLM_BASE_URL`` (with ``EVALLOOP_LLM_MODEL`` and optional ``EVALLOOP_LLM_API_KEY``)
@@ -43,37 +29,36 @@ def client_from_env(model: str | None = None, **options: Any) -> LLMClient | Non
     ``ANTHROPIC_BASE_URL``) selects Anthropic with ``model`` or ``claude-haiku-4-5``.
     ``options`` go to the client's constructor (timeout, max_retries, concurrency, prices, ...:
     typed there, hence ``Any`` here);
-    the ``EVALLOOP_LLM_*`` knobs of :func:`env_options` fill those not given.
+    the ``EVALLOOP_LLM_*`` knobs of :func:`env_options` fill those not given. ``env``: the
+    settings' environment (``settings.env``); default: the process's.
     """
-    options = {**env_options(), **options}
-    base_url = os.environ.get("EVALLOOP_LLM_BASE_URL")
-    if base_url:
+    env = env or environment()
+    options = {**env_options(env), **options}
+    if env.llm_base_url:
         from evalloop.llm.openai_client import OpenAICompatClient
 
-        return OpenAICompatClient(
-            base_url,
-            model or os.environ.get("EVALLOOP_LLM_MODEL", ""),
-            api_key=os.environ.get("EVALLOOP_LLM_API_KEY"),
-            **options,
-        )
-    if os.environ.get("ANTHROPIC_API_KEY"):
+        return OpenAICompatClient(env.llm_base_url, model or env.llm_model or "", api_key=env.llm_api_key,
+                                  **options)
+    if os.environ.get("ANTHROPIC_API_KEY"):  # the Anthropic SDK's own variable
         from evalloop.llm.anthropic_client import AnthropicClient
 
+        if env.llm_prompt_cache is not None:
+            options.setdefault("prompt_cache", env.llm_prompt_cache)
         return AnthropicClient(model or DEFAULT_MODEL, **options)
     return None
 
 
-def judge_from_env(model: str | None = None, **options: Any) -> LLMClient | None:
+def judge_from_env(model: str | None = None, env: Environment | None = None, **options: Any) -> LLMClient | None:
     """A judge on its own server, when ``EVALLOOP_JUDGE_BASE_URL`` names an OpenAI-compatible one
     (with ``EVALLOOP_JUDGE_MODEL`` and optional ``EVALLOOP_JUDGE_API_KEY``); ``None`` otherwise."""
-    base_url = os.environ.get("EVALLOOP_JUDGE_BASE_URL")
-    if not base_url:
+    env = env or environment()
+    if not env.judge_base_url:
         return None
     from evalloop.llm.openai_client import OpenAICompatClient
 
-    options = {**env_options(), **options}
-    return OpenAICompatClient(base_url, model or os.environ.get("EVALLOOP_JUDGE_MODEL", ""),
-                              api_key=os.environ.get("EVALLOOP_JUDGE_API_KEY"), **options)
+    options = {**env_options(env), **options}
+    return OpenAICompatClient(env.judge_base_url, model or env.judge_model or "",
+                              api_key=env.judge_api_key, **options)
 
 
 def require_client(model: str | None = None, **options: Any) -> LLMClient:

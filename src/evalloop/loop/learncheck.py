@@ -32,6 +32,7 @@ from evalloop.history.store import HistoryStore
 from evalloop.learning import incidents as learning
 from evalloop.learning import injection
 from evalloop.loop.pipeline import arun_suite
+from evalloop.run.options import RunOptions
 from evalloop.scoring.registry import Registry, discover
 from evalloop.suites.lookup import find_suite
 from evalloop.suites.models import Suite, TargetRef
@@ -174,9 +175,9 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
                 "inject_detail": v.inject if v.inject != "off" else "full"})
             ref = TargetRef(ref=base.target.ref, params={**base.target.params, **v.params})
             started = time.perf_counter()
-            report = await arun_suite(base.model_copy(update={"target": ref}), settings=run_settings,
-                                      registry=registry, store=store, limit=limit, engine=engine, model=model,
-                                      select=select)
+            report = await arun_suite(base.model_copy(update={"target": ref}),
+                                      RunOptions(limit=limit, engine=engine, model=model, select=select),
+                                      settings=run_settings, registry=registry, store=store)
             run_id = report.outcome.run.id
             mechanics = mechanics or local_reference(report.outcome.run.fingerprint)
             names = [b.name for b in report.prepared.scorers]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,23 +17,23 @@ from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history import runlog
 from evalloop.history.provenance import code_version
-from evalloop.history.store import FIRE_ENV, HistoryStore
+from evalloop.history.store import HistoryStore
 from evalloop.run import batchmode
 from evalloop.run.bridge import BridgeRecord, bridge_runs
 from evalloop.run.context import Services
-from evalloop.run.runner import PreparedRun, RunOutcome, execute, prepare
+from evalloop.run.options import RunOptions
+from evalloop.run.runner import ExecutedRun, PreparedRun, execute, prepare
 from evalloop.run.services import NO_LLM_NOTICE, build_services, close_services
 from evalloop.score import passes
 from evalloop.scoring.registry import Registry, discover
 from evalloop.scoring.scorevec import Vector
 from evalloop.suites.lookup import find_suite
-from evalloop.suites.models import Case, Suite
+from evalloop.suites.models import Suite
 from evalloop.verdicts.baseline import Comparison, baseline_windows, compare_run
 from evalloop.verdicts.identity import Windows, bridge_plan, bridge_summary
 
 if TYPE_CHECKING:
     from evalloop.learning.incidents import Learned
-    from evalloop.llm.cache import CacheMode
 
 
 @dataclass
@@ -42,7 +41,7 @@ class RunReport:
     """A finished run, its comparison with the baseline, and anything worth telling the user."""
 
     prepared: PreparedRun
-    outcome: RunOutcome
+    outcome: ExecutedRun
     comparison: Comparison
     notices: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
@@ -63,29 +62,19 @@ def load(suite: str | Path | Suite, settings: Settings, limit: int | None = None
 
 async def arun_suite(
     suite: str | Path | Suite,
+    options: RunOptions | None = None,
     *,
     settings: Settings | None = None,
     registry: Registry | None = None,
     store: HistoryStore | None = None,
     services: Services | None = None,
-    epochs: int | None = None,
-    limit: int | None = None,
-    concurrency: int | None = None,
     progress: Callable[[int], None] | None = None,
     on_start: Callable[[PreparedRun], None] | None = None,
-    engine: str | None = None,
-    model: str | None = None,
-    cache: CacheMode | None = None,
-    select: Callable[[Case], bool] | None = None,
-    max_cost: float | None = None,
-    batch: bool | None = None,
-    resume: str | None = None,
-    nightly: bool = False,
-    bridge: bool = True,
 ) -> RunReport:
-    """Run one suite and compare it with its rolling baseline (async).
+    """Run one suite with ``options`` (:class:`~evalloop.run.options.RunOptions`) and compare it
+    with its rolling baseline (async).
 
-    ``engine`` (auto/local/llm), ``model`` and ``cache`` (use/off/only) choose the services
+    ``options.engine`` (auto/local/llm), ``model`` and ``cache`` (use/off/only) choose the services
     when none are given; services built here are closed when the run ends. ``select`` keeps
     only the cases it accepts (a partial run, never a baseline). ``max_cost`` (USD, else the
     suite's ``max_cost``) is the run's cost budget. ``batch`` (else the suite's ``batch``) sends
@@ -94,20 +83,21 @@ async def arun_suite(
     as one night of a series, with the suite's alarm budget (:mod:`evalloop.verdicts.sequential`).
     ``bridge=False`` (``--no-bridge``): a scorer whose measurement changed (a judge model, a rubric)
     restarts its baseline instead of re-grading the baseline runs' stored outputs
-    (:mod:`evalloop.verdicts.identity`).
+    (:mod:`evalloop.verdicts.identity`). ``progress`` is told of every case result as it is
+    stored, ``on_start`` of the prepared run before its first case.
     """
+    options = options or RunOptions()
     settings = settings or load_settings()
     registry = registry or discover(settings.project_dir)
-    suite_obj = load(suite, settings, limit if select is None else None)
+    suite_obj = load(suite, settings, options.limit if options.select is None else None)
     notices: list[str] = []
     owned = services is None
     if services is None:
-        batched = bool(resume) or (batch if batch is not None else suite_obj.batch)
-        services, notices = build_services(settings, engine=engine, model=model, cache=cache,
-                                           concurrency=concurrency, batch=batched)
+        batched = bool(options.resume) or (options.batch if options.batch is not None else suite_obj.batch)
+        services, notices = build_services(settings, engine=options.engine, model=options.model,
+                                           cache=options.cache, concurrency=options.concurrency, batch=batched)
     try:
-        report = await _run(suite_obj, settings, registry, store, services, epochs, limit,
-                            concurrency, progress, on_start, select, max_cost, resume, nightly, bridge)
+        report = await _run(suite_obj, settings, registry, store, services, options, progress, on_start)
     finally:
         if owned:
             await close_services(services)
@@ -138,12 +128,8 @@ def needs_llm(prepared: PreparedRun) -> bool:
 
 
 async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: HistoryStore | None,
-               services: Services, epochs: int | None, limit: int | None, concurrency: int | None,
-               progress: Callable[[int], None] | None,
-               on_start: Callable[[PreparedRun], None] | None,
-               select: Callable[[Case], bool] | None = None, max_cost: float | None = None,
-               resume: str | None = None, nightly: bool = False, bridge: bool = True,
-               ablation: list[str] | None = None) -> RunReport:
+               services: Services, options: RunOptions, progress: Callable[[int], None] | None = None,
+               on_start: Callable[[PreparedRun], None] | None = None) -> RunReport:
     notices: list[str] = []
     unreadable = False  # memories that could not be read are not re-read to resolve incidents
     if settings.inject_failures and _has_memories(settings):
@@ -151,7 +137,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
 
         injected, notice = injection.injected_for(settings, suite_obj)
         services.extras.update(failure_patterns=injected.text, failure_memory_ids=injected.memory_ids,
-                               failure_memories=injected.records)
+                               failure_memories=injected.records, lesson_records=injected.lesson_records)
         notices += [notice] if notice else []
         notices += [injection.skipped_notice(injected.skipped)] if injected.skipped else []
         unreadable = notice is not None
@@ -167,22 +153,20 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         runlog.sync_suite(store, settings.history_dir, suite_obj.name)
     if on_start is not None:
         on_start(prepared)
+    resume, ablation = options.resume, list(options.ablation)
     lease = batchmode.claim_resume(store, resume) if resume else None  # one resumer per run
     try:
         on_begin = batchmode.wire(services, store, resume)
         if on_begin is not None:  # every case in flight: a batch carries a whole stage of the run
-            concurrency = batchmode.BATCH_IN_FLIGHT
+            options = options.model_copy(update={"concurrency": batchmode.BATCH_IN_FLIGHT})
             notices += batchmode.without_deadline(prepared)
         outcome = await execute(
-            prepared, store, services=services, epochs=epochs, limit=limit,
-            concurrency=concurrency, default_concurrency=settings.concurrency,
-            code_version=code_version(settings.project_dir), errored_limit=settings.errored_limit,
-            progress=progress, select=select, max_cost=max_cost, on_begin=on_begin, partial=bool(ablation),
-            max_output_bytes=settings.max_output_bytes,
-            judge_stop=_judge_stop(suite_obj, store, settings),
+            prepared, store, options, services=services, settings=settings, progress=progress,
+            on_begin=on_begin, judge_stop=_judge_stop(suite_obj, store, settings),
+            code_version=code_version(settings.project_dir, settings.env),
             notes={"engine": services.engine, "model": getattr(services.llm or services.judge, "model", None),
                    **({"batch": True} if on_begin else {}), **({"resumed_from": resume} if resume else {}),
-                   **({"fire": os.environ[FIRE_ENV]} if os.environ.get(FIRE_ENV) else {}),
+                   **({"fire": settings.env.fire_entry} if settings.env.fire_entry else {}),
                    **({"ablation": ablation} if ablation else {})},
         )
     finally:
@@ -192,12 +176,12 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         notices.append(batchmode.resume_notice(services, resume))
     window = suite_obj.window or settings.window
     windows = baseline_windows(store, outcome.run, window)
-    bridged = await _bridge(prepared, store, services, windows, bridge and not outcome.run.partial, settings,
-                            concurrency, max_cost)
+    bridged = await _bridge(prepared, store, services, windows, options.bridge and not outcome.run.partial,
+                            settings, options)
     comparison = compare_run(store, outcome.run, window=window,
                              current={name: Vector(r.ids, r.vector, digest=outcome.digest)
                                       for name, r in outcome.results.items()},
-                             nightly=nightly, scopes=None if outcome.tagged else {}, windows=windows)
+                             nightly=options.nightly, scopes=None if outcome.tagged else {}, windows=windows)
     report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
     if bridged:
         report.extras["bridge"] = bridge_summary(bridged)
@@ -241,7 +225,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         if wanted and not ablation:
             report.extras["ablation"] = await _ablate(
                 report, [str(item.memory_id) for item in learned if item.ablate], wanted, settings, registry, store,
-                services, epochs, concurrency, max_cost)
+                services, options)
     if settings.run_log:
         try:
             runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices, outcome.results)
@@ -253,7 +237,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
 
 
 async def _bridge(prepared: PreparedRun, store: HistoryStore, services: Services, windows: Windows, allowed: bool,
-                  settings: Settings, concurrency: int | None, max_cost: float | None) -> list[BridgeRecord]:
+                  settings: Settings, options: RunOptions) -> list[BridgeRecord]:
     """Re-grade the baseline runs of the scorers whose measurement changed (unless ``--no-bridge``,
     their policy's ``bridge: false``, or a partial run: a quick check never pays for a bridge; the
     next full run makes it), before the run is compared (:mod:`evalloop.run.bridge`)."""
@@ -264,25 +248,28 @@ async def _bridge(prepared: PreparedRun, store: HistoryStore, services: Services
     if not plan:
         return []
     return await bridge_runs(store, prepared.suite, scorers, prepared.fingerprint, prepared.measurements, plan,
-                             services=services, concurrency=concurrency or prepared.suite.concurrency
+                             services=services, concurrency=options.concurrency or prepared.suite.concurrency
                              or settings.concurrency, errored_limit=settings.errored_limit,
-                             max_cost=max_cost if max_cost is not None else prepared.suite.max_cost)
+                             max_cost=options.max_cost if options.max_cost is not None else prepared.suite.max_cost)
 
 
 async def _ablate(report: RunReport, incidents: list[str], cases: list[str], settings: Settings,
-                  registry: Registry, store: HistoryStore, services: Services, epochs: int | None,
-                  concurrency: int | None, max_cost: float | None) -> dict[str, Any]:
+                  registry: Registry, store: HistoryStore, services: Services,
+                  options: RunOptions) -> dict[str, Any]:
     """The ablation of held incidents: their remembered cases run again with lessons off (a
     partial run, never a baseline), whose learning step resolves an incident whose product is
     back without its lesson (:mod:`evalloop.learning.incident_machine`). Its cost is printed."""
-    keys = ("failure_patterns", "failure_memory_ids", "failure_memories")
+    keys = ("failure_patterns", "failure_memory_ids", "failure_memories", "lesson_records")
     saved = {k: services.extras.get(k) for k in keys}
-    services.extras.update(failure_patterns=None, failure_memory_ids=[], failure_memories=[])
+    services.extras.update(failure_patterns=None, failure_memory_ids=[], failure_memories=[], lesson_records=[])
     wanted = set(cases)
     try:
+        # the same epochs, concurrency and budget; every case it remembers, judged alone (no nightly
+        # series; a partial run is never bridged), never resumed
+        ablating = RunOptions(epochs=options.epochs, concurrency=options.concurrency, max_cost=options.max_cost,
+                              select=lambda case: case.id in wanted, ablation=tuple(incidents))
         sub = await _run(report.suite, settings.model_copy(update={"inject_failures": False}), registry, store,
-                         services, epochs, None, concurrency, None, None, select=lambda case: case.id in wanted,
-                         max_cost=max_cost, ablation=incidents)
+                         services, ablating)
     finally:
         services.extras.update(saved)
     report.ablation = sub
@@ -298,7 +285,7 @@ async def _ablate(report: RunReport, incidents: list[str], cases: list[str], set
             "memories": moved}
 
 
-def held_out_part(suite: Suite, outcome: RunOutcome) -> tuple[set[str], dict[str, Any]]:
+def held_out_part(suite: Suite, outcome: ExecutedRun) -> tuple[set[str], dict[str, Any]]:
     """The run's held-out cases (:attr:`Suite.holdout`), and what the run reports of them: how many,
     and each scorer's mean over them beside the whole run's (controls and ungraded cases left out
     of both, as in the verdict)."""
@@ -417,6 +404,17 @@ def _learn(settings: Settings, report: RunReport, store: HistoryStore | None = N
     return learned
 
 
-def run_suite(suite: str | Path | Suite, **kwargs: Any) -> RunReport:
-    """Run one suite and compare it with its rolling baseline."""
-    return asyncio.run(arun_suite(suite, **kwargs))
+def run_suite(
+    suite: str | Path | Suite,
+    options: RunOptions | None = None,
+    *,
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    store: HistoryStore | None = None,
+    services: Services | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_start: Callable[[PreparedRun], None] | None = None,
+) -> RunReport:
+    """Run one suite with ``options`` and compare it with its rolling baseline (:func:`arun_suite`)."""
+    return asyncio.run(arun_suite(suite, options, settings=settings, registry=registry, store=store,
+                                  services=services, progress=progress, on_start=on_start))

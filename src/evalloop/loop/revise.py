@@ -50,6 +50,7 @@ from evalloop.loop.revise_plan import (
     revision_splits,
 )
 from evalloop.loop.revise_search import Search
+from evalloop.memory.records import MemoryRecord
 from evalloop.run.context import Services
 from evalloop.scoring.registry import Registry, discover
 from evalloop.suites.lookup import find_suite
@@ -236,10 +237,8 @@ def _read(prompt_file: Path) -> str:
 def _lessons(settings: Settings, suite: Suite, incident: str | None) -> tuple[str | None, list[str]]:
     """The lesson text of the suite's open incidents that may enter a prompt (or of ``incident``
     alone), fenced, and their ids; none: the revision starts from the failing cases."""
-    from evalloop.learning import feedback
-
     if not injection.has_memories(settings):
-        found: list[Any] = []
+        found: list[MemoryRecord] = []
     else:
         adapter = injection.open_adapter(settings)
         try:
@@ -254,8 +253,8 @@ def _lessons(settings: Settings, suite: Suite, incident: str | None) -> tuple[st
                               where="--incident", hint="see `evalloop memories list --tag status:open`")
     if not found:
         return None, []
-    text = feedback.injection(found, budget=settings.inject_budget, per_memory=settings.inject_per_memory,
-                              detail="full")
+    text = injection.render(found, budget=settings.inject_budget, per_memory=settings.inject_per_memory,
+                            detail="full")
     return text or None, [r.id for r in found]
 
 

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from evalloop.config import Settings
 from evalloop.history.store import HistoryStore
 from evalloop.run.context import Services
+from evalloop.run.options import RunOptions
 from evalloop.run.runner import execute, prepare
 from evalloop.scoring.registry import Registry
 from evalloop.suites.models import Case, Suite, TargetRef
@@ -107,9 +108,8 @@ class Evaluator:
         prepared = prepare(suite, self.registry, project_dir=settings.project_dir,
                            settings_thresholds=settings.thresholds, services=self.services,
                            verdict_defaults=settings.verdict.model_dump(exclude_none=True))
-        outcome = await execute(prepared, self.store, services=self.services, epochs=1,
-                                default_concurrency=settings.concurrency, errored_limit=settings.errored_limit,
-                                select=lambda c: c.id in wanted, notes={"revision": True})
+        outcome = await execute(prepared, self.store, RunOptions(epochs=1, select=lambda c: c.id in wanted),
+                                services=self.services, settings=settings, notes={"revision": True})
         run_id = outcome.run.id
         scores: dict[str, dict[str, tuple[float | None, str]]] = {c: {} for c in ids}
         for row in self.store.score_rows(run_id):

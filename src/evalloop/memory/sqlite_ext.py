@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
-import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,9 @@ WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 def sqlite_vec_disabled() -> bool:
     """Whether the NumPy path is used: unless ``EVALLOOP_SQLITE_VEC=on`` asks for sqlite-vec."""
-    return os.environ.get(ENV_SWITCH, "").strip().lower() not in _ON_VALUES
+    from evalloop.environ import environment
+
+    return (environment().sqlite_vec or "").strip().lower() not in _ON_VALUES
 
 
 def _open(module: Any, path: str, readonly: bool = False) -> Any:

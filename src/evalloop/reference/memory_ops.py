@@ -21,14 +21,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from evalloop.errors import ConfigError
 from evalloop.learning.feedback import case_key
 from evalloop.untrusted import fence
+
+if TYPE_CHECKING:
+    from evalloop.memory.records import MemoryRecord
 
 PROMPTS = Path(__file__).parent / "prompts"
 SIMILAR_AT = 0.55          # cosine above which the local engine calls two memories the same subject
@@ -80,11 +84,20 @@ def correction(input: Any, ctx: Any) -> Any:
     in metadata. It is memory of specific mistakes, not generalisation."""
     records = getattr(getattr(ctx, "services", None), "extras", {}).get("failure_memories") or []
     key = case_key(input)
-    for record in records:
-        for case in (getattr(record, "metadata", None) or {}).get("corrections") or []:
-            if isinstance(case, dict) and case.get("key") == key:
-                return case.get("expected")
+    for case in _corrections(records):
+        if case.get("key") == key:
+            return case.get("expected")
     return None
+
+
+def _corrections(records: Iterable[MemoryRecord]) -> Iterator[dict[str, JsonValue]]:
+    """The corrections the injected failure memories keep (an incident's metadata, read through
+    its model)."""
+    from evalloop.learning.incident_records import meta
+
+    for record in records:
+        m = meta(record)
+        yield from m.corrections if m is not None else []
 
 
 def lesson_cut(ctx: Any, cut: float, measure: str) -> float:
@@ -103,17 +116,16 @@ def lesson_cut(ctx: Any, cut: float, measure: str) -> float:
         return cached[1]
     ups: list[float] = []
     creates: list[float] = []
-    for record in records:
-        for case in (getattr(record, "metadata", None) or {}).get("corrections") or []:
-            inp, exp = (case.get("input"), case.get("expected")) if isinstance(case, dict) else (None, None)
-            if not isinstance(inp, dict) or not isinstance(exp, dict) or "existing" not in inp:
-                continue
-            existing, incoming = _content(inp.get("existing")), _content(inp.get("incoming"))
-            if _normalised(existing) == _normalised(incoming):
-                continue  # a duplicate is NOOP whatever the cut
-            sim, used = similarity(existing, incoming)
-            if used == measure:
-                (ups if exp.get("action") == "UPDATE" else creates if exp.get("action") == "CREATE" else []).append(sim)
+    for case in _corrections(records):
+        inp, exp = case.get("input"), case.get("expected")
+        if not isinstance(inp, dict) or not isinstance(exp, dict) or "existing" not in inp:
+            continue
+        existing, incoming = _content(inp.get("existing")), _content(inp.get("incoming"))
+        if _normalised(existing) == _normalised(incoming):
+            continue  # a duplicate is NOOP whatever the cut
+        sim, used = similarity(existing, incoming)
+        if used == measure:
+            (ups if exp.get("action") == "UPDATE" else creates if exp.get("action") == "CREATE" else []).append(sim)
     lo, hi = (max(creates) if creates else None), (min(ups) if ups else None)
     learned = cut
     if lo is not None and hi is not None and lo >= hi:

@@ -3,7 +3,11 @@
 The one place that reads a run's case rows back (output, error, every scorer's score and
 message), joins them with the cases' input and expected from the suite file, filters them
 (``-k`` pattern on ids, ``--tag``, failed only), and renders them for ``evalloop show``,
-``run -v`` and the ``--json`` documents of ``run`` and ``history``.
+``run -v``, the ``--json`` documents of ``run`` and ``history``, and the viewer's pages.
+
+Two steps, so a page of a large run reads what it shows: :func:`case_facts` grades every case
+from a few columns (whether it passed, each scorer's value, tags, held out), and
+:func:`case_views` reads the full rows of the cases chosen from those facts.
 """
 
 from __future__ import annotations
@@ -11,15 +15,14 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from evalloop.history.models import CaseResult, CaseScore
 from evalloop.history.outputs import truncation_note
-from evalloop.history.store import SCORES, HistoryStore
+from evalloop.history.store import RESULTS, SCORES, HistoryStore
 from evalloop.report.filters import CaseFilter
 from evalloop.report.format import num
 from evalloop.verdicts.outcome import case_outcome
@@ -27,8 +30,8 @@ from evalloop.verdicts.outcome import case_outcome
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["CaseFilter", "CaseScoreView", "CaseView", "case_docs", "load_cases", "previous_completed",
-           "print_cases"]
+__all__ = ["CaseFacts", "CaseFilter", "CaseGrade", "CaseScoreView", "CaseView", "case_docs", "case_facts",
+           "case_views", "load_cases", "previous_completed", "print_cases", "with_changes"]
 
 #: characters of an input, expected or output shown per case on a terminal (JSON has it all)
 SHOWN_CHARS = 400
@@ -70,6 +73,32 @@ class CaseView(BaseModel):
     held_out: bool | None = None  # in the suite's held-out part now (never in a lesson); None: suite not found
 
 
+class CaseGrade(NamedTuple):
+    """One scorer's outcome of one case: its value (graded epochs averaged) and whether it passed
+    (None: every grade errored or was skipped)."""
+
+    value: float | None
+    passed: bool | None
+
+
+class CaseFacts(NamedTuple):
+    """What a case of a run is filtered, counted and compared by: read for every case of a run
+    from a few columns (no output, message or fixture value), so a page of a 10k-case run reads
+    its facts, then the full rows of only the cases it shows (:func:`case_views`)."""
+
+    case_id: str
+    tags: tuple[str, ...]
+    passed: bool  # every graded scorer passed (the one rule: evalloop.verdicts.outcome)
+    grades: dict[str, CaseGrade]  # scorer -> its grade, in the order the run wrote them
+    held_out: bool | None = None  # in the suite's held-out part now; None: the suite is not found
+    change: str | None = None  # "newly failing" / "newly passing" (:func:`with_changes`)
+
+    @property
+    def graded(self) -> bool:
+        """Whether any scorer graded the case (one that only errored neither passes nor fails)."""
+        return any(g.passed is not None for g in self.grades.values())
+
+
 def _pass_marks(store: HistoryStore, run_id: str) -> dict[str, float]:
     marks = {}
     for name, summary in store.summaries(run_id).items():
@@ -89,52 +118,138 @@ def _output(text: str | None) -> Any:
         return text
 
 
+def _tags(text: str | None) -> tuple[str, ...]:
+    return tuple(t for t in text.split(",") if t) if text else ()
+
+
+def _passed(grades: Iterable[bool | None]) -> bool:
+    """Whether a case passed: every scorer that graded it passed (a target failure is a real 0 in
+    every scorer's grades)."""
+    return all(g for g in grades if g is not None)
+
+
+def case_facts(store: HistoryStore, run_id: str, *, which: CaseFilter | None = None,
+               suite: Any = None) -> list[CaseFacts]:
+    """Every case of the run in run order (kept by ``which``'s ids and tags; its ``failed`` is the
+    caller's), graded by the one rule; ``suite`` (a :class:`~evalloop.suites.models.Suite`) adds
+    its controls and held-out part. Column reads only: a 10k-case run in a fraction of a second."""
+    which = which or CaseFilter()
+    marks = _pass_marks(store, run_id)
+    tags: dict[str, tuple[str, ...]] = {}
+    graded: dict[tuple[str, str], list[float]] = {}  # (case, scorer) -> its graded epochs' values
+    errored: dict[tuple[str, str], int] = {}
+    with store.engine.connect() as conn:  # rows streamed, not held: a 10k-case run is 20k rows
+        for case_id, text in conn.execute(select(RESULTS.c.case_id, RESULTS.c.tags)
+                                          .where(RESULTS.c.run_id == run_id).order_by(RESULTS.c.id)):
+            if case_id not in tags:
+                tags[case_id] = _tags(text)
+        if which.patterns or which.tags:
+            tags = {c: t for c, t in tags.items() if which.keeps_id(c) and which.keeps_tags(t)}
+        for case_id, scorer, value, err, skipped in conn.execute(
+                select(SCORES.c.case_id, SCORES.c.scorer, SCORES.c.value, SCORES.c.errored, SCORES.c.skipped)
+                .where(SCORES.c.run_id == run_id).order_by(SCORES.c.id)):
+            if case_id not in tags:
+                continue
+            key = (case_id, scorer)
+            values = graded.get(key)
+            if values is None:
+                values = graded[key] = []
+            if err:
+                errored[key] = errored.get(key, 0) + 1
+            elif not skipped:
+                values.append(value)
+    fixture = _fixture(suite) if suite is not None and tags else {}
+    held = _held_out(suite) if suite is not None and tags else None
+    grades: dict[str, dict[str, CaseGrade]] = {c: {} for c in tags}
+    for (case_id, name), values in graded.items():
+        case = fixture.get(case_id)
+        outcome = case_outcome(values, marks.get(name, 0.5), errored=errored.get((case_id, name), 0),
+                               control=bool(case is not None and case.expects_fail(name)))
+        grades[case_id][name] = CaseGrade(outcome.value, None if outcome.value is None else outcome.passed)
+    return [CaseFacts(case_id, case_tags, _passed(g.passed for g in grades[case_id].values()), grades[case_id],
+                      held_out=None if held is None else case_id in held)
+            for case_id, case_tags in tags.items()]
+
+
+def with_changes(facts: Sequence[CaseFacts], before: Sequence[CaseFacts]) -> list[CaseFacts]:
+    """``facts`` with each case's flip against another run's (``before``): newly failing or
+    newly passing (a case that run did not grade has none)."""
+    passed = {f.case_id: f.passed for f in before if f.graded}
+    return [CaseFacts(f.case_id, f.tags, f.passed, f.grades, f.held_out,
+                      None if f.case_id not in passed or passed[f.case_id] == f.passed
+                      else "newly passing" if f.passed else "newly failing") for f in facts]
+
+
+def case_views(store: HistoryStore, run_id: str, facts: Sequence[CaseFacts], *,
+               suite: Any = None) -> list[CaseView]:
+    """The full views of the cases ``facts`` names (in their order): output, error, every
+    scorer's message and details, and input and expected from ``suite``; only their rows are read."""
+    if not facts:
+        return []
+    marks = _pass_marks(store, run_id)
+    wanted = {f.case_id for f in facts}
+    results, scores = _rows(store, run_id, wanted)
+    by_case: dict[str, list[Any]] = defaultdict(list)
+    for row in results:
+        by_case[row.case_id].append(row)
+    grades: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    for s in scores:
+        grades[s.case_id][s.scorer].append(s)
+    fixture = _fixture(suite) if suite is not None else {}
+    views = []
+    for f in facts:
+        rows = by_case.get(f.case_id)
+        if not rows:
+            continue
+        first, case = rows[0], fixture.get(f.case_id)
+        per_scorer = [_grade(name, items, marks.get(name, 0.5),
+                             control=bool(case is not None and case.expects_fail(name)),
+                             tests_scorer=bool(case is not None and case.tests_scorer(name)))
+                      for name, items in grades[f.case_id].items()]
+        views.append(CaseView(
+            case_id=f.case_id, tags=list(f.tags),
+            output=_output(first.output), error=first.error, traceback=first.traceback, failure=first.failure,
+            output_bytes=first.output_bytes, output_sha256=first.output_sha256,
+            truncated=truncation_note(first.output, first.output_bytes, first.output_sha256),
+            latency_ms=sum(r.latency_ms for r in rows) / len(rows), epochs=len(rows),
+            passed=_passed(g.passed for g in per_scorer), scores=per_scorer, change=f.change,
+            held_out=f.held_out, input=case.input if case is not None else None,
+            expected=case.expected if case is not None else None))
+    return views
+
+
+#: up to this many cases, a page's rows are read by their ids; more, the run's rows are read whole
+BY_ID = 500
+
+
+def _rows(store: HistoryStore, run_id: str, wanted: set[str]) -> tuple[list[Any], list[Any]]:
+    """The case result and score rows (every column) of the ``wanted`` cases, in write order."""
+    chosen = sorted(wanted)
+    with store.engine.connect() as conn:
+        def read(table: Any) -> list[Any]:
+            query = select(table).where(table.c.run_id == run_id).order_by(table.c.id)
+            if len(chosen) > BY_ID:
+                return [r for r in conn.execute(query) if r.case_id in wanted]
+            return sorted((r for i in range(0, len(chosen), 250)
+                           for r in conn.execute(query.where(table.c.case_id.in_(chosen[i:i + 250])))),
+                          key=lambda r: r.id)
+        return read(RESULTS), read(SCORES)
+
+
 def load_cases(store: HistoryStore, run_id: str, *, which: CaseFilter | None = None,
                suite: Any = None, previous_run: str | None = None) -> list[CaseView]:
     """The run's cases in run order, filtered; ``suite`` (a :class:`~evalloop.suites.models.Suite`)
     adds input and expected; ``previous_run`` marks the cases that newly fail or pass."""
     which = which or CaseFilter()
-    marks = _pass_marks(store, run_id)
-    results, scores = store.case_results(run_id), store.score_rows(run_id)
-    by_case: dict[str, list[CaseResult]] = defaultdict(list)
-    for row in results:
-        if which.keeps_id(row.case_id) and which.keeps_tags((row.tags or "").split(",") if row.tags else []):
-            by_case[row.case_id].append(row)
-    grades: dict[str, dict[str, list[CaseScore]]] = defaultdict(lambda: defaultdict(list))
-    for s in scores:
-        if s.case_id in by_case:
-            grades[s.case_id][s.scorer].append(s)
-    before = _case_passes(store, previous_run, marks) if previous_run else {}
-    fixture = _fixture(suite, set(by_case)) if suite is not None and by_case else {}
-    held = _held_out(suite) if suite is not None and by_case else None
-    views = []
-    for case_id, rows in by_case.items():
-        first = rows[0]
-        case = fixture.get(case_id)
-        per_scorer = [_grade(name, items, marks.get(name, 0.5),
-                             control=bool(case is not None and case.expects_fail(name)),
-                             tests_scorer=bool(case is not None and case.tests_scorer(name)))
-                      for name, items in grades[case_id].items()]
-        # the one rule (evalloop.verdicts.outcome): a target failure is a real 0 in every scorer's grades
-        passed = all(g.passed for g in per_scorer if g.passed is not None)
-        change = None
-        if case_id in before and before[case_id] != passed:
-            change = "newly passing" if passed else "newly failing"
-        views.append(CaseView(
-            case_id=case_id, tags=[t for t in (first.tags or "").split(",") if t],
-            output=_output(first.output), error=first.error, traceback=first.traceback, failure=first.failure,
-            output_bytes=first.output_bytes, output_sha256=first.output_sha256,
-            truncated=truncation_note(first.output, first.output_bytes, first.output_sha256),
-            latency_ms=sum(r.latency_ms for r in rows) / len(rows), epochs=len(rows),
-            passed=passed, scores=per_scorer, change=change, held_out=None if held is None else case_id in held,
-            input=case.input if case is not None else None,
-            expected=case.expected if case is not None else None))
+    facts = case_facts(store, run_id, which=which, suite=suite)
+    if previous_run:
+        facts = with_changes(facts, case_facts(store, previous_run, suite=suite))
     if which.failed:
-        views = [v for v in views if not v.passed]
-    return views
+        facts = [f for f in facts if not f.passed]
+    return case_views(store, run_id, facts, suite=suite)
 
 
-def _grade(name: str, items: Sequence[CaseScore], pass_mark: float, *, control: bool,
+def _grade(name: str, items: Sequence[Any], pass_mark: float, *, control: bool,
            tests_scorer: bool = False) -> CaseScoreView:
     usable = [s.value for s in items if not s.errored and not s.skipped]
     graded = case_outcome(usable, pass_mark, errored=sum(1 for s in items if s.errored), control=control)
@@ -157,32 +272,14 @@ def _details(meta: str | None) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _case_passes(store: HistoryStore, run_id: str, marks: dict[str, float]) -> dict[str, bool]:
-    """Whether each case of another run passed (every graded scorer at or over its pass mark)."""
-    with store.engine.connect() as conn:
-        rows = conn.execute(select(SCORES.c.case_id, SCORES.c.scorer, SCORES.c.value)
-                            .where(SCORES.c.run_id == run_id, SCORES.c.errored.is_(False),
-                                   SCORES.c.skipped.is_(False))).all()
-    acc: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for case_id, scorer, value in rows:
-        acc[(case_id, scorer)].append(value)
-    out: dict[str, bool] = {}
-    for (case_id, scorer), values in acc.items():
-        ok = case_outcome(values, marks.get(scorer, 0.5)).passed
-        out[case_id] = out.get(case_id, True) and ok
-    return out
-
-
-def _fixture(suite: Any, wanted: set[str]) -> dict[str, Any]:
-    """The shown cases as the suite file holds them now (streamed): input, expected, controls."""
-    found: dict[str, Any] = {}
+def _fixture(suite: Any) -> dict[str, Any]:
+    """The suite's cases as its file holds them now, by id (read once while the file is unchanged):
+    input, expected, controls."""
     try:
-        for case in suite.iter_cases():
-            if case.id in wanted:
-                found[case.id] = case
+        found: dict[str, Any] = suite.cases_by_id()
+        return found
     except Exception:  # noqa: BLE001 - the file changed or broke since: the outputs still show
-        pass
-    return found
+        return {}
 
 
 def _held_out(suite: Any) -> set[str] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from pydantic import BaseModel
 
@@ -39,8 +40,21 @@ class RunDiff(BaseModel):
     scorers: list[ScorerDelta]
 
 
-def diff_runs(store: HistoryStore, a: Run, b: Run) -> RunDiff:
-    """Compare run ``b`` with run ``a`` scorer by scorer (scorers in either run)."""
+#: a run's scores of one scorer (controls left out) -> the bootstrap interval of their mean
+Interval = Callable[[Run, str, dict[str, float]], "tuple[float, float] | None"]
+
+
+def bootstrap_interval(run: Run, scorer: str, scores: dict[str, float]) -> tuple[float, float] | None:
+    """The 95% bootstrap interval of the mean of one run's scores (None: fewer than two)."""
+    from evalloop.verdicts import stats
+
+    ci = stats.bootstrap_ci(list(scores.values()))
+    return (ci.low, ci.high) if ci is not None else None
+
+
+def diff_runs(store: HistoryStore, a: Run, b: Run, *, interval: Interval = bootstrap_interval) -> RunDiff:
+    """Compare run ``b`` with run ``a`` scorer by scorer (scorers in either run); ``interval``
+    gives each run's interval (the viewer keeps a run's, which depends on that run alone)."""
     sa, sb = store.summaries(a.id), store.summaries(b.id)
     deltas = []
     for name in [*sb, *(n for n in sa if n not in sb)]:
@@ -56,20 +70,18 @@ def diff_runs(store: HistoryStore, a: Run, b: Run) -> RunDiff:
         deltas.append(ScorerDelta(
             scorer=name, mean_a=mean_a, mean_b=mean_b, delta=delta,
             relative=delta / mean_a if delta is not None and mean_a else None,
-            pass_mark=pass_mark, common_cases=len(common), **_evidence(ca, cb, sorted(common)),
+            pass_mark=pass_mark, common_cases=len(common), ci_a=interval(a, name, ca), ci_b=interval(b, name, cb),
+            **_evidence(ca, cb, sorted(common)),
             newly_failing=sorted(c for c in common if passes(ca[c], pass_mark) and not passes(cb[c], pass_mark)),
             newly_passing=sorted(c for c in common if passes(cb[c], pass_mark) and not passes(ca[c], pass_mark))))
     return RunDiff(run_a=a.id, run_b=b.id, suite_a=a.suite, suite_b=b.suite, scorers=deltas)
 
 
 def _evidence(ca: dict[str, float], cb: dict[str, float], common: list[str]) -> dict:
-    """Bootstrap CIs of both means and a two-sided paired test on the cases both runs graded."""
+    """A two-sided paired test on the cases both runs graded."""
     from evalloop.verdicts import stats
 
     out: dict = {}
-    for key, scores in (("ci_a", ca), ("ci_b", cb)):
-        ci = stats.bootstrap_ci(list(scores.values()))
-        out[key] = (ci.low, ci.high) if ci is not None else None
     if len(common) >= 2:
         x, y = [cb[c] for c in common], [ca[c] for c in common]
         binary = all(v in (0.0, 1.0) for v in (*x, *y))

@@ -15,9 +15,10 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel
+from sqlalchemy import select
 
 from evalloop.history.outputs import truncation_note
-from evalloop.history.store import HistoryStore
+from evalloop.history.store import RESULTS, HistoryStore
 from evalloop.verdicts.outcome import passes
 
 MAX_CASES = 50
@@ -79,7 +80,7 @@ class CaseReader:
     def __init__(self, store: HistoryStore) -> None:
         self.store = store
         self._scores: dict[tuple[str, str], dict[str, float]] = {}
-        self._results: dict[str, list[Any]] = {}
+        self._results: dict[str, dict[str, Any]] = {}
 
     def scores(self, run_id: str, scorer: str) -> dict[str, float]:
         key = (run_id, scorer)
@@ -87,10 +88,23 @@ class CaseReader:
             self._scores[key] = self.store.case_scores(run_id, scorer)
         return self._scores[key]
 
-    def results(self, run_id: str) -> list[Any]:
-        if run_id not in self._results:
-            self._results[run_id] = self.store.case_results(run_id)
-        return self._results[run_id]
+    def results(self, run_id: str, case_ids: Collection[str]) -> dict[str, Any]:
+        """The stored result of each of ``case_ids`` in a run (its last epoch's): only their rows
+        are read (a report names at most :data:`MAX_CASES` cases of a run of any size)."""
+        kept = self._results.setdefault(run_id, {})
+        missing = sorted(set(case_ids) - kept.keys())
+        with self.store.engine.connect() as conn:
+            for start in range(0, len(missing), 250):
+                for row in conn.execute(select(RESULTS).where(RESULTS.c.run_id == run_id,
+                                                              RESULTS.c.case_id.in_(missing[start:start + 250]))
+                                        .order_by(RESULTS.c.id)):
+                    kept[row.case_id] = row
+        return {c: kept[c] for c in case_ids if c in kept}
+
+    def latencies(self, run_id: str) -> list[float]:
+        """Every case result's latency in a run (each epoch), sorted: one column read."""
+        with self.store.engine.connect() as conn:
+            return sorted(conn.execute(select(RESULTS.c.latency_ms).where(RESULTS.c.run_id == run_id)).scalars())
 
     def flips(self, run_id: str, previous_id: str, scorer: str,
               pass_mark: float) -> tuple[list[FlippedCase], list[FlippedCase]]:
@@ -100,7 +114,7 @@ class CaseReader:
         passing = [c for c in common if case_fails(before[c], pass_mark) and not case_fails(now[c], pass_mark)]
         failing, passing = failing[:MAX_CASES], passing[:MAX_CASES]
         messages = self.store.case_messages(run_id, scorer, failing + passing)
-        outputs = {r.case_id: r for r in self.results(run_id)} if failing else {}
+        outputs = self.results(run_id, failing) if failing else {}
 
         def flipped(case_id: str, with_output: bool) -> FlippedCase:
             result = outputs.get(case_id) if with_output else None
@@ -133,7 +147,7 @@ class CaseReader:
                 streak[c] += 1
         chosen = sorted(streak, key=lambda c: (-streak[c], c))[:MAX_CASES]
         messages = self.store.case_messages(run_ids[-1], scorer, chosen)
-        results = {r.case_id: r for r in self.results(run_ids[-1])}
+        results = self.results(run_ids[-1], chosen)
         return [FailingCase(case_id=c, value=latest[c], runs=streak[c], message=messages.get(c, ""),
                             output=shown_result_output(results[c]) if c in results else None,
                             error=results[c].error if c in results else None)

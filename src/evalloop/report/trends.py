@@ -374,7 +374,7 @@ def _aware(at: datetime) -> datetime:
 
 
 def _run_row(run: Run, reader: CaseReader) -> RunRow:
-    latencies = sorted(r.latency_ms for r in reader.results(run.id))
+    latencies = reader.latencies(run.id)
     return RunRow(
         run_id=run.id, started_at=_aware(run.started_at), status=run.status, valid=run.valid,
         invalid_reason=run.invalid_reason, code_version=run.code_version, n_cases=run.n_cases,

@@ -18,16 +18,16 @@ _EXPORTS = {
     "Dataset": "evalloop.retrieval.dataset",
     "Doc": "evalloop.retrieval.types",
     "Fact": "evalloop.retrieval.facts",
-    "Fts5Bm25Retriever": "evalloop.retrieval.baselines",
+    "Fts5Bm25Retriever": "evalloop.retrieval.reference_retrievers",
     "MemoryTarget": "evalloop.retrieval.qa",
     "MetricTable": "evalloop.retrieval.metrics",
-    "OpenClawHybridRetriever": "evalloop.retrieval.baselines",
+    "OpenClawHybridRetriever": "evalloop.retrieval.reference_retrievers",
     "QAPair": "evalloop.retrieval.qa",
     "QAReport": "evalloop.retrieval.qa",
     "Qrels": "evalloop.retrieval.types",
     "Query": "evalloop.retrieval.types",
-    "REFERENCE_RETRIEVERS": "evalloop.retrieval.baselines",
-    "RetrievalResult": "evalloop.retrieval.runner",
+    "REFERENCE_RETRIEVERS": "evalloop.retrieval.reference_retrievers",
+    "RetrievalResult": "evalloop.retrieval.retriever_eval",
     "Retriever": "evalloop.retrieval.types",
     "Run": "evalloop.retrieval.types",
     "Scenario": "evalloop.retrieval.scenarios",
@@ -46,10 +46,10 @@ _EXPORTS = {
     "journal_files": "evalloop.retrieval.journal",
     "load_dataset": "evalloop.retrieval.dataset",
     "metric_names": "evalloop.retrieval.metrics",
-    "reference_retrievers": "evalloop.retrieval.baselines",
-    "result_from_run": "evalloop.retrieval.runner",
+    "reference_retrievers": "evalloop.retrieval.reference_retrievers",
+    "result_from_run": "evalloop.retrieval.retriever_eval",
     "run_qa": "evalloop.retrieval.qa",
-    "run_retriever": "evalloop.retrieval.runner",
+    "run_retriever": "evalloop.retrieval.retriever_eval",
     "run_scenarios": "evalloop.retrieval.scenarios",
     "run_substring_queries": "evalloop.retrieval.substring",
     "score_results": "evalloop.retrieval.substring",
@@ -114,12 +114,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs
-    from evalloop.retrieval.baselines import (  # noqa: F401
-        REFERENCE_RETRIEVERS,
-        Fts5Bm25Retriever,
-        OpenClawHybridRetriever,
-        reference_retrievers,
-    )
     from evalloop.retrieval.compare import Comparison, ComparisonRow, compare
     from evalloop.retrieval.dataset import Dataset, load_dataset, write_dataset
     from evalloop.retrieval.facts import Fact
@@ -128,7 +122,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from evalloop.retrieval.journal import journal_files, write_journals
     from evalloop.retrieval.metrics import DEFAULT_KS, MetricTable, evaluate, metric_names
     from evalloop.retrieval.qa import MemoryTarget, QAPair, QAReport, arun_qa, run_qa, token_f1
-    from evalloop.retrieval.runner import RetrievalResult, result_from_run, run_retriever
+    from evalloop.retrieval.reference_retrievers import (  # noqa: F401
+        REFERENCE_RETRIEVERS,
+        Fts5Bm25Retriever,
+        OpenClawHybridRetriever,
+        reference_retrievers,
+    )
+    from evalloop.retrieval.retriever_eval import RetrievalResult, result_from_run, run_retriever
     from evalloop.retrieval.scenarios import (  # noqa: F401
         ChatTarget,
         Scenario,

@@ -1,6 +1,6 @@
 """The memory-QA suite target: retrieve top-k from the system under test, answer with a model.
 
-``target: {ref: evalloop.retrieval.suite:AnswerTarget, params: {retriever: memory, k: 10}}``
+``target: {ref: evalloop.retrieval.answer_target:AnswerTarget, params: {retriever: memory, k: 10}}``
 in a suite whose ``dataset:`` folder holds ``corpus.jsonl`` and ``answers.jsonl`` (see
 :mod:`evalloop.retrieval.answers`). The retriever is any evalloop knows (``bm25``, ``hybrid``,
 ``memory``, ``mem0``, ``module:Class``) or ``full-context``: every turn of the question's

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from evalloop.retrieval.dataset import Dataset
 from evalloop.retrieval.metrics import DEFAULT_KS
-from evalloop.retrieval.runner import RetrievalResult, run_retriever
+from evalloop.retrieval.retriever_eval import RetrievalResult, run_retriever
 from evalloop.retrieval.types import RetrieverLike
 
 

@@ -14,11 +14,11 @@ service URL (``EVALLOOP_MEMORY_URL``); ``headers`` carry its auth.
 from __future__ import annotations
 
 import atexit
-import os
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from evalloop.environ import environment
 from evalloop.errors import TargetError
 from evalloop.memory.adapters import HTTPMemoryAdapter, HTTPMemoryConfig
 from evalloop.retrieval.types import Doc
@@ -31,7 +31,8 @@ class Mem0Retriever:
 
     def __init__(self, url: str | None = None, headers: Mapping[str, str] | None = None,
                  timeout: float = 30.0, threshold: float = 0.0) -> None:
-        url = url or os.environ.get("EVALLOOP_MEM0_URL") or os.environ.get("EVALLOOP_MEMORY_URL")
+        env = environment()
+        url = url or env.mem0_url or env.memory_url
         if not url:
             raise TargetError("the mem0 retriever needs the server's URL",
                               hint="set EVALLOOP_MEM0_URL, or give the retriever options: {url: http://…}")

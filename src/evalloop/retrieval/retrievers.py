@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from evalloop.errors import TargetError
-from evalloop.retrieval.baselines import Fts5Bm25Retriever, OpenClawHybridRetriever
 from evalloop.retrieval.fts import database_bytes
 from evalloop.retrieval.metrics import DEFAULT_KS
-from evalloop.retrieval.runner import RetrievalResult, build_index, result_from_run
+from evalloop.retrieval.reference_retrievers import Fts5Bm25Retriever, OpenClawHybridRetriever
+from evalloop.retrieval.retriever_eval import RetrievalResult, build_index, result_from_run
 from evalloop.retrieval.types import Doc, Retriever, as_retriever, retriever_name
 
 if TYPE_CHECKING:

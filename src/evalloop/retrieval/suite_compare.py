@@ -30,11 +30,13 @@ from evalloop.report.strata import StrataReport, latency_summary, strata_means
 from evalloop.retrieval.answers import FULL_CONTEXT
 from evalloop.retrieval.retrievers import parse_spec, retriever_factory
 from evalloop.retrieval.suite_targets import record_target_stats, target_stats
+from evalloop.run.options import RunOptions
 from evalloop.scoring.registry import Registry, discover
 from evalloop.suites.lookup import find_suite
 from evalloop.suites.models import Suite, TargetRef
 
-SUITE_TARGETS = "evalloop.retrieval.suite:"
+#: the built-in targets of retrieval suites (a ref starting so is aimed at a retriever by name)
+SUITE_TARGETS = ("evalloop.retrieval.suite_targets:", "evalloop.retrieval.answer_target:")
 
 
 class Difference(BaseModel):
@@ -168,8 +170,8 @@ async def acompare_targets(
         for label, (aimed, params) in zip(targets, aimed_at, strict=True):
             ref = TargetRef(ref=aimed.target.ref, params={**aimed.target.params, **params})
             named = aimed.model_copy(update={"name": f"{base.name}.{_slug(label)}", "target": ref})
-            report = await arun_suite(named, settings=run_settings, registry=registry, store=store,
-                                      limit=limit, epochs=epochs, select=select)
+            report = await arun_suite(named, RunOptions(limit=limit, epochs=epochs, select=select),
+                                      settings=run_settings, registry=registry, store=store)
             run_id = report.outcome.run.id
             stats = target_stats(report.prepared.target) or {}
             stats.update({f"runner_{k}": v for k, v in latency_summary(store, run_id).items()})

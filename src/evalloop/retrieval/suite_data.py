@@ -1,7 +1,7 @@
 """Reading a ``dataset:`` folder: which kind of benchmark it holds, and its corpus, queries, QA
 pairs and scenarios, validated and cached per folder (until its files change).
 
-The kinds and their files are listed in :mod:`evalloop.retrieval.suite`, which turns them into
+The kinds and their files are listed in :mod:`evalloop.retrieval.dataset_cases`, which turns them into
 cases; the targets (:mod:`evalloop.retrieval.suite_targets`) read the same data from here.
 """
 

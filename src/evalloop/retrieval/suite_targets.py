@@ -1,6 +1,6 @@
 """Suite targets for memory benchmarks: a retriever, a QA memory, and a memory-backed chat.
 
-Each is a class a suite names with params (``target: {ref: evalloop.retrieval.suite:RetrieverTarget,
+Each is a class a suite names with params (``target: {ref: evalloop.retrieval.suite_targets:RetrieverTarget,
 params: {retriever: bm25, k: 20}}``); it loads the suite's dataset folder from the first case
 (or from a ``dataset`` param: absolute, or relative to the working directory), builds its index
 once, and reports what it measured through ``run_stats()`` (index build seconds, index bytes,
@@ -23,6 +23,7 @@ from sqlalchemy import select, update
 from evalloop.errors import TargetError
 from evalloop.history.models import Run
 from evalloop.history.store import HistoryStore, dumps
+from evalloop.retrieval.retriever_eval import build_index
 from evalloop.retrieval.retrievers import (
     ALIASES,
     MemoryStoreRetriever,
@@ -30,7 +31,6 @@ from evalloop.retrieval.retrievers import (
     _Corpus,
     retriever_factory,
 )
-from evalloop.retrieval.runner import build_index
 from evalloop.retrieval.suite_data import qa_dataset, retrieval_corpus
 from evalloop.retrieval.types import Doc, Retriever, retriever_name
 

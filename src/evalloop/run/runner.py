@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalloop.config import Settings
 from evalloop.errors import EvalloopError, FixtureError
 from evalloop.history import identity
 from evalloop.history.eligibility import base_fingerprint
@@ -40,6 +41,7 @@ from evalloop.run.context import CaseContext, Services
 from evalloop.run.failures import Failure, TargetTimeout, classify
 from evalloop.run.grades import ScorerResult, _Grades
 from evalloop.run.judging import DeferredJudges, StopRule
+from evalloop.run.options import RunOptions
 from evalloop.run.placement import SLOW, Placement, call_on_thread
 from evalloop.run.signals import IN_PLACE, interrupt_in_place
 from evalloop.run.targets import Target, resolve_target, stable_hash
@@ -77,8 +79,10 @@ class PreparedRun:
 
 
 @dataclass
-class RunOutcome:
-    """What a finished run produced: the stored run, its summaries, and notable messages."""
+class ExecutedRun:
+    """What executing a prepared run produced (:func:`execute` returns it): the stored run, its
+    summaries, and notable messages. What the run *means* once judged is
+    :class:`evalloop.verdicts.outcome.RunOutcome`."""
 
     run: Run
     summaries: dict[str, ScorerSummary]
@@ -114,17 +118,17 @@ def prepare(suite: Suite, registry: Registry, *, project_dir: Any = None,
         project = settings_thresholds or {}
         # the most specific setting wins: the scorer's entry, the suite's thresholds, the
         # suite's verdict block, the project (by name, then kind), the registration, the kind
-        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.label), suite.verdict.get("threshold"),
+        threshold = next(t for t in (ref.threshold, suite.thresholds.get(ref.label), suite.verdict.threshold,
                                      project.get(ref.name), project.get(spec.kind.value),
                                      spec.effective_threshold) if t is not None)
-        pass_mark = next(m for m in (ref.pass_mark, suite.verdict.get("pass_mark"), spec.pass_mark)
+        pass_mark = next(m for m in (ref.pass_mark, suite.verdict.pass_mark, spec.pass_mark)
                          if m is not None)
         # the floor: the scorer's entry, the suite's verdict block, the project, the registration, the kind
-        floor = next(m for m in (ref.min_score, suite.verdict.get("min_score"),
+        floor = next(m for m in (ref.min_score, suite.verdict.min_score,
                                  (verdict_defaults or {}).get("min_score"), spec.min_score,
                                  spec.kind.default_target)
                      if m is not None)
-        policy = {**(verdict_defaults or {}), **suite.verdict, "threshold": threshold,
+        policy = {**(verdict_defaults or {}), **suite.verdict.overrides(), "threshold": threshold,
                   "pass_mark": pass_mark, "min_score": floor}
         _check_policy(policy, where)
         bound.append(BoundScorer(spec, dict(ref.params), threshold, pass_mark, policy, ref.label,
@@ -207,38 +211,36 @@ def _cases_hash(suite: Suite) -> str:
 async def execute(
     prepared: PreparedRun,
     store: HistoryStore,
+    options: RunOptions | None = None,
     *,
     services: Services | None = None,
-    epochs: int | None = None,
-    limit: int | None = None,
-    concurrency: int | None = None,
-    default_concurrency: int = 16,
-    code_version: str | None = None,
-    errored_limit: float = 0.2,
+    settings: Settings | None = None,
     progress: ProgressFn | None = None,
-    batch_size: int = 1000,
-    notes: dict[str, Any] | None = None,
-    select: Callable[[Case], bool] | None = None,
-    max_cost: float | None = None,
     on_begin: Callable[[Run], None] | None = None,
-    max_output_bytes: int | None = None,
     judge_stop: StopRule | None = None,
-    partial: bool = False,
-) -> RunOutcome:
-    """Run a prepared suite, storing everything. Interrupts mark the run and re-raise.
+    notes: dict[str, Any] | None = None,
+    code_version: str | None = None,
+    batch_size: int = 1000,
+) -> ExecutedRun:
+    """Run a prepared suite with ``options`` (:class:`~evalloop.run.options.RunOptions`), storing
+    everything. Interrupts mark the run and re-raise.
 
-    ``select`` keeps only the cases it accepts (``-k``/``--tag``): the run is then partial,
-    compared like ``--limit`` but never a baseline. ``max_cost`` (else the suite's) is the run's
-    cost budget in USD (:mod:`evalloop.llm.budget`): once spent, no new case starts, the cases
-    in flight finish, and the run is marked invalid saying what it spent. ``on_begin`` is told
-    the run once it is stored (batch mode records its batches under it). ``max_output_bytes``
-    caps each case's stored output (:mod:`evalloop.history.outputs`; None or 0: no cap). With the
-    suite's ``early_stop``, ``judge_stop`` says when its judges may stop (:mod:`evalloop.run.judging`).
-    ``partial`` marks the run partial whatever it ran (an ablation: never a baseline)."""
+    The options read here: ``epochs``, ``limit`` and ``concurrency`` (else the suite's, else the
+    project's); ``select`` keeps only the cases it accepts (``-k``/``--tag``): the run is then
+    partial, compared like ``--limit`` but never a baseline; ``max_cost`` (else the suite's) is the
+    run's cost budget in USD (:mod:`evalloop.llm.budget`): once spent, no new case starts, the cases
+    in flight finish, and the run is marked invalid saying what it spent; an ``ablation`` run is
+    partial whatever it ran (never a baseline). ``settings`` (else the defaults) give the project's
+    concurrency, errored-grade limit and output cap (:mod:`evalloop.history.outputs`; 0: no cap).
+    ``on_begin`` is told the run once it is stored (batch mode records its batches under it). With
+    the suite's ``early_stop``, ``judge_stop`` says when its judges may stop (:mod:`evalloop.run.judging`)."""
+    options = options or RunOptions()
+    settings = settings or Settings()
     suite = prepared.suite
     services = services or Services()
-    epochs = epochs or suite.epochs
-    concurrency = concurrency or suite.concurrency or default_concurrency
+    epochs = options.epochs or suite.epochs
+    concurrency = options.concurrency or suite.concurrency or settings.concurrency
+    select, limit = options.select, options.limit
     available = prepared.n_cases
     if select is not None:
         available = sum(1 for case in suite.iter_cases() if select(case))
@@ -251,14 +253,14 @@ async def execute(
         fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
         base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)), product_fingerprint=prepared.product,
         n_cases=n_cases, epochs=epochs,
-        partial=partial or n_cases < prepared.n_cases or suite.head_only is not None,
+        partial=options.partial or n_cases < prepared.n_cases or suite.head_only is not None,
         notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
     if on_begin is not None:
         on_begin(run)
     grades = {b.name: _Grades(n_cases) for b in prepared.scorers}
     state = _RunState(run, prepared, store, services, grades, batch_size, progress, n_cases)
-    state.max_output = max_output_bytes or None
+    state.max_output = settings.max_output_bytes or None
     work: Iterator[tuple[int, Case, int]] = (
         (row, case, epoch) for epoch in range(epochs)
         for row, case in enumerate(itertools.islice(
@@ -267,7 +269,7 @@ async def execute(
     judges = [b for b in prepared.scorers if b.kind is ScorerKind.LLM_JUDGE]
     if suite.early_stop is not None and judge_stop is not None and judges:
         state.defer_judges(DeferredJudges(judges, judge_stop, suite.early_stop.looks, seed=run.id))
-    budget = max_cost if max_cost is not None else suite.max_cost
+    budget = options.max_cost if options.max_cost is not None else suite.max_cost
     try:
         with budget_scope(budget) as state.budget:  # the workers' calls inherit it
             n_workers = max(1, min(concurrency, n_cases * epochs))
@@ -293,7 +295,7 @@ async def execute(
             state.flush()
         store.mark(run.id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
         raise
-    return state.finish(errored_limit)
+    return state.finish(settings.errored_limit)
 
 
 class _RunState:
@@ -501,7 +503,7 @@ class _RunState:
         self.case_rows, self.score_rows = [], []
         self.store.add_results(cases, scores)
 
-    def finish(self, errored_limit: float) -> RunOutcome:
+    def finish(self, errored_limit: float) -> ExecutedRun:
         ids = self.ids if all(self.ids) else [c or f"#{i}" for i, c in enumerate(self.ids)]  # never-run cases
         results = {b.name: self.grades[b.name].result(b, errored_limit, ids) for b in self.prepared.scorers}
         measured = self.prepared.measurements
@@ -533,5 +535,5 @@ class _RunState:
             valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
             ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals, **stopped,
         )
-        return RunOutcome(run, summaries, results, self.case_errors, self.first_case_error,
+        return ExecutedRun(run, summaries, results, self.case_errors, self.first_case_error,
                           notices=self.notices, tagged=self.tagged, digest=digest)

@@ -7,7 +7,6 @@ through the response cache under ``history/`` unless ``--no-cache``; ``--cache-o
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from evalloop.config import Settings
@@ -15,6 +14,7 @@ from evalloop.errors import ConfigError
 from evalloop.run.context import Services
 
 if TYPE_CHECKING:
+    from evalloop.environ import Environment
     from evalloop.llm.cache import CacheMode
 
 #: how the notice that no LLM is configured starts (shown only to suites that use one)
@@ -45,23 +45,24 @@ def build_services(
         raise ConfigError(f"unknown engine '{engine}'", hint="use --engine auto, local or llm")
     notices: list[str] = []
     options: dict[str, Any] = {}
-    if "EVALLOOP_LLM_CONCURRENCY" not in os.environ:  # the explicit LLM knob wins
+    env = settings.env
+    if env.llm_concurrency is None:  # the explicit LLM knob wins
         options["concurrency"] = concurrency or settings.concurrency
     if settings.prices:
         options["prices"] = settings.prices
-    llm = client if client is not None else client_from_env(model or settings.model, **options)
+    llm = client if client is not None else client_from_env(model or settings.model, env, **options)
     if llm is None and cache == "only":  # replay needs no key: the cache answers, or misses
         from evalloop.llm.cache import ReplayOnlyClient
         from evalloop.llm.types import DEFAULT_MODEL
 
         llm = ReplayOnlyClient(model or settings.model or DEFAULT_MODEL)
-    judge = judge_from_env(settings.judge_model, **options)
+    judge = judge_from_env(settings.judge_model, env, **options)
     if judge is None and settings.judge_model and llm is not None and client is None:
-        judge = client_from_env(settings.judge_model, **options)
+        judge = client_from_env(settings.judge_model, env, **options)
     if llm is None and engine == "llm":
         raise ConfigError("--engine llm needs an LLM, and none is configured", where="environment", hint=MISSING)
     if batch:
-        llm, judge, said = _batched(llm, judge)
+        llm, judge, said = _batched(llm, judge, env)
         notices += said
     if cache != "off":
         from evalloop.llm.cache import CachedClient
@@ -79,7 +80,7 @@ def build_services(
     return Services(engine=chosen, llm=llm if chosen == "llm" else None, judge=judge), notices
 
 
-def _batched(llm: Any, judge: Any) -> tuple[Any, Any, list[str]]:
+def _batched(llm: Any, judge: Any, env: Environment) -> tuple[Any, Any, list[str]]:
     """The operations' and the judge's clients in batch mode (one wrapper for a shared client)."""
     from evalloop.llm.batching import batching
     from evalloop.llm.cache import ReplayOnlyClient
@@ -92,7 +93,7 @@ def _batched(llm: Any, judge: Any) -> tuple[Any, Any, list[str]]:
             clients.append(client)
             continue
         if id(client) not in done:
-            wrapped = batching(client)
+            wrapped = batching(client, env)
             if wrapped is None:
                 notices.append(f"batch mode: the {client.name} client has no batch API in evalloop; "
                                "its calls are made live at full price")

@@ -4,7 +4,8 @@ A target is any callable ``f(input, **params)``, sync or async; a parameter name
 receives the :class:`~evalloop.run.context.CaseContext`. A parameter named ``lessons`` receives
 the suite's open failure memories as the run injects them — fenced, within the injection budget,
 the text the shipped operations append to their prompts ("" when there is none) — and one named
-``lesson_records`` the same memories as plain dicts (:func:`lesson_records`); both are recorded
+``lesson_records`` the same memories as plain dicts (built by the learning step:
+:class:`evalloop.learning.incident_records.LessonRecord`); both are recorded
 under the fingerprint's ``injected`` key. A class is instantiated with the params
 and its instance called with the input. A target may describe itself for the run's
 fingerprint with a ``fingerprint(params) -> dict`` attribute (prompt hashes, model, config).
@@ -67,19 +68,6 @@ class Target:
 LESSON_PARAMS = ("lessons", "lesson_records")
 
 
-def lesson_records(records: Any) -> list[dict[str, Any]]:
-    """Failure memories as a target reads them: id, scorer, text (untrusted data: fence it before
-    it enters a prompt), the failing learn cases, their corrections, runs seen and last seen."""
-    out = []
-    for record in records or []:
-        meta = getattr(record, "metadata", None) or {}
-        out.append({"id": getattr(record, "id", None), "scorer": meta.get("scorer"),
-                    "text": getattr(record, "information", ""), "failing_cases": list(meta.get("failing_cases") or []),
-                    "corrections": list(meta.get("corrections") or []), "runs_seen": meta.get("runs_seen"),
-                    "last_seen": meta.get("last_seen")})
-    return out
-
-
 def _lessons(sig: inspect.Signature | None, params: Mapping[str, Any], services: Any) -> dict[str, Any]:
     """What a target that names ``lessons`` / ``lesson_records`` receives for this run."""
     names = [n for n in LESSON_PARAMS if sig is not None and n in sig.parameters and n not in params]
@@ -87,7 +75,7 @@ def _lessons(sig: inspect.Signature | None, params: Mapping[str, Any], services:
         return {}
     extras = getattr(services, "extras", None) or {}
     given = {"lessons": extras.get("failure_patterns") or "",
-             "lesson_records": lesson_records(extras.get("failure_memories"))}
+             "lesson_records": [r.model_dump() for r in extras.get("lesson_records") or []]}
     return {n: given[n] for n in names}
 
 

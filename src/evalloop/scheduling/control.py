@@ -1,11 +1,10 @@
-"""The scheduler process's shared state: who it is, where its checkout is, what it claimed,
-and whether it is stopping — read by the foreground loop, the job threads and the worker."""
+"""The scheduler process's shared state: who it is, what it claimed, and whether it is
+stopping — read by the foreground loop, the job threads and the worker."""
 
 from __future__ import annotations
 
 import threading
 from datetime import datetime
-from pathlib import Path
 
 from evalloop.history.locks import process_owner
 from evalloop.scheduling.fire import Processes
@@ -19,8 +18,8 @@ class _Control:
 
     def reset(self) -> None:
         self.owner = process_owner()
-        #: a worker's own checkout and database (``scheduler start -C DIR``): fires run there
-        self.project_dir: Path | None = None
+        #: the serving scheduler's database: where a fire whose settings cannot load says so (the
+        #: checkout a fire runs in is the job's argument, see ``ClaimingExecutor``)
         self.url: str | None = None
         #: the fire time this scheduler claimed, by job (one fire of a job at a time)
         self.claims: dict[str, datetime] = {}

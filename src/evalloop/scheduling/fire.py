@@ -5,13 +5,13 @@ The scheduler never imports the system under test. Each suite of each fire runs 
 ``evalloop run`` — in a new process, so a deploy takes effect at the next fire without a
 restart, a target that crashes or hangs the interpreter cannot take the scheduler down, and
 a run that overruns ``fire_timeout_seconds`` is stopped (SIGTERM: the run is marked
-interrupted; SIGKILL after a grace period). The child sends regressions to the sinks itself
-and prints its JSON summary; the scheduler reads the verdict and run id from it.
+interrupted; SIGKILL after a grace period). The child sends its run to the sinks itself
+(``--notify``, a documented option of ``evalloop run``) and prints its JSON summary, the dump
+of :class:`evalloop.report.summary.RunSummary`; the scheduler reads it back with that model.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -23,6 +23,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from evalloop.environ import variable
+from evalloop.report.summary import RunSummary, SummaryError
 
 log = logging.getLogger("evalloop.scheduler")
 
@@ -39,7 +42,7 @@ class FireResult:
     run_id: str | None = None
     detail: str | None = None
     exit_code: int | None = None
-    summary: dict[str, Any] | None = None
+    summary: RunSummary | None = None
 
 
 def fire_argv(project_dir: str, suite: str, options: dict[str, Any] | None = None) -> list[str]:
@@ -55,13 +58,6 @@ def fire_argv(project_dir: str, suite: str, options: dict[str, Any] | None = Non
             "--json", "--no-cases", "--no-fail-on-regression", "--notify", "--nightly", *extra]
 
 
-def verdict_from_summary(doc: dict[str, Any]) -> str:
-    """The run's outcome from its JSON summary: the ``verdict`` that
-    :func:`evalloop.report.summary.run_summary` takes from the comparison's one run outcome
-    (``ok`` when no scorer graded anything)."""
-    return str(doc.get("verdict") or "ok")
-
-
 def fire_line(job_id: str, suite: str, result: FireResult) -> tuple[int, str]:
     """The scheduler's one log line for one suite of a fire, and its level: ERROR when the fire
     did not complete, WARNING when the run fails (regression, broken scorer, invalid run), else
@@ -69,23 +65,23 @@ def fire_line(job_id: str, suite: str, result: FireResult) -> tuple[int, str]:
     if result.status != "completed":
         return logging.ERROR, f"{job_id}: {suite}: {result.detail}"
     line = f"{job_id}: {suite} run {result.run_id}: {result.verdict}"
-    doc = result.summary or {}
-    if not doc.get("fails"):
+    doc = result.summary
+    if doc is None or not doc.fails:
         return logging.INFO, line
     why = []
-    for s in doc.get("scorers") or []:
-        if not s.get("fails"):
+    for s in doc.scorers:
+        if not s.fails:
             continue
-        part = f"{s.get('scorer')} {s.get('verdict')}"
-        if s.get("current") is not None and s.get("baseline") is not None:
-            part += f" {s['baseline']:.3f} → {s['current']:.3f}"
-        cases = [c.get("case", "") for c in s.get("newly_failing") or []]
+        part = f"{s.scorer} {s.verdict}"
+        if s.current is not None and s.baseline is not None:
+            part += f" {s.baseline:.3f} → {s.current:.3f}"
+        cases = [c.case for c in s.newly_failing]
         if cases:
             more = f" (+{len(cases) - 5} more)" if len(cases) > 5 else ""
             part += f", newly failing: {', '.join(cases[:5])}{more}"
         why.append(part)
-    if not doc.get("valid", True) and doc.get("invalid_reason"):
-        why.append(str(doc["invalid_reason"]))
+    if not doc.valid and doc.invalid_reason:
+        why.append(doc.invalid_reason)
     return logging.WARNING, line + (f" — {'; '.join(why)}" if why else "")
 
 
@@ -94,8 +90,8 @@ def run_fire(project_dir: str, suite: str, *, timeout: float | None, processes: 
              options: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> FireResult:
     """Run one suite in a fresh process and wait for it; never raises for what the run did.
     ``env``: more environment for the run (the ledger entry it belongs to)."""
-    env = {**os.environ, "EVALLOOP_PROJECT": str(project_dir), "NO_COLOR": "1",
-           "EVALLOOP_FIRE_PARENT": str(os.getpid()), **(env or {})}  # the fire ends if the scheduler dies
+    env = {**os.environ, variable("project"): str(project_dir), "NO_COLOR": "1",
+           variable("fire_parent"): str(os.getpid()), **(env or {})}  # the fire ends if the scheduler dies
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         started = time.monotonic()
         try:
@@ -165,35 +161,34 @@ def terminate(proc: subprocess.Popen[bytes], grace: float = TERM_GRACE_SECONDS) 
 
 def _result(code: int | None, out_text: str, err_text: str, why: str | None,
             timeout: float | None) -> FireResult:
-    summary = _summary(out_text)
+    summary, malformed = _summary(out_text)
     last_error = next((line for line in reversed(err_text.splitlines()) if line.startswith("error:")), None)
     if why == "overran":
         return FireResult("error", detail=f"overran fire_timeout_seconds ({timeout:g} s): stopped",
-                          exit_code=code, run_id=summary.get("run_id") if summary else None)
+                          exit_code=code, run_id=summary.run_id if summary else None)
     if why == "stopped" or code in (130, 143, -signal.SIGTERM, -signal.SIGINT):
         return FireResult("interrupted", detail="scheduler stopped mid-run", exit_code=code)
     if summary is not None and code in (0, 1):
-        return FireResult("completed", verdict=verdict_from_summary(summary), run_id=summary.get("run_id"),
+        return FireResult("completed", verdict=summary.outcome, run_id=summary.run_id,
                           exit_code=code, summary=summary)
     if last_error:
         return FireResult("error", detail=last_error.removeprefix("error: "), exit_code=code)
+    if code in (0, 1):  # the run ended as runs do, but what it printed is not its summary
+        return FireResult("error", exit_code=code,
+                          detail=f"the fire process exited {code} without a run summary: {malformed}; "
+                                 "run `evalloop run --suite SUITE --json` in the checkout to see its output")
     tail = [line for line in err_text.splitlines() if line.strip()][-1:]
     how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited {code}"
     return FireResult("error", detail=f"the fire process {how}" + (f": {tail[0][:300]}" if tail else ""),
                       exit_code=code)
 
 
-def _summary(text: str) -> dict[str, Any] | None:
-    start = text.find("{")
-    if start < 0:
-        return None
+def _summary(text: str) -> tuple[RunSummary | None, str]:
+    """The child's run summary, or None and why not (one line)."""
     try:
-        doc = json.loads(text[start:])
-    except ValueError:
-        return None
-    if isinstance(doc, list):
-        doc = doc[0] if doc else None
-    return doc if isinstance(doc, dict) else None
+        return RunSummary.from_output(text), ""
+    except SummaryError as exc:
+        return None, str(exc)
 
 
 class Processes:

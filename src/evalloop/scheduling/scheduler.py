@@ -13,6 +13,7 @@ latest is within the grace time.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import signal
@@ -45,7 +46,7 @@ from evalloop.history.store import FIRE_ENV, HistoryStore
 from evalloop.redact import redact_url
 from evalloop.scheduling import ledger
 from evalloop.scheduling.control import CONTROL
-from evalloop.scheduling.fire import FireResult, fire_line, run_fire, verdict_from_summary
+from evalloop.scheduling.fire import FireResult, fire_line, run_fire
 from evalloop.scheduling.triggers import describe, make_trigger, resolve_timezone
 from evalloop.scheduling.worker import (
     WorkerJobStore,
@@ -99,8 +100,9 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
     code), record it, and let the run notify the sinks. Run ids back. ``options``: the
     schedule's run options (``batch``, ``max_cost``).
 
-    A worker runs the suites in its own checkout (``scheduler start -C DIR``), not at the path
-    of the host that added the schedule. A suite that is busy elsewhere is waited for within the
+    ``project_dir`` is where the suites run, always: a worker's scheduler passes its own checkout
+    (``scheduler start -C DIR``: :class:`ClaimingExecutor`), not the path of the host that added
+    the schedule; no process-wide state overrides it. A suite that is busy elsewhere is waited for within the
     fire's misfire grace, else recorded as skipped; a suite whose holder's heartbeat stopped is
     taken over, and the dead fire's run and ledger row are closed as interrupted.
     """
@@ -108,7 +110,7 @@ def run_scheduled_job(project_dir: str, suites: list[str], job_id: str = "adhoc"
     fire_id = uuid.uuid4().hex[:12]
     fire_time = CONTROL.claims.get(job_id) or datetime.now(UTC)  # its place in a busy suite's queue
     try:
-        settings = load_settings(Path(CONTROL.project_dir or project_dir))
+        settings = load_settings(Path(project_dir))
     except EvalloopError as exc:
         if CONTROL.url is None:
             raise
@@ -198,16 +200,19 @@ def verdict_of(report: RunReport) -> str:
     """One word for a run: its outcome as the fire's ledger records it."""
     from evalloop.report.summary import run_summary
 
-    return verdict_from_summary(run_summary(report))
+    return run_summary(report).outcome
 
 
 # -- the scheduler ------------------------------------------------------------------------
 class ClaimingExecutor(ThreadPoolExecutor):
-    """A thread pool that first claims each fire in the database, so one scheduler runs it."""
+    """A thread pool that first claims each fire in the database, so one scheduler runs it.
 
-    def __init__(self, url: str, owner: str, max_workers: int = 4) -> None:
+    ``project_dir``: this worker's checkout, passed to the job as the directory its suites run in
+    (a stored job names the adding host's path, which may exist on no worker)."""
+
+    def __init__(self, url: str, owner: str, max_workers: int = 4, project_dir: Path | None = None) -> None:
         super().__init__(max_workers)
-        self.url, self.owner = url, owner
+        self.url, self.owner, self.project_dir = url, owner, project_dir
 
     def submit_job(self, job: Job, run_times: list[datetime]) -> None:
         if CONTROL.stopping.is_set():  # shutting down: leave the fire to a scheduler that stays
@@ -233,7 +238,17 @@ class ClaimingExecutor(ThreadPoolExecutor):
             for suite in job.args[1]:
                 ledger.start(self.url, job_id=job.id, fire_id=status, suite=suite, owner=self.owner,
                              status=status, detail=detail)
-        super().submit_job(job, run_times)
+        super().submit_job(self.in_checkout(job), run_times)
+
+    def in_checkout(self, job: Job) -> Job:
+        """The job as this worker runs it: its first argument (the project directory) is this
+        worker's checkout; the stored job is not changed."""
+        if self.project_dir is None or not job.args or job.args[0] == str(self.project_dir):
+            return job
+        local = copy.copy(job)  # the job's state (its pickled form), then what the scheduler set on it
+        local._scheduler, local._jobstore_alias = job._scheduler, job._jobstore_alias
+        local.args = (str(self.project_dir), *job.args[1:])
+        return local
 
     def in_flight(self) -> int:
         assert self._lock is not None
@@ -414,7 +429,7 @@ def serve(settings: Settings, *, stop: threading.Event | None = None,
     supervisor expects), else 130.
     """
     CONTROL.reset()
-    CONTROL.project_dir, CONTROL.url = settings.project_dir, settings.database_url
+    CONTROL.url = settings.database_url
     try:
         return _serve(settings, stop or threading.Event(), poll_seconds, on_ready, stop_timeout)
     finally:
@@ -460,7 +475,7 @@ def _serve(settings: Settings, stop: threading.Event, poll_seconds: float | None
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, on_signal)
-    executor = ClaimingExecutor(settings.database_url, CONTROL.owner)
+    executor = ClaimingExecutor(settings.database_url, CONTROL.owner, project_dir=settings.project_dir)
     scheduler = make_scheduler(settings, executor=executor, worker=True)
     history = HistoryStore(settings.database_url)
     history.lease_seconds, history.beat_seconds = settings.lease_seconds, settings.heartbeat_seconds

@@ -56,7 +56,7 @@ def payload(report: RunReport) -> dict[str, Any]:
     run that fails, whatever its label: the summary's ``verdict`` says which)."""
     from evalloop.report.summary import run_summary
 
-    return {"event": "regression" if report.comparison.fails else "run", **run_summary(report)}
+    return {"event": "regression" if report.comparison.fails else "run", **run_summary(report).dump()}
 
 
 class LogSink:

@@ -23,12 +23,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from evalloop.config import VerdictSettings
 from evalloop.errors import FixtureError
 from evalloop.suites.jsonlines import not_utf8, open_jsonl, parse_line
 from evalloop.suites.split import (
@@ -42,7 +44,8 @@ from evalloop.suites.split import (
     near_duplicates,
     split_cases,
 )
-from evalloop.suites.yamlhead import YAML_LOADER, cases_head
+from evalloop.suites.yamlhead import cases_head
+from evalloop.suites.yamlload import load_yaml
 from evalloop.validation import first_error
 
 SUITE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -155,6 +158,13 @@ class ScorerRef(BaseModel):
         return self.alias or self._auto_label or self.name
 
 
+#: built-in targets whose module was renamed: a suite naming the old ref still runs (the ref is read
+#: as the new one, issue #43: ``evalloop.retrieval.suite`` is now ``dataset_cases``, its targets are named
+#: where they live)
+MOVED_TARGETS = {"evalloop.retrieval.suite:AnswerTarget": "evalloop.retrieval.answer_target:AnswerTarget"}
+MOVED_TARGET_MODULES = {"evalloop.retrieval.suite:": "evalloop.retrieval.suite_targets:"}
+
+
 class TargetRef(BaseModel):
     """The system under test: ``module:function`` plus keyword parameters for it."""
 
@@ -162,6 +172,29 @@ class TargetRef(BaseModel):
 
     ref: str
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("ref")
+    @classmethod
+    def _moved(cls, ref: str) -> str:
+        """A built-in target's ref under its module's present name (:data:`MOVED_TARGETS`)."""
+        if ref in MOVED_TARGETS:
+            return MOVED_TARGETS[ref]
+        old = next((p for p in MOVED_TARGET_MODULES if ref.startswith(p)), None)
+        return ref if old is None else MOVED_TARGET_MODULES[old] + ref[len(old):]
+
+
+class SuiteVerdict(VerdictSettings):
+    """A suite's ``verdict:`` block: the project's verdict settings (``[verdict]``) it overrides
+    for this suite, and its scorers' ``threshold`` and ``pass_mark`` (a scorer's own entry still
+    wins). Only the keys it sets override anything (:meth:`overrides`); a key it does not know,
+    or a value out of range, stops the suite when it is read (one line naming the key)."""
+
+    threshold: float | None = Field(default=None, gt=0, lt=1)
+    pass_mark: float | None = Field(default=None, ge=0, le=1)
+
+    def overrides(self) -> dict[str, object]:
+        """The settings the block sets, as the verdict policy takes them."""
+        return self.model_dump(exclude_unset=True)
 
 
 def holdout_bucket(case_id: str, salt: str = "") -> float:
@@ -282,7 +315,7 @@ class Suite(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     target_threads: bool | None = None  # None: adaptive (run.placement); True: threads; False: in place
     window: int | None = Field(default=None, ge=1, le=100)
-    verdict: dict[str, Any] = Field(default_factory=dict)
+    verdict: SuiteVerdict = Field(default_factory=SuiteVerdict)
     max_cost: float | None = Field(default=None, gt=0)  # USD: the run stops starting LLM calls past it
     batch: bool = False  # send the run's LLM calls through the provider's batch API (half price)
     early_stop: EarlyStop | None = None  # judges stop once the verdict is settled (true: the defaults)
@@ -299,6 +332,8 @@ class Suite(BaseModel):
     _head_only: int | None = PrivateAttr(default=None)
     #: the last split (:meth:`split`) and what it was computed from
     _split: tuple[Any, Split] | None = PrivateAttr(default=None)
+    #: the cases by id (:meth:`cases_by_id`) and what they were read from
+    _by_id: tuple[Any, dict[str, Case]] | None = PrivateAttr(default=None)
 
     @field_validator("early_stop", mode="before")
     @classmethod
@@ -388,6 +423,14 @@ class Suite(BaseModel):
         if self._split is None or self._split[0] != key:
             self._split = (key, self.holdout.split(self.iter_cases()))
         return self._split[1]
+
+    def cases_by_id(self) -> dict[str, Case]:
+        """Every case by its id, read once while the cases are unchanged (as :meth:`split`): what
+        a reader of many runs' cases looks their input, expected and controls up in."""
+        key = self._split_key(self._stamp())
+        if self._by_id is None or self._by_id[0] != key:
+            self._by_id = (key, {case.id: case for case in self.iter_cases()})
+        return self._by_id[1]
 
     def _split_key(self, stamp: Any) -> tuple[Any, ...]:
         return (stamp, id(self.cases), self.holdout.model_dump_json())
@@ -536,6 +579,9 @@ def jsonl_cases(path: Path) -> Iterator[tuple[int, Case]]:
             yield lineno, case
 
 
+_CASE_LIST = TypeAdapter(list[Case])
+
+
 def _case(data: Any, where: str) -> Case:
     if not isinstance(data, dict):
         raise FixtureError("a case must be an object with id and input", where=where)
@@ -547,47 +593,15 @@ def _case(data: Any, where: str) -> Case:
                            else where, hint="a case has id, input, expected, tags, metadata, expect, output") from None
 
 
-def _yaml_case_lines(text: str, path: Path) -> list[int]:
-    """1-based line numbers of the items of a top-level ``cases:`` list in YAML text.
-
-    Read from the parser's events, one at a time: a composed node tree would hold a second
-    copy of every case (a 22 MB case would cost 22 MB more). An alias (``*name``, a ``<<:``
-    merge) is refused here, before the document is loaded: nine nested aliases in a few
-    hundred bytes expand to billions of values wherever a case is copied or serialised."""
-    lines: list[int] = []
-    stack: list[str] = []
-    expecting_key, key, in_cases = True, None, False
-    starts = (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent, yaml.AliasEvent)
+def _valid_cases(items: list[Any]) -> list[Case] | None:
+    """The cases validated in one call (a 10k-case suite: a few times faster than one by one);
+    None when one is not a mapping or does not validate."""
+    if not all(isinstance(item, dict) for item in items):
+        return None
     try:
-        for ev in yaml.parse(text, Loader=YAML_LOADER):
-            if isinstance(ev, yaml.AliasEvent):
-                line = ev.start_mark.line + 1 if ev.start_mark is not None else None
-                raise FixtureError(f"YAML alias '*{ev.anchor}' is not allowed in a suite file",
-                                   where=f"{path}:{line}" if line else str(path),
-                                   hint="write the value out in full (anchors and aliases can expand "
-                                        "a small file into gigabytes)")
-            if in_cases and len(stack) == 2 and isinstance(ev, starts):
-                assert ev.start_mark is not None  # the parser marks every event it makes
-                lines.append(ev.start_mark.line + 1)
-            if len(stack) == 1 and isinstance(ev, starts):  # a key or a value of the root mapping
-                if expecting_key:
-                    key = getattr(ev, "value", None)
-                else:
-                    in_cases = key == "cases" and isinstance(ev, yaml.SequenceStartEvent)
-                expecting_key = not expecting_key
-            if isinstance(ev, yaml.MappingStartEvent):
-                stack.append("map")
-            elif isinstance(ev, yaml.SequenceStartEvent):
-                stack.append("seq")
-            elif isinstance(ev, yaml.MappingEndEvent | yaml.SequenceEndEvent):
-                stack.pop()
-                if len(stack) == 1:
-                    in_cases = False
-            if not stack and lines:
-                break
-    except yaml.YAMLError:
-        return []  # the load that follows reports the syntax error with its line
-    return lines if not stack or stack[0] == "map" else []
+        return _CASE_LIST.validate_python(items)
+    except ValidationError:
+        return None
 
 
 def load_suite(path: str | Path, limit: int | None = None) -> Suite:
@@ -609,8 +623,7 @@ def load_suite(path: str | Path, limit: int | None = None) -> Suite:
         if path.suffix == ".json":
             data = json.loads(text)
         else:
-            lines = _yaml_case_lines(text, path)  # first: it refuses aliases before they expand
-            data = yaml.load(text, Loader=YAML_LOADER)  # noqa: S506 - a safe loader
+            data, lines = load_yaml(text, path)  # aliases refused before anything expands
     except json.JSONDecodeError as exc:
         raise FixtureError(f"invalid JSON: {exc.msg}", where=f"{path}:{exc.lineno}",
                            hint="fix the JSON syntax") from None
@@ -625,10 +638,12 @@ def load_suite(path: str | Path, limit: int | None = None) -> Suite:
                            where=str(path))
     raw_cases = data.get("cases")
     if isinstance(raw_cases, list):
-        cases = []
-        for i, item in enumerate(raw_cases):
-            line = lines[i] if i < len(lines) else None
-            cases.append(_case(item, f"{path}:{line}" if line else f"{path} (case #{i + 1})"))
+        cases = _valid_cases(raw_cases)
+        if cases is None:  # one by one, for the file and line of the first that is wrong
+            cases = []
+            for i, item in enumerate(raw_cases):
+                line = lines[i] if i < len(lines) else None
+                cases.append(_case(item, f"{path}:{line}" if line else f"{path} (case #{i + 1})"))
         data = {**data, "cases": cases}
     try:
         suite = Suite.model_validate({**data, "path": path.resolve()})

@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from evalloop.history.window import KEY as WINDOW_KEY
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Aligned, Vector, align, from_mapping
 from evalloop.verdicts import floors, identity, sequential
+from evalloop.verdicts.arrays import Floats
 from evalloop.verdicts.drop import drop_bounds, scope_groups, standardized_drop
 from evalloop.verdicts.identity import FingerprintChange, Windows
 from evalloop.verdicts.power import z_quantile
@@ -232,6 +233,19 @@ def _failure_rate(run: Run, prior: list[tuple[Run, ScorerSummary]] | None) -> Fa
                        sum(results(r) for r, _ in prior if r.target_failures is not None))
 
 
+class _GradedDetails(TypedDict, total=False):
+    """What a scorer's stored summary keeps beside its columns (:meth:`evalloop.run.grades.ScorerResult.details`),
+    as far as its verdict reads it."""
+
+    first_error: str
+    grades: int
+    skip: str | None
+    controls: list[str]
+    scorer_controls: list[str] | None
+    binary: bool | None
+    invalid: str | None
+
+
 def _policy(summary: ScorerSummary) -> VerdictPolicy:
     details = json.loads(summary.details or "{}")
     return VerdictPolicy(**{"threshold": summary.threshold, "pass_mark": details.get("pass_mark", 0.5),
@@ -270,7 +284,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     the caller has read them); ``scopes`` (case id → ``scope:<id>``) makes its statistics count
     whole scopes; ``product``: the product the window restarted at (``restart_on_change``), for the
     sound baseline a drop is judged against."""
-    details: dict[str, Any] = json.loads(summary.details or "{}")
+    details: _GradedDetails = json.loads(summary.details or "{}")
     policy = _policy(summary)
     out = ScorerComparison(
         scorer=summary.scorer, kind=summary.kind, current=summary.mean, n=summary.n,
@@ -290,8 +304,8 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     controls = set(details.get("controls", []))
     ids = current.ids
 
-    def stored(run_id: str) -> Callable[[], Mapping[str, float] | np.ndarray]:
-        def load() -> Mapping[str, float] | np.ndarray:
+    def stored(run_id: str) -> Callable[[], Mapping[str, float] | Floats]:
+        def load() -> Mapping[str, float] | Floats:
             data = store.score_vector(run_id, summary.scorer, current.digest)
             return Vector.decode(data) if data is not None and len(data) == 8 * len(ids) \
                 else store.case_scores(run_id, summary.scorer)
@@ -450,7 +464,7 @@ def sound_centre(w: np.ndarray) -> np.ndarray:
 
 
 def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: Vector,
-                stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]],
+                stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
                 scopes: Mapping[str, str] | None, window: int, product: str | None,
                 last_good: tuple[Run, ScorerSummary] | None) -> float | None:
     """The run's drop in standard errors against a *sound* baseline (:func:`sound_centre`) of the
@@ -497,7 +511,7 @@ def _last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart 
 
 def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, current: Vector,
            evidence: Verdict, prior: list[tuple[Run, ScorerSummary]],
-           stored: Callable[[str], Callable[[], Mapping[str, float] | np.ndarray]],
+           stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
            scopes: Mapping[str, str] | None = None) -> Verdict:
     """A slow drift: the run against its *reference* — the first ``window`` good runs since the
     last acceptance (or ever) — not only the rolling window. Each night may drop within the noise

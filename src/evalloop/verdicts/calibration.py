@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from typing import Any
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -26,8 +27,12 @@ from evalloop.llm.errors import is_case_level
 from evalloop.policy import VerdictPolicy
 from evalloop.run.context import CaseContext, Services
 from evalloop.run.runner import BoundScorer, PreparedRun
+from evalloop.score import Score
+from evalloop.suites.models import Case
 from evalloop.verdicts import power
 from evalloop.verdicts.drop import minimal_detectable_drop
+
+T = TypeVar("T")
 
 CALIBRATION_EPOCH = 1_000_000  # cache epochs of calibration repeats, apart from run epochs
 
@@ -43,7 +48,7 @@ class ScorerCalibration(BaseModel):
     note: str = ""
 
 
-async def _call_target(prepared: PreparedRun, services: Services, case: Any, epoch: int) -> tuple[bool, Any]:
+async def _call_target(prepared: PreparedRun, services: Services, case: Case, epoch: int) -> tuple[bool, object]:
     ctx = CaseContext(prepared.suite.name, "calibration", case, epoch, services)
     token = current_epoch.set(CALIBRATION_EPOCH + epoch)
     try:
@@ -58,7 +63,7 @@ async def _call_target(prepared: PreparedRun, services: Services, case: Any, epo
         current_epoch.reset(token)
 
 
-async def _grade(bound: BoundScorer, services: Services, suite: str, case: Any, output: Any, epoch: int):
+async def _grade(bound: BoundScorer, services: Services, suite: str, case: Case, output: object, epoch: int) -> Score:
     ctx = CaseContext(suite, "calibration", case, epoch, services)
     token = current_epoch.set(CALIBRATION_EPOCH + epoch)
     try:
@@ -67,8 +72,8 @@ async def _grade(bound: BoundScorer, services: Services, suite: str, case: Any, 
         current_epoch.reset(token)
 
 
-async def _repeat(prepared: PreparedRun, services: Services, bound: BoundScorer, case: Any, output: Any,
-                  r: int) -> Any:
+async def _repeat(prepared: PreparedRun, services: Services, bound: BoundScorer, case: Case, output: object,
+                  r: int) -> Score | None:
     """Repeat ``r`` of one scorer on one case (an ``llm_operation`` asks the target again)."""
     if bound.kind.value == "llm_operation" and r > 0:
         ok, output = await _call_target(prepared, services, case, r)
@@ -86,7 +91,7 @@ async def acalibrate(
              if not any(c.expects_fail(b.name) for b in prepared.scorers)]
     gate = asyncio.Semaphore(concurrency)
 
-    async def bounded(coro: Any) -> Any:
+    async def bounded(coro: Awaitable[T]) -> T:
         async with gate:
             return await coro
 

@@ -14,17 +14,27 @@ could catch (:func:`minimal_detectable_drop`) follows the same standard error.
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 import numpy as np
 
 from evalloop.policy import VerdictPolicy
+from evalloop.verdicts.arrays import Floats, Ints, Mask
 from evalloop.verdicts.power import smallest_detectable, z_quantile
 from evalloop.verdicts.stats import ConfidenceInterval, bootstrap_ci, smallest_accepted
+
+
+class ScopePower(TypedDict, total=False):
+    """What :func:`minimal_detectable_drop` takes for a scoped suite (nothing for independent cases)."""
+
+    scopes: int
+    design_effect: float
+
 
 Z_CAP = 50.0  # a drop with no noise at all (every case deterministic) counts as this many standard errors
 
 
-def scope_groups(codes: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
+def scope_groups(codes: Ints | None, rows: Mask | Ints) -> Ints | None:
     """The scope codes of ``rows`` (a mask or an index) when every one of them has a scope (code
     ≥ 0), there are at least two scopes and some scope holds two cases or more; ``None``
     otherwise: the cases count as independent (a scope per question, as LongMemEval's, is that)."""
@@ -38,7 +48,7 @@ def scope_groups(codes: np.ndarray | None, rows: np.ndarray) -> np.ndarray | Non
     return picked
 
 
-def mean_interval(values: np.ndarray, groups: np.ndarray | None, *, level: float, resamples: int,
+def mean_interval(values: Floats, groups: Ints | None, *, level: float, resamples: int,
                   seed: int) -> ConfidenceInterval | None:
     """The BCa bootstrap CI of the mean of ``values``; by scope (``groups``) whole scopes are
     resampled (:func:`evalloop.verdicts.stats.bootstrap_ci` with clusters), and the interval is
@@ -54,11 +64,11 @@ def mean_interval(values: np.ndarray, groups: np.ndarray | None, *, level: float
     return scoped.model_copy(update={"low": min(scoped.low, iid.low), "high": max(scoped.high, iid.high)})
 
 
-def _group_count(groups: np.ndarray) -> int:
+def _group_count(groups: Ints) -> int:
     return int(np.unique(groups).size)
 
 
-def cluster_se(diff: np.ndarray, groups: np.ndarray | None) -> float:
+def cluster_se(diff: Floats, groups: Ints | None) -> float:
     """The standard error of ``mean(diff)``: ``sd / sqrt(n)`` for independent cases; with
     ``groups`` (one code per case) the CR1 cluster-robust one,
     ``sqrt(G / (G − 1) · Σ_g (Σ_{c∈g} (d_c − d̄))²) / n``, but never under the independent one:
@@ -112,7 +122,7 @@ def t_quantile(p: float, df: int) -> float:
     return smallest_accepted(lambda t: _t_cdf(t, df) >= p, low, high, steps=200, rel_tol=1e-12)
 
 
-def reach(confidence: float, groups: np.ndarray | None) -> float:
+def reach(confidence: float, groups: Ints | None) -> float:
     """How many standard errors a one-sided bound at ``confidence`` reaches: the normal
     quantile for independent cases, Student's ``t`` with ``G − 1`` degrees of freedom by scope."""
     if groups is None:
@@ -120,8 +130,8 @@ def reach(confidence: float, groups: np.ndarray | None) -> float:
     return t_quantile(confidence, max(_group_count(groups) - 1, 1))
 
 
-def drop_bounds(diff: np.ndarray, baseline: float, confidence: float,
-                groups: np.ndarray | None = None) -> tuple[float | None, float | None]:
+def drop_bounds(diff: Floats, baseline: float, confidence: float,
+                groups: Ints | None = None) -> tuple[float | None, float | None]:
     """One-sided bounds at ``confidence`` of the relative drop ``−mean(diff) / baseline``: the
     drop is at least the first (and at most the second) with that confidence. ``(None, None)``
     when the baseline is not positive."""
@@ -132,8 +142,8 @@ def drop_bounds(diff: np.ndarray, baseline: float, confidence: float,
     return (-(mean + half) / baseline, -(mean - half) / baseline)
 
 
-def standardized_drop(diff: np.ndarray, noise_var: float, runs_per_case: float,
-                      groups: np.ndarray | None = None) -> float:
+def standardized_drop(diff: Floats, noise_var: float, runs_per_case: float,
+                      groups: Ints | None = None) -> float:
     """The mean paired drop in standard errors (> 0: this run is lower).
 
     The standard error is the larger of the observed one (:func:`cluster_se`: by scope when
@@ -204,7 +214,7 @@ def minimal_detectable_drop(n: int, baseline: float, noise_var: float, window: f
     return min(1.0, high)
 
 
-def by_scope_power(diff: np.ndarray, groups: np.ndarray | None) -> dict:
+def by_scope_power(diff: Floats, groups: Ints | None) -> ScopePower:
     """The scope count and design effect (cluster-robust over independent variance, at least 1)
     :func:`minimal_detectable_drop` needs for a scoped suite; nothing for independent cases."""
     if groups is None:

@@ -33,17 +33,18 @@ Numerical Recipes' ``erfc`` (relative error < 1.2e-7).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from evalloop.history.models import Run
 from evalloop.history.store import HistoryStore
 from evalloop.policy import VerdictPolicy
+from evalloop.verdicts.arrays import Floats, Mask
 
 __all__ = ["Look", "SequentialStop", "efficacy_bounds", "futility_bounds", "look", "spent"]
 
@@ -64,7 +65,7 @@ def spent(kind: Spending, level: float, t: float) -> float:
     return min(level, 2.0 * (1.0 - _N01.cdf(_N01.inv_cdf(1.0 - level / 2.0) / math.sqrt(t))))
 
 
-def _cdf(x: np.ndarray) -> np.ndarray:
+def _cdf(x: Floats) -> Floats:
     """Φ(x), elementwise (Numerical Recipes' erfcc: relative error < 1.2e-7)."""
     z = np.abs(x) / math.sqrt(2.0)
     t = 1.0 / (1.0 + 0.5 * z)
@@ -73,11 +74,11 @@ def _cdf(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 - 0.5 * erfc, 0.5 * erfc)
 
 
-def _pdf(x: np.ndarray) -> np.ndarray:
+def _pdf(x: Floats) -> Floats:
     return np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
 
 
-def _solve(f: Any, target: float, lo: float, hi: float, increasing: bool) -> float:
+def _solve(f: Callable[[float], float], target: float, lo: float, hi: float, increasing: bool) -> float:
     """The x in [lo, hi] where the monotone ``f(x) = target`` (bisection)."""
     for _ in range(60):
         mid = (lo + hi) / 2.0
@@ -88,25 +89,25 @@ def _solve(f: Any, target: float, lo: float, hi: float, increasing: bool) -> flo
     return (lo + hi) / 2.0
 
 
-def _advance(lattice: np.ndarray | None, density: np.ndarray | None, sd: float, drift: float,
-             keep: Any) -> tuple[np.ndarray, np.ndarray]:
+def _advance(lattice: Floats | None, density: Floats | None, sd: float, drift: float,
+             keep: Callable[[Floats], Mask]) -> tuple[Floats, Floats]:
     """The density of the next look's score on the lattice points ``keep`` accepts (sub-density:
     the paths still going), from this look's (None: the start, a point mass at 0)."""
     if lattice is None or density is None:
         reach = 8.0 * sd + abs(drift)
-        points = np.arange(-math.ceil(reach / H), math.ceil(reach / H) + 1) * H
+        points = np.arange(-math.ceil(reach / H), math.ceil(reach / H) + 1, dtype=np.float64) * H
         return points[keep(points)], _pdf((points[keep(points)] - drift) / sd) / sd
     span = math.ceil((8.0 * sd + abs(drift)) / H)
-    offsets = np.arange(-span, span + 1) * H
+    offsets = np.arange(-span, span + 1, dtype=np.float64) * H
     kernel = _pdf((offsets - drift) / sd) / sd * H
     values = np.convolve(density, kernel)
-    points = lattice[0] + offsets[0] + np.arange(values.size) * H
+    points = lattice[0] + offsets[0] + np.arange(values.size, dtype=np.float64) * H
     chosen = keep(points)
     return points[chosen], values[chosen]
 
 
-def _stop_mass(bound: float, t: float, sd: float, step: float, lattice: np.ndarray | None,
-               density: np.ndarray | None, two_sided: bool) -> float:
+def _stop_mass(bound: float, t: float, sd: float, step: float, lattice: Floats | None,
+               density: Floats | None, two_sided: bool) -> float:
     """The chance a path still going reaches the stop region at this look: ``|Z| ≥ bound``
     (``two_sided``) or ``Z ≤ bound``; the score's step since the last look is N(step, sd²)."""
     s = bound * math.sqrt(t)
@@ -119,11 +120,11 @@ def _stop_mass(bound: float, t: float, sd: float, step: float, lattice: np.ndarr
     return float(np.sum(density * p))
 
 
-def _bounds(looks: int, spend: Any, drift: float, two_sided: bool) -> tuple[float, ...]:
+def _bounds(looks: int, spend: Callable[[float], float], drift: float, two_sided: bool) -> tuple[float, ...]:
     """The bound of each of ``looks`` equal looks whose stop region takes ``spend(t) − spend(t⁻)``
     of the paths (``spend``: the cumulative chance to stop by fraction ``t``) under ``drift``."""
-    lattice: np.ndarray | None = None
-    density: np.ndarray | None = None
+    lattice: Floats | None = None
+    density: Floats | None = None
     bounds: list[float] = []
     before = 0.0
     for k in range(looks):
@@ -131,8 +132,8 @@ def _bounds(looks: int, spend: Any, drift: float, two_sided: bool) -> tuple[floa
         target = spend(t) - spend(before)
         sd, step = math.sqrt(t - before), drift * (t - before)
 
-        def mass(b: float, t: float = t, sd: float = sd, step: float = step, lattice: np.ndarray | None = lattice,
-                 density: np.ndarray | None = density) -> float:
+        def mass(b: float, t: float = t, sd: float = sd, step: float = step, lattice: Floats | None = lattice,
+                 density: Floats | None = density) -> float:
             return _stop_mass(b, t, sd, step, lattice, density, two_sided)
 
         if two_sided:
@@ -176,7 +177,7 @@ class Look:
     reason: str = ""
 
 
-def look(k: int, looks: int, diffs: np.ndarray, baseline: float, current: np.ndarray, policy: VerdictPolicy,
+def look(k: int, looks: int, diffs: Floats, baseline: float, current: Floats, policy: VerdictPolicy,
          *, kind: Spending = "obrien-fleming", power_loss: float = 0.02) -> Look:
     """The rule at look ``k`` of ``looks`` (1-based; see the module docstring). ``diffs``: the window's
     per-case mean minus this run's score, for the cases judged so far that have one; ``current``:
@@ -229,7 +230,7 @@ class SequentialStop:
             self._means[scorer] = {case: s / c for case, (s, c) in sums.items()}
         return self._means[scorer]
 
-    def settled(self, run: Run, scorer: str, policy: Mapping[str, Any], judged: Mapping[str, float],
+    def settled(self, run: Run, scorer: str, policy: Mapping[str, object], judged: Mapping[str, float],
                 k: int, looks: int) -> Look:
         """The look after batch ``k``: ``judged`` holds this run's scores so far (controls left out)."""
         means = self.baseline(run, scorer)
@@ -238,7 +239,7 @@ class SequentialStop:
         shared: Sequence[str] = [c for c in judged if c in means]
         x = np.array([judged[c] for c in shared], dtype=np.float64)
         y = np.array([means[c] for c in shared], dtype=np.float64)
-        rules = VerdictPolicy(**policy)
+        rules = VerdictPolicy.model_validate(policy)
         return look(k, looks, y - x, float(y.mean()) if y.size else 0.0,
                     np.array(list(judged.values()), dtype=np.float64), rules, kind=self.kind,
                     power_loss=self.power_loss)

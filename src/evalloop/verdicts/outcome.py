@@ -17,7 +17,7 @@ the exit code, the scheduler's ledger and log, the alarm sinks — and each is a
   fires that produced no run at all (skipped, cannot run, interrupted), which
   :func:`evalloop.scheduling.sinks.alarm` sends as events.
 
-Exit codes are read from :func:`run_outcome` in :mod:`evalloop.loop.outcome`.
+Exit codes are read from :func:`run_outcome` in :mod:`evalloop.loop.exitcodes`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import logging
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from evalloop.score import fails_many, passes, passes_many
 from evalloop.verdicts.verdict import VerdictStatus
@@ -35,14 +35,28 @@ __all__ = ["ORDER", "CaseOutcome", "RunOutcome", "case_outcome", "fails_many", "
            "passes", "passes_many", "run_outcome", "worst"]
 
 
+class _Validity(Protocol):
+    """A stored run, as far as its outcome goes: whether it is valid."""
+
+    @property
+    def valid(self) -> bool | None: ...
+
+
+class _Labelled(Protocol):
+    """One scorer's verdict, as far as the run's outcome goes: its status."""
+
+    @property
+    def status(self) -> VerdictStatus: ...
+
+
 class Judged(Protocol):
     """What :func:`run_outcome` reads of a judged run (a :class:`~evalloop.verdicts.baseline.Comparison`)."""
 
     @property
-    def run(self) -> Any: ...
+    def run(self) -> _Validity: ...
 
     @property
-    def scorers(self) -> Sequence[Any]: ...
+    def scorers(self) -> Sequence[_Labelled]: ...
 
 #: worst first: the one order every summary of a run uses
 ORDER: tuple[VerdictStatus, ...] = (

@@ -16,6 +16,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
+from evalloop.verdicts.arrays import Floats, Ints, Mask
 from evalloop.verdicts.stats import (
     _BLOCK_ROWS,
     _CHUNK_CELLS,
@@ -30,7 +31,7 @@ from evalloop.verdicts.stats import (
 )
 
 
-def _active(candidates: np.ndarray, valid: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+def _active(candidates: Floats, valid: Mask) -> tuple[float, Floats, Ints]:
     """Rows whose valid candidates differ (the others carry no information: their term is
     fixed), each row's valid candidates first, and how many each has: (fixed sum, rows, counts)."""
     masked = np.where(valid, candidates, np.nan)
@@ -42,8 +43,8 @@ def _active(candidates: np.ndarray, valid: np.ndarray) -> tuple[float, np.ndarra
     return fixed, rows, ok.sum(axis=1)
 
 
-def _null_sums(cand: np.ndarray, choices: np.ndarray, permutations: int,
-               rng: np.random.Generator, *, exact: bool) -> tuple[np.ndarray, bool]:
+def _null_sums(cand: Floats, choices: Ints, permutations: int,
+               rng: np.random.Generator, *, exact: bool) -> tuple[Floats, bool]:
     """The statistic's sum under relabelling: with ``exact``, every labelling when there are at
     most ``permutations`` of them, else ``permutations`` random ones (and ``False``)."""
     m = cand.shape[0]
@@ -75,7 +76,7 @@ def run_label_permutation_test(
     permutations: int = 10_000,
     seed: int | np.random.Generator = 0,
     budget: int = 20_000_000,
-    clusters: Sequence[Hashable] | np.ndarray | None = None,
+    clusters: Sequence[Hashable] | Ints | None = None,
 ) -> TestResult:
     """Permutation test of a run against the runs before it, case by case.
 
@@ -110,8 +111,8 @@ def run_label_permutation_test(
     missing = np.zeros((groups, w.shape[1] + 1))
     observed = 0.0
     fixed = 0.0
-    blocks: list[np.ndarray] = []
-    counts: list[np.ndarray] = []
+    blocks: list[Floats] = []
+    counts: list[Ints] = []
     # built in blocks of rows, so the whole-run temporaries stay small at 100k cases
     for lo in range(0, n, _BLOCK_ROWS):
         hi = min(n, lo + _BLOCK_ROWS)

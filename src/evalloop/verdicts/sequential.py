@@ -49,6 +49,7 @@ from typing import NamedTuple
 import numpy as np
 from pydantic import BaseModel
 
+from evalloop.verdicts.arrays import Floats
 from evalloop.verdicts.power import z_quantile
 from evalloop.verdicts.stats import smallest_accepted
 
@@ -160,7 +161,7 @@ def limit(k: float, nights: float) -> float:
     return smallest_accepted(lambda h: arl(k, h) >= nights, 0.0, 50.0, steps=60)
 
 
-def _normal_cdf(x: np.ndarray) -> np.ndarray:
+def _normal_cdf(x: Floats) -> Floats:
     """Φ(x), vectorised (Abramowitz & Stegun 7.1.26 for erf: absolute error under 1.5e-7)."""
     t = np.abs(x) / math.sqrt(2.0)
     u = 1.0 / (1.0 + 0.3275911 * t)

@@ -2,8 +2,8 @@
 id pattern) and paged — a 10k-case run shows one page of cases, its filters count them all.
 
 Whether a case passed, and whether it flipped against the run before, are what
-:func:`evalloop.report.cases.load_cases` says (the one rule every command uses); this module only
-chooses which of them a page shows.
+:func:`evalloop.report.cases.case_facts` says (the one rule every command uses); this module only
+chooses which of them a page shows, from every case's facts, and reads the full rows of those.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from evalloop.history.eligibility import verdict_reason
 from evalloop.history.models import Run
-from evalloop.report.cases import CaseView
+from evalloop.report.cases import CaseFacts, CaseView
 from evalloop.report.filters import CaseFilter
 from evalloop.view.source import Source
 
@@ -59,21 +59,22 @@ class RunFilter(BaseModel):
         return {k: ("1" if v is True else v) for k, v in data.items()
                 if v not in (False, "", None) and not (k == "page" and v == 1)}
 
-    def keeps(self, view: CaseView) -> bool:
-        if self.q and not CaseFilter(patterns=[self.q]).keeps_id(view.case_id):
+    def keeps(self, case: CaseFacts) -> bool:
+        """Whether the filter keeps a case (from its facts: every case of a run is asked)."""
+        if self.q and not CaseFilter(patterns=[self.q]).keeps_id(case.case_id):
             return False
-        if self.tag and self.tag not in view.tags:
+        if self.tag and self.tag not in case.tags:
             return False
-        if self.held_out and (view.held_out is True) != (self.held_out == "yes"):
+        if self.held_out and (case.held_out is True) != (self.held_out == "yes"):
             return False
-        if self.flipped and view.change is None:
+        if self.flipped and case.change is None:
             return False
         if self.scorer:
-            grade = next((s for s in view.scores if s.scorer == self.scorer), None)
+            grade = case.grades.get(self.scorer)
             if grade is None:
                 return False
             return not (self.failing and grade.passed is not False)
-        return not (self.failing and view.passed)
+        return not (self.failing and case.passed)
 
 
 class ShownValue(BaseModel):
@@ -130,22 +131,23 @@ class RunPage(BaseModel):
 
 
 def run_page(source: Source, run: Run, chosen: RunFilter) -> RunPage:
-    """The run's page for a filter: its verdicts, the filtered cases' count and one page of them."""
-    views = source.cases(run)
-    kept = [v for v in views if chosen.keeps(v)]
+    """The run's page for a filter: its verdicts, the filtered cases' count (from every case's
+    facts) and one page of them (only its cases' rows read in full)."""
+    facts = source.facts(run)
+    kept = [f for f in facts if chosen.keeps(f)]
     pages = max(1, math.ceil(len(kept) / PAGE_SIZE))
     page = min(chosen.page, pages)
     chosen = chosen.model_copy(update={"page": page})
-    tags: Counter[str] = Counter(t for v in views for t in v.tags)
+    tags: Counter[str] = Counter(t for f in facts for t in f.tags)
     summaries = source.store.summaries(run.id)
     return RunPage(
-        run=run, previous=source.previous(run), filter=chosen, total=len(views), matched=len(kept),
-        cases=kept[(page - 1) * PAGE_SIZE: page * PAGE_SIZE], pages=pages,
-        counts={"failing": sum(1 for v in views if not v.passed),
-                "flipped": sum(1 for v in views if v.change is not None),
-                "held out": sum(1 for v in views if v.held_out)},
+        run=run, previous=source.previous(run), filter=chosen, total=len(facts), matched=len(kept),
+        cases=source.views(run, kept[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]), pages=pages,
+        counts={"failing": sum(1 for f in facts if not f.passed),
+                "flipped": sum(1 for f in facts if f.change is not None),
+                "held out": sum(1 for f in facts if f.held_out)},
         tags=[t for t, _ in tags.most_common(200)],
-        scorer_names=list(summaries) or sorted({s.scorer for v in views[:200] for s in v.scores}),
+        scorer_names=list(summaries) or sorted({name for f in facts[:200] for name in f.grades}),
         scorers=[ScorerLine(scorer=name, kind=s.kind, mean=s.mean, baseline=s.baseline, drop=s.drop,
                             verdict=s.verdict, reason=verdict_reason(s), n=s.n, errored=s.errored)
                  for name, s in summaries.items()],

@@ -46,7 +46,7 @@ def failing_runs(reports: Iterable[Any], base: str | None, *, fail_on_regression
     """``run``'s lines naming each failing run's page in the viewer at ``base`` (none without one)."""
     if not base:
         return []
-    from evalloop.loop.outcome import OK, exit_code
+    from evalloop.loop.exitcodes import OK, exit_code
 
     return [f"view {r.suite.name}: {absolute(base, run(r.outcome.run.id))}" for r in reports
             if exit_code(r.comparison, fail_on_regression=fail_on_regression) != OK]

@@ -1,4 +1,5 @@
-"""Reference retrievers: FTS5 BM25 over OR-joined quoted tokens, and the registry of baselines.
+"""The reference retrievers a benchmark measures others against: FTS5 BM25 over OR-joined quoted
+tokens, the OpenClaw-style hybrid, and their registry (:func:`reference_retrievers`).
 
 The OpenClaw-style hybrid lives in :mod:`evalloop.retrieval.hybrid` and is re-exported here.
 """

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from evalloop.retrieval import Doc, compare, generate_corpus, to_dataset
-from evalloop.retrieval.baselines import (
+from evalloop.retrieval.fts import match_query
+from evalloop.retrieval.hybrid import chunk_markdown, text_score
+from evalloop.retrieval.reference_retrievers import (
     Fts5Bm25Retriever,
     OpenClawHybridRetriever,
     reference_retrievers,
 )
-from evalloop.retrieval.fts import match_query
-from evalloop.retrieval.hybrid import chunk_markdown, text_score
 
 
 class WordHashEmbedder:

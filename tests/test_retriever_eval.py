@@ -8,7 +8,7 @@ import pytest
 
 from evalloop.errors import TargetError
 from evalloop.retrieval import Dataset, Doc, Query, compare, run_retriever
-from evalloop.retrieval.baselines import Fts5Bm25Retriever
+from evalloop.retrieval.reference_retrievers import Fts5Bm25Retriever
 
 
 def small_dataset() -> Dataset:

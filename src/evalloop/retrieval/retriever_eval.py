@@ -1,4 +1,5 @@
-"""Running one retriever over a dataset: index build, timed queries, metrics and strata."""
+"""One retriever evaluated on a dataset: index build, timed queries, metrics and strata
+(:class:`RetrievalResult`; :func:`run_retriever`)."""
 
 from __future__ import annotations
 

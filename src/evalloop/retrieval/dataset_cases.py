@@ -1,4 +1,4 @@
-"""Benchmark datasets as suites: the cases of a ``dataset:`` folder, and the targets that answer them.
+"""Benchmark datasets as suites: the cases of a ``dataset:`` folder (the ``dataset`` case source).
 
 A suite may say ``dataset: <folder>`` instead of ``cases:``. The folder's files decide its kind:
 
@@ -15,7 +15,8 @@ A suite may say ``dataset: <folder>`` instead of ``cases:``. The folder's files 
   scope (see :mod:`evalloop.retrieval.answers`).
 
 Every case carries the folder in ``metadata["dataset"]``, so a target (see
-:mod:`evalloop.retrieval.suite_targets`) loads the same data without repeating its path.
+:mod:`evalloop.retrieval.suite_targets` and :mod:`evalloop.retrieval.answer_target`) loads the same
+data without repeating its path.
 """
 
 from __future__ import annotations
@@ -76,20 +77,3 @@ def dataset_cases(folder: str | Path) -> Iterator[Case]:
             yield Case(id=sc.id, input={"turns": [t.text for t in sc.turns]},
                        expected={"turns": [t.model_dump() for t in sc.turns]}, tags=[sc.category],
                        metadata={**meta, "description": sc.description})
-
-
-_TARGETS = ("RetrieverTarget", "QATarget", "ScenarioTarget", "MemoryStoreRetriever",
-            "record_target_stats", "target_stats", "retriever_factory")
-
-
-def __getattr__(name: str) -> object:
-    """The suite targets, so suites may name ``evalloop.retrieval.suite:RetrieverTarget``."""
-    if name == "AnswerTarget":
-        from evalloop.retrieval.answer_target import AnswerTarget
-
-        return AnswerTarget
-    if name in _TARGETS:
-        from evalloop.retrieval import suite_targets
-
-        return getattr(suite_targets, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
