@@ -448,7 +448,7 @@ def _aside_sentence(ids: list[str]) -> str:
             f"run{'s' if len(ids) > 1 else ''} {runs}.")
 
 
-def sound_centre(w: np.ndarray) -> np.ndarray:
+def sound_centre(w: Floats) -> Floats:
     """Each case's sound baseline over the runs ``w`` (cases × runs, NaN: not graded): its mean
     over the runs, moved by the runs' robust level — the median of the runs' means less their
     mean — so one run that scored high as a whole is outvoted while every case keeps its own
