@@ -32,8 +32,10 @@ are printed beside each share.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -108,6 +110,7 @@ def worker(spec: dict) -> Iterator[dict]:
     kind, n, floor = scenario["kind"], scenario["n"], scenario.get("floor")
     nightly = spec["rule"] != "single"
     root = Path(tempfile.mkdtemp(prefix="alarms-"))
+    atexit.register(shutil.rmtree, root, True)  # the worker is its own process: its project goes with it
     lab = Lab(root, kind)
     if scenario.get("learn"):  # incidents as a team has them (the lab turns learning off)
         (root / "evalloop.toml").write_text("run_log = false\nlearn = true\n")

@@ -448,11 +448,26 @@ def _aside_sentence(ids: list[str]) -> str:
             f"run{'s' if len(ids) > 1 else ''} {runs}.")
 
 
+def sound_centre(w: Floats) -> Floats:
+    """Each case's sound baseline over the runs ``w`` (cases × runs, NaN: not graded): its mean
+    over the runs, moved by the runs' robust level — the median of the runs' means less their
+    mean — so one run that scored high as a whole is outvoted while every case keeps its own
+    level. (A per-case median is no sound centre: a bounded judge's grades pile up at 1.0, so
+    each case's median sits above its mean, and every ordinary night looks like a drop.)"""
+    graded = ~np.isnan(w)
+    counts = graded.sum(axis=0)
+    run_means = np.where(graded, w, 0.0).sum(axis=0)[counts > 0] / counts[counts > 0]
+    case_means = np.nanmean(w, axis=1)
+    if run_means.size < 2:
+        return case_means
+    return case_means + (float(np.median(run_means)) - float(run_means.mean()))
+
+
 def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: Vector,
                 stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
                 scopes: Mapping[str, str] | None, window: int, product: str | None,
                 last_good: tuple[Run, ScorerSummary] | None) -> float | None:
-    """The run's drop in standard errors against a *sound* baseline: the per-case median of the
+    """The run's drop in standard errors against a *sound* baseline (:func:`sound_centre`) of the
     last ``2 · window + 1`` runs that measured the suite (whatever their verdicts) up to its last
     good run — the runs before the current drop began, where one run that scored high by chance
     is outvoted. With fewer than ``window`` of those the baseline is young (its few good runs
@@ -478,7 +493,7 @@ def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: 
     if rows.sum() < 2:
         return None
     x, w = aligned.current[rows], aligned.window[rows]
-    return standardized_drop(x - np.nanmedian(w, axis=1), noise_var(x, w),
+    return standardized_drop(x - sound_centre(w), noise_var(x, w),
                              float(np.mean(np.sum(~np.isnan(w), axis=1))), scope_groups(aligned.scopes, rows))
 
 

@@ -35,7 +35,7 @@ limits, :data:`CHART_SHARE` to the chart and the rest to the one-night limit. Th
 **An alarm lasts while the drop does.** A red chart stays red on every night that still shows
 a drop of at least half its reference value (``z ≥ max(0.5, k/2)``); the first night without
 one ends the alarm and restarts the chart. **No windup:** a night is red only while its drop also
-holds against a sound baseline (the median of the good runs, which outvotes a run that scored
+holds against a sound baseline (the median level of the recent runs, which outvotes a run that scored
 high by chance; :func:`evalloop.verdicts.baseline.compare_scorer`), so a lucky baseline run
 cannot keep the chart red. ``bench/alarms.py`` measures all of it through real runs.
 """
