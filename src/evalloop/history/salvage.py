@@ -23,6 +23,8 @@ from evalloop.history.details import JSONValue
 REBUILT = frozenset({"runs", "scorer_summaries", "case_results", "case_scores", "score_vectors"})
 #: history tables that only hold who is working now: a new file starts without them
 TRANSIENT = frozenset({"evalloop_locks", "evalloop_fire_claims"})
+#: the schema's own bookkeeping (its version, Alembic's revision): a new file writes its own
+SCHEMA = frozenset({"evalloop_schema", "alembic_version"})
 #: how the plan names what a table holds
 WHAT = {"evalloop_jobs": "schedule", "evalloop_schedule_runs": "schedule fire record",
         "calibrations": "calibration"}
@@ -89,7 +91,7 @@ def history_keepers(path: Path) -> list[Rows]:
         with read_only(path) as conn:
             tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
             return [readable_rows(conn, t) for t in tables
-                    if t not in REBUILT and t not in TRANSIENT and not t.startswith("sqlite_")]
+                    if t not in REBUILT | TRANSIENT | SCHEMA and not t.startswith("sqlite_")]
     except sqlite3.DatabaseError:  # not even the schema can be read
         return [Rows(table="evalloop_jobs", lost=-1)]
 
