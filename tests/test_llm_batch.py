@@ -140,7 +140,9 @@ def killed_mid_poll(tmp_path, server, env) -> str:
     assert server.batches.polls >= 3, proc.stderr.read().decode() if proc.poll() is not None else "no polls"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
-    with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+    from contextlib import closing
+
+    with closing(sqlite3.connect(tmp_path / "history" / "evalloop.db")) as conn:
         (killed, status), = conn.execute("select id, status from runs").fetchall()
         recorded = conn.execute("select count(*) from run_batches where run_id = ?", (killed,)).fetchone()[0]
     assert status == "running" and recorded == 1 and server.batches.submissions == 1
