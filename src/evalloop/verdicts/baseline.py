@@ -29,7 +29,7 @@ from evalloop.history.window import KEY as WINDOW_KEY
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Aligned, Vector, align, from_mapping
 from evalloop.verdicts import floors, identity, sequential
-from evalloop.verdicts.arrays import Floats
+from evalloop.verdicts.arrays import Floats, Ints
 from evalloop.verdicts.drop import drop_bounds, scope_groups, standardized_drop
 from evalloop.verdicts.identity import FingerprintChange, Windows
 from evalloop.verdicts.power import z_quantile
@@ -424,11 +424,9 @@ def _set_aside(aligned: Aligned, prior: list[tuple[Run, ScorerSummary]]
     w = aligned.window
     if w.shape[1] < SOUND_RUNS:
         return aligned, prior, []
-    graded = ~np.isnan(w)
-    counts = graded.sum(axis=0)
+    means, counts = _run_means(w)
     if not counts.all():
         return aligned, prior, []
-    means = np.where(graded, w, 0.0).sum(axis=0) / counts
     noise = window_noise(w)
     if noise is None:
         return aligned, prior, []
@@ -448,15 +446,21 @@ def _aside_sentence(ids: list[str]) -> str:
             f"run{'s' if len(ids) > 1 else ''} {runs}.")
 
 
+def _run_means(w: Floats) -> tuple[Floats, Ints]:
+    """Each run's mean over the cases it graded (``w``: cases × runs, NaN: not graded), and how
+    many it graded (a run that graded none has mean 0 and count 0)."""
+    counts = (~np.isnan(w)).sum(axis=0)
+    return np.nansum(w, axis=0) / np.maximum(counts, 1), counts
+
+
 def sound_centre(w: Floats) -> Floats:
     """Each case's sound baseline over the runs ``w`` (cases × runs, NaN: not graded): its mean
     over the runs, moved by the runs' robust level — the median of the runs' means less their
     mean — so one run that scored high as a whole is outvoted while every case keeps its own
     level. (A per-case median is no sound centre: a bounded judge's grades pile up at 1.0, so
     each case's median sits above its mean, and every ordinary night looks like a drop.)"""
-    graded = ~np.isnan(w)
-    counts = graded.sum(axis=0)
-    run_means = np.where(graded, w, 0.0).sum(axis=0)[counts > 0] / counts[counts > 0]
+    means, counts = _run_means(w)
+    run_means = means[counts > 0]
     case_means = np.nanmean(w, axis=1)
     if run_means.size < 2:
         return case_means
