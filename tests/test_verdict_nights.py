@@ -47,6 +47,15 @@ def judged(rng, q, drop=0.0, shift=0.0):
     return np.clip(q * (1 - drop) + shift + rng.normal(0, 0.2, q.size), 0, 1)
 
 
+def longest_red_streak(statuses) -> int:
+    """The most failing verdicts in a row."""
+    streak = longest = 0
+    for s in statuses:
+        streak = streak + 1 if s.fails else 0
+        longest = max(longest, streak)
+    return longest
+
+
 def test_nightly_mode_keeps_the_floor(tmp_path, answers):
     """Finding 1: 10 of 20 pass/fail cases broken under the default 95 % floor fail the first
     broken night in nightly mode too, as a one-off run does."""
@@ -125,11 +134,7 @@ def test_a_lucky_first_run_starts_no_red_streak(tmp_path, answers):
     root = lab(tmp_path, "judge", 50, min_score=0)
     night(root, answers, judged(rng, q, shift=0.16))
     statuses = [night(root, answers, judged(rng, q)).scorers[0].status for _ in range(12)]
-    streak = longest = 0
-    for s in statuses:
-        streak = streak + 1 if s.fails else 0
-        longest = max(longest, streak)
-    assert longest <= 3, statuses
+    assert longest_red_streak(statuses) <= 3, statuses
     assert not any(s.fails for s in statuses[-6:]), statuses
 
 
@@ -150,11 +155,7 @@ def test_a_lucky_start_with_a_second_high_run_starts_no_red_streak(tmp_path, ans
     root = lab(tmp_path, "judge", 50, min_score=0)
     night(root, answers, judged(rng, q, shift=0.10))
     statuses = [night(root, answers, judged(rng, q)).scorers[0].status for _ in range(16)]
-    streak = longest = 0
-    for s in statuses:
-        streak = streak + 1 if s.fails else 0
-        longest = max(longest, streak)
-    assert longest <= 3, statuses
+    assert longest_red_streak(statuses) <= 3, statuses
 
 
 def test_the_sound_centre_of_a_bounded_judge_has_no_bias_and_outvotes_a_lucky_run():
