@@ -8,6 +8,7 @@ round-trip down and up again. The scripts build exactly the models' schema."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import shutil
 import sqlite3
@@ -29,22 +30,13 @@ RUN_IDS = {"f3594c2": ["20261128T171141919-12350d", "20261128T171143080-5ea882",
                        "20261128T171145506-bcd178"],
            "4e61118": ["20261128T171150305-cafd9d", "20261128T171152406-6ca270", "20261128T171153887-996e92",
                        "20261128T171155144-abdfa7"]}
-TARGET = """
-import json, os
-
-def controlled(input):
-    with open(os.environ["EVALLOOP_TEST_ANSWERS"]) as f:
-        return json.load(f).get(input["id"], 0.0)
-"""
-SCORER = """
-from evalloop import Score, scorer
-
-@scorer("value", kind="llm_operation")
-def value(input, output, expected):
-    return Score(value=float(output))
-"""
-SUITE = "name: controlled\ntarget: sut:controlled\nscorers: [value, equals]\ncases:\n" + "".join(
-    f"- {{id: c{i}, input: {{id: c{i}}}, expected: 1.0}}\n" for i in range(6))
+# the project the fixtures were made with: the very one tools/old_history.py builds
+_TOOL = importlib.util.spec_from_file_location(
+    "old_history", Path(__file__).resolve().parents[1] / "tools" / "old_history.py")
+assert _TOOL is not None and _TOOL.loader is not None
+old_history = importlib.util.module_from_spec(_TOOL)
+_TOOL.loader.exec_module(old_history)
+TARGET, SCORER, SUITE = old_history.TARGET, old_history.SCORER, old_history.SUITE
 #: tables the migrations never touch the rows of (APScheduler's job store included)
 TABLES = ("runs", "scorer_summaries", "case_results", "case_scores", "score_vectors", "calibrations",
           "evalloop_locks", "evalloop_fire_claims", "evalloop_schedule_runs", "evalloop_jobs")
