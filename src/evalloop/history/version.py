@@ -61,10 +61,12 @@ def revision_of(conn: Connection) -> str | None:
     """The database's revision: None for a database without evalloop tables, :data:`PRE_ALEMBIC`
     for tables made before numbered migrations. (Tables and stamp are committed together, so a
     database whose tables exist already shows its stamp.)"""
-    inspector = inspect(conn)
-    if not inspector.has_table("runs"):  # no history yet: unless an older evalloop left part of one
-        return PRE_ALEMBIC if set(inspector.get_table_names()) & HISTORY_NAMES else None
-    if not inspector.has_table(STAMP.name):
+    # the tables in one catalog read: on a server, separate reads can fall on either side of a
+    # concurrent creator's commit (no runs table, then every table) and see a half-made history
+    names = set(inspect(conn).get_table_names())
+    if "runs" not in names:  # no history yet: unless an older evalloop left part of one
+        return PRE_ALEMBIC if names & HISTORY_NAMES else None
+    if STAMP.name not in names:
         return PRE_ALEMBIC
     found = conn.execute(select(STAMP.c.version_num)).scalar()
     return PRE_ALEMBIC if found is None else str(found)
