@@ -84,15 +84,10 @@ def why(incident: Any, seen: Any) -> dict:
     if not before:
         return out
     same = [p for p in incident.past if p.clean and all(c in p.scores for c in before)]
-    runs = [seen.scores, *(p.scores for p in same)][:machine.BACK_RUNS]
     level = sum(x.mean for x in before.values()) / len(before)
-    n, w = len(before), max(incident.window_runs, 1)
     out["level"] = round(level, 3)
-    out["gaps"] = []
-    for j in range(1, len(runs) + 1):
-        gap = machine.shortfall(before, runs[:j])
-        se = incident.noise * (1 / (n * j) + 1 / (n * w)) ** 0.5
-        out["gaps"].append([round(gap / level, 3), round((gap + machine.Z_BACK * se) / level, 3)])
+    out["gaps"] = [[round(gap / level, 3), round(bound / level, 3)]
+                   for gap, bound in machine.evidence(incident, before, [seen.scores, *(p.scores for p in same)])]
     out["per_case"] = {c: [round(x.mean, 3), round(x.passed, 2), x.runs, round(seen.scores.get(c, -1), 3)]
                        for c, x in before.items()}
     out["runs"] = [{c: round(run[c], 3) for c in before if c in run}
