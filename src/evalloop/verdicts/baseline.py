@@ -316,7 +316,6 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes, order=current.order)
-    last_good = prior[-1] if prior else None
     aligned, prior, aside = _set_aside(aligned, prior)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
@@ -333,7 +332,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     def sound() -> float | None:
         """The drop against a sound baseline (read once, and only when a drop needs it)."""
         if not found:
-            found.append(_sound_drop(store, run, summary, current, stored, scopes, window, product, last_good))
+            found.append(_sound_drop(store, run, summary, current, stored, scopes, window, product))
         return found[0]
 
     shown = evidence.status is VerdictStatus.REGRESSED  # the single-run rule: at least the threshold, shown
@@ -467,27 +466,49 @@ def sound_centre(w: Floats) -> Floats:
     return case_means + (float(np.median(run_means)) - float(run_means.mean()))
 
 
+def _before_the_streak(store: HistoryStore, run: Run, summary: ScorerSummary, n: int,
+                       product: str | None) -> list[tuple[Run, ScorerSummary]]:
+    """The last ``n`` runs that measured the suite before the current streak of failing verdicts
+    (the runs just before ``run`` that were red, none accepted since), oldest first. Anchored
+    there, not at the last run admitted to the baseline: a warm-up run kept out for a drop of
+    its own is one more run of the median, where anchoring at the last good run took a suite
+    with four good runs for young and stood the lasting drop's own nights in for its baseline."""
+    reach = n
+    while True:
+        found = store.baseline_runs(run.suite, summary.scorer, run, reach, product,
+                                    measurement=summary.measurement, measured_only=True)
+        streak = 0
+        for _, earlier in reversed(found):
+            if accepted(earlier) is not None or not _failed(earlier.verdict):
+                break
+            streak += 1
+        if len(found) - streak >= n or len(found) < reach:  # n before the streak, or all there are
+            return found[: len(found) - streak][-n:]
+        reach = streak + n  # the streak took part of the read: reach back past it
+
+
+def _failed(verdict: str | None) -> bool:
+    """Whether a stored verdict failed (an unknown word, of another version: no)."""
+    try:
+        return verdict is not None and VerdictStatus(verdict).fails
+    except ValueError:
+        return False
+
+
 def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: Vector,
                 stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
-                scopes: Mapping[str, str] | None, window: int, product: str | None,
-                last_good: tuple[Run, ScorerSummary] | None) -> float | None:
+                scopes: Mapping[str, str] | None, window: int, product: str | None) -> float | None:
     """The run's drop in standard errors against a *sound* baseline (:func:`sound_centre`) of the
-    last ``2 · window + 1`` runs that measured the suite (whatever their verdicts) up to its last
-    good run — the runs before the current drop began, where one run that scored high by chance
-    is outvoted. With fewer than ``window`` of those the baseline is young (its few good runs
-    may all have scored high, and every run after them been kept out as a drop from them: a
-    windup), and the last runs that measured the suite at all stand in, the current drop's
-    included. None with fewer than :data:`SOUND_RUNS` of those: the drop is trusted."""
+    last ``2 · window + 1`` runs that measured the suite (whatever their verdicts) before the
+    current failing streak began (:func:`_before_the_streak`) — the runs before the current drop,
+    where a run or two that scored high by chance are outvoted by the median, and which a drop
+    that lasts for weeks never reaches. With fewer than ``window`` of those the baseline is young
+    (its few runs may all have scored high, and every run after them been red as a drop from
+    them: a windup), and the last runs that measured the suite at all stand in, the current
+    streak's included. None with fewer than :data:`SOUND_RUNS` runs at all: the drop is trusted."""
     n = 2 * window + 1
-    if last_good is not None:  # the runs up to the last good one (a long drop may reach back far)
-        upto = [*store.baseline_runs(run.suite, summary.scorer, last_good[0], n - 1, product,
-                                     measurement=summary.measurement, measured_only=True), last_good]
-        if len(upto) >= window:
-            recent = upto
-        else:
-            recent = store.baseline_runs(run.suite, summary.scorer, run, n, product,
-                                         measurement=summary.measurement, measured_only=True)
-    else:
+    recent = _before_the_streak(store, run, summary, n, product)
+    if len(recent) < window:
         recent = store.baseline_runs(run.suite, summary.scorer, run, n, product,
                                      measurement=summary.measurement, measured_only=True)
     if len(recent) < SOUND_RUNS:
