@@ -210,19 +210,24 @@ def expected_mean(q: Any) -> float:
 
 def late(record: dict, nights: int = 3) -> str:
     """Why a ``fixed`` trial's incident did not resolve within ``nights`` good nights: the verdict
-    still red on all of them (a good night is a trigger: no incident resolves on it), or the back
-    test not met on the good nights it judged (its estimate over half the threshold, or its bound
-    over the whole), or closed by a lucky night during the drop."""
+    still red on them (a red night is a trigger: no incident resolves on it) or its night's own
+    drop significant (no run with a significant drop is back), or the back test not met on the
+    good nights it judged (its estimate over half the threshold, or its bound over the whole), or
+    closed by a lucky night during the drop."""
     if record.get("closed_in_drop") and record["resolved"] is None:
         return "closed by a night during the drop, before the fix"
     good = record["nights"][WARM + 3:WARM + 3 + nights]
     red = sum(n["status"][0] == "regressed" for n in good)
     steps = [b for n in good for b in n["back"] if b.get("gaps")]
-    if not steps:
-        return f"the verdict red on all {red} good nights" if red == len(good) else "no evidence judged"
-    half = all(all(g > 0.1 for g, _ in b["gaps"]) for b in steps)  # 0.1: half the judge's 20 % threshold
-    test = "estimate over half the threshold" if half else "bound over the threshold"
-    return f"the verdict red on {red} of {len(good)} good nights; back not met on the others ({test})"
+    dropped = sum(b["drop"] for b in steps)  # not red, but the night's own drop significant: not back
+    judged = [b for b in steps if not b["drop"]]
+    verdict = f"the verdict red on {red}" + (f", a significant drop on {dropped}" if dropped else "") + \
+        f" of {len(good)} good nights"
+    if not judged:
+        return verdict
+    half = all(all(g > 0.1 for g, _ in b["gaps"]) for b in judged)  # 0.1: half the judge's 20 % threshold
+    return f"{verdict}; back not met on the others (" + \
+        ("estimate over half the threshold" if half else "bound over the threshold") + ")"
 
 
 def share(k: int, n: int) -> str:
