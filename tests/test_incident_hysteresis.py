@@ -96,6 +96,6 @@ def test_an_incident_on_an_unchanged_noisy_suite_does_not_grow(tmp_path, monkeyp
     states = [suite.night(0.0) for _ in range(12)]
     assert suite.remembered() <= at_open + 2, (at_open, suite.remembered(), states)
     # the lesson "holds" it (never checked) from the first green night: the night after the drop
-    # may still be red, as a nightly alarm lasts while a night still drops by a third of its reference value
+    # may still be red, as a nightly alarm lasts while a night still drops by half its reference value
     first = next((i for i, moved in enumerate(states) if moved != ["updated"]), 99)
     assert first <= 1 and states[first] == ["held"], states

@@ -33,10 +33,8 @@ limits, :data:`CHART_SHARE` to the chart and the rest to the one-night limit. Th
 (``improved``, never red) uses the drop chart's ``k`` and ``h``.
 
 **An alarm lasts while the drop does.** A red chart stays red on every night that still shows
-a drop of at least a third of its reference value (``z ≥ max(0.5, k/3)``, :func:`release`); the
-first night without one ends the alarm and restarts the chart. (At half the reference value a
-lasting 15 % drop on 50 judged cases fell under it on about one night in a hundred, and 10 % of
-such alarms ended before the drop did.) **No windup:** a night is red only while its drop also
+a drop of at least half its reference value (``z ≥ max(0.5, k/2)``); the first night without
+one ends the alarm and restarts the chart. **No windup:** a night is red only while its drop also
 holds against a sound baseline (the median level of the recent runs, which outvotes a run that scored
 high by chance; :func:`evalloop.verdicts.baseline.compare_scorer`), so a lucky baseline run
 cannot keep the chart red. ``bench/alarms.py`` measures all of it through real runs.
@@ -217,8 +215,8 @@ def design(threshold: float, baseline: float | None, se: float | None, budget: f
 
 
 def release(k: float) -> float:
-    """The smallest ``z`` that keeps a red chart red: a night that still drops by a third of ``k``."""
-    return max(K_MIN, k / 3.0)
+    """The smallest ``z`` that keeps a red chart red: a night that still drops by half ``k``."""
+    return max(K_MIN, k / 2.0)
 
 
 def bad_night(drop: float | None, se: float, threshold: float, budget: float, scorers: int, *,
