@@ -186,8 +186,8 @@ def test_the_sound_centre_of_a_bounded_judge_has_no_bias_and_outvotes_a_lucky_ru
     """The sound baseline of an unchanged suite whose grades are clipped at 1 shows no drop on
     average (a per-case median showed about +0.8 standard errors), and a run 0.10 high as a whole
     among five moves it by less than a tenth of that."""
-    from evalloop.verdicts.soundness import sound_centre
     from evalloop.verdicts.drop import standardized_drop
+    from evalloop.verdicts.soundness import sound_centre
     from evalloop.verdicts.verdict import noise_var
 
     rng = np.random.default_rng(7)
