@@ -283,11 +283,9 @@ def evidence(incident: Incident, before: Mapping[str, Level], runs: Sequence[Map
     standard errors; one grade's noise over the cases and runs, and over the baseline window's
     runs the levels are the means of)."""
     n, w = len(before), max(incident.window_runs, 1)
-    out = []
-    for j in range(1, min(len(runs), BACK_RUNS) + 1):
-        gap = shortfall(before, runs[:j])
-        out.append((gap, gap + Z_BACK * incident.noise * math.sqrt(1 / (n * j) + 1 / (n * w))))
-    return out
+    gaps = [shortfall(before, runs[:j]) for j in range(1, min(len(runs), BACK_RUNS) + 1)]
+    return [(gap, gap + Z_BACK * incident.noise * math.sqrt(1 / (n * j) + 1 / (n * w)))
+            for j, gap in enumerate(gaps, 1)]
 
 
 def binomial_tail(k: int, m: int, p: float) -> float:
