@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import json
 import logging
 import operator
 import sqlite3
@@ -27,7 +26,7 @@ from sqlmodel import Session, col, select
 
 from evalloop.environ import variable
 from evalloop.errors import EvalloopError, db_message, is_db_error, store_error
-from evalloop.history.details import json_object
+from evalloop.history.details import AcceptedRecord, SummaryDetails, json_object, summary_details
 from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.leases import LIVE, reap_dead_runs
 from evalloop.history.models import (
@@ -41,6 +40,7 @@ from evalloop.history.models import (
     ScoreVector,
     StoredRow,
     TableModel,
+    dumps,
     utcnow,
 )
 from evalloop.history.outage import Backlog, outlast
@@ -393,15 +393,21 @@ class HistoryStore(metaclass=_MappedErrors):
                         break
         return found
 
-    def earlier_details(self, suite: str, scorer: str, before: Run, limit: int = 200) -> list[str]:
-        """The details JSON of this scorer's summaries in the runs before ``before``, newest first
-        (bridges left out: they are re-gradings, not nights)."""
-        query = (select(SUMMARIES.c.details).join(RUNS, SUMMARIES.c.run_id == RUNS.c.id)
+    def earlier_details(self, suite: str, scorer: str, before: Run, limit: int = 200) -> Iterator[SummaryDetails]:
+        """The details of this scorer's summaries in the runs before ``before``, newest first, read
+        one by one as the caller goes on (bridges left out: they are re-gradings, not nights); an
+        accepted summary's (its ``accepted`` column) always holds its acceptance record."""
+        query = (select(SUMMARIES.c.details, SUMMARIES.c.accepted).join(RUNS, SUMMARIES.c.run_id == RUNS.c.id)
                  .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer, RUNS.c.id != before.id,
                         RUNS.c.started_at <= before.started_at, RUNS.c.bridge_of.is_(None))
                  .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()).limit(limit))
         with self.engine.connect() as conn:
-            return [d or "{}" for d in conn.execute(query).scalars()]
+            rows = conn.execute(query).all()
+        for details, was_accepted in rows:
+            found = summary_details(details)
+            if was_accepted and found.accepted is None:
+                found.accepted = AcceptedRecord()
+            yield found
 
     def case_scopes(self, run_id: str) -> dict[str, str]:
         """``case id → scope`` of a stored run's cases tagged ``scope:<id>`` (the first such tag):
@@ -584,8 +590,3 @@ def _redacted(rows: Sequence[CaseRow], key: str, columns: tuple[str, ...]) -> Se
     return out
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"))
-
-
-#: compact JSON (one encoder, built once, called directly: this runs for every case's output)
-dumps: Callable[[object], str] = _ENCODER.encode

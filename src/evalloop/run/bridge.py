@@ -13,12 +13,12 @@ The bridges run under the run's cost budget (``--max-cost``), apart from the run
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalloop.errors import EvalloopError
 from evalloop.history import bridges
+from evalloop.history.details import json_object
 from evalloop.history.eligibility import RULE, RULE_KEY, accepted, base_fingerprint, eligible_now
 from evalloop.history.identity import parse, scorer_list, stable_hash
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector
@@ -167,7 +167,7 @@ def _summary(store: HistoryStore, original: Run, run: Run, result: ScorerResult,
     """A re-graded scorer's summary: eligible as its original was (it is in a baseline window), if
     its grades are valid; an acceptance of the original travels with it."""
     summary = result.summary(run.id, measurement)
-    details = json.loads(summary.details)
+    details = json_object(summary.details)
     details["bridge_of"] = original.id
     details[RULE_KEY] = RULE  # judged now, by the current eligibility rule
     found = accepted(store.summaries(original.id).get(result.scorer) or summary)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import math
 import os
 import socket
@@ -24,6 +23,7 @@ from typing import Any
 from evalloop.config import Settings
 from evalloop.errors import EvalloopError, FixtureError
 from evalloop.history import identity
+from evalloop.history.details import json_object
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.outputs import cap_output
@@ -518,7 +518,7 @@ class _RunState:
             invalid.insert(0, f"every target call failed ({self.calls}/{self.calls}; first: "
                               f"{self.first_case_error[:200]})")
         mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
-        notes = json.loads(self.run.notes or "{}")
+        notes: dict[str, Any] = json_object(self.run.notes)
         stats_hook = getattr(self.prepared.target.fn, "run_stats", None)
         if callable(stats_hook):  # e.g. a retriever's index build time, index size, query latency
             notes["target_stats"] = dict(stats_hook())

@@ -12,14 +12,14 @@ reads history; it knows nothing of memories.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import TypedDict, cast
 
 import numpy as np
 
+from evalloop.history.details import json_object, summary_details
 from evalloop.history.eligibility import RULE as ELIGIBILITY_RULE
 from evalloop.history.eligibility import RULE_KEY as ELIGIBILITY_RULE_KEY
 from evalloop.history.eligibility import accepted, eligible_now
@@ -247,15 +247,15 @@ class _GradedDetails(TypedDict, total=False):
 
 
 def _policy(summary: ScorerSummary) -> VerdictPolicy:
-    details = json.loads(summary.details or "{}")
-    return VerdictPolicy(**{"threshold": summary.threshold, "pass_mark": details.get("pass_mark", 0.5),
-                            **{k: v for k, v in details.get("policy", {}).items()
-                               if k in VerdictPolicy.model_fields}})
+    details = summary_details(summary)
+    return VerdictPolicy.model_validate({"threshold": summary.threshold, "pass_mark": details.pass_mark,
+                                         **{k: v for k, v in details.policy.items()
+                                            if k in VerdictPolicy.model_fields}})
 
 
 def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintChange | None,
                    chart: sequential.Chart | None = None, window: list[str] | None = None) -> str:
-    data = json.loads(details or "{}")
+    data: dict[str, object] = {**json_object(details)}
     data[WINDOW_KEY] = window or []  # what every report's band reads (evalloop.history.window)
     data[ELIGIBILITY_RULE_KEY] = ELIGIBILITY_RULE  # the rule "eligible" is judged by (history.eligibility)
     if chart is not None:
@@ -284,7 +284,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     the caller has read them); ``scopes`` (case id → ``scope:<id>``) makes its statistics count
     whole scopes; ``product``: the product the window restarted at (``restart_on_change``), for the
     sound baseline a drop is judged against."""
-    details: _GradedDetails = json.loads(summary.details or "{}")
+    details = cast(_GradedDetails, json_object(summary.details))
     policy = _policy(summary)
     out = ScorerComparison(
         scorer=summary.scorer, kind=summary.kind, current=summary.mean, n=summary.n,
@@ -504,12 +504,10 @@ def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: 
 def _last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart | None:
     """The chart of this scorer's last nightly night before ``run`` (none before an acceptance)."""
     for details in store.earlier_details(run.suite, scorer, run):
-        if '"accepted"' in details or '"chart"' in details:
-            data = json.loads(details)
-            if data.get("accepted"):
-                return None
-            if data.get("chart"):
-                return sequential.Chart(**data["chart"])
+        if details.accepted is not None:
+            return None
+        if details.chart:
+            return sequential.Chart.model_validate(details.chart)
     return None
 
 
