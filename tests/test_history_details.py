@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evalloop.history.details import PASS_MARK_FALLBACK, run_notes, summary_details
+from evalloop.history.details import PASS_MARK_FALLBACK, RunNotes, run_fingerprint, run_notes, summary_details
 from evalloop.history.models import CaseResult, CaseScore, Run, ScorerSummary, utcnow
 from evalloop.history.store import HistoryStore
 
@@ -66,8 +66,11 @@ def test_every_report_reads_an_odd_details_value_through_the_model(tmp_path, det
 
 
 def test_notes_and_fingerprints_that_are_not_objects_read_empty():
-    assert run_notes("[1]").model_dump(exclude_none=True) == {}
+    assert run_notes("[1]") == RunNotes() and run_fingerprint('"text"') == {} and run_fingerprint("{") == {}
     assert run_notes('{"resumed_from": "r1", "target_stats": {"ms": 3}}').target_stats == {"ms": 3}
+    # a field that does not read is its default; the others are kept
+    notes = run_notes({"ablation": "inc-1", "resumed_from": "r1"})
+    assert notes.ablation == [] and notes.resumed_from == "r1"
 
 
 def _parses_stored_json(node: ast.Call) -> bool:

@@ -10,14 +10,16 @@ once: :data:`PASS_MARK_FALLBACK`, for rows written before the pass mark was stor
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from evalloop.history.models import JSONObject, JSONValue, Run, ScorerSummary, as_object
+from evalloop.history.models import JSONObject, JSONValue, Run, ScorerSummary, as_object, dumps
 
 __all__ = ["PASS_MARK_FALLBACK", "AcceptedRecord", "JSONObject", "JSONValue", "RunNotes", "SummaryDetails",
-           "json_object", "run_fingerprint", "run_notes", "summary_details"]
+           "json_object", "jsonable", "run_fingerprint", "run_notes", "summary_details"]
 
+M = TypeVar("M", bound=BaseModel)
 #: a row written before the pass mark was stored in its details: the scorers' default then
 PASS_MARK_FALLBACK = 0.5
 
@@ -67,6 +69,7 @@ class RunNotes(BaseModel):
     bridge_of: str | None = None
     resumed_from: str | None = None
     target_stats: dict[str, JSONValue] | None = None  # the target's own measurements (its ``run_stats()``)
+    ablation: list[str] = []  # the incidents the run was an ablation for (learning.evidence)
 
 
 def json_object(stored: str | Mapping[str, JSONValue] | None) -> dict[str, JSONValue]:
@@ -75,27 +78,34 @@ def json_object(stored: str | Mapping[str, JSONValue] | None) -> dict[str, JSONV
     return dict(stored) if isinstance(stored, Mapping) else as_object(stored)
 
 
+def jsonable(value: Mapping[str, object]) -> dict[str, JSONValue]:
+    """A dict as its JSON column holds it (a value JSON has no type for, as its text): what a
+    writer sets, so the object it keeps reads the same as the row read back."""
+    return as_object(dumps(value))
+
+
 def summary_details(summary: ScorerSummary | str | Mapping[str, JSONValue] | None) -> SummaryDetails:
     """The summary's details (the summary, or its details column) as a model (an unreadable or
     malformed field: its default)."""
-    data = json_object(summary.details if isinstance(summary, ScorerSummary) else summary)
-    try:
-        return SummaryDetails.model_validate(data)
-    except ValidationError as exc:  # keep what is readable: drop the fields that are not
-        bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
-        return SummaryDetails.model_validate({k: v for k, v in data.items() if k not in bad})
+    return _readable(SummaryDetails, json_object(summary.details if isinstance(summary, ScorerSummary) else summary))
 
 
 def run_notes(notes: Run | str | Mapping[str, JSONValue] | None) -> RunNotes:
     """A run's notes (the run, or its notes column) as a model (unreadable: empty)."""
-    data = json_object(notes.notes if isinstance(notes, Run) else notes)
-    try:
-        return RunNotes.model_validate(data)
-    except ValidationError:
-        return RunNotes()
+    return _readable(RunNotes, json_object(notes.notes if isinstance(notes, Run) else notes))
 
 
 def run_fingerprint(fingerprint: Run | str | Mapping[str, JSONValue] | None) -> dict[str, JSONValue]:
     """A run's fingerprint (the run, or its fingerprint column): what described the system under
     test and its measurement (:mod:`evalloop.history.identity` compares them); ``{}`` unreadable."""
     return json_object(fingerprint.fingerprint if isinstance(fingerprint, Run) else fingerprint)
+
+
+def _readable(model: type[M], data: dict[str, JSONValue]) -> M:
+    """``data`` as ``model``, keeping what is readable: a field that does not validate is dropped
+    (its default), the others kept."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        bad = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+        return model.model_validate({k: v for k, v in data.items() if k not in bad})

@@ -142,7 +142,7 @@ class Run(TableModel, table=True):
     started_at: datetime = Field(default_factory=utcnow, index=True, sa_type=UTCDateTime)
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     code_version: str | None = None
-    fingerprint: str = "{}"
+    fingerprint: dict[str, JSONValue] = Field(default_factory=dict, sa_type=JSONObject)
     fingerprint_hash: str = ""
     # the fingerprint without what changes on its own (injected failure memories, case files):
     # a change here is a change of the system under test, and the baseline says so
@@ -161,7 +161,7 @@ class Run(TableModel, table=True):
     cache_write_tokens: int | None = None  # prompt-cache writes (None: older evalloop)
     cache_read_tokens: int | None = None   # prompt-cache reads
     batched_calls: int | None = None       # calls answered through a batch API
-    notes: str = "{}"
+    notes: dict[str, JSONValue] = Field(default_factory=dict, sa_type=JSONObject)  # history.details.RunNotes
     origin: str = "local"
     # the product part of the fingerprint (target, params, its own description: history.identity);
     # None: a run of an older evalloop without a fingerprint
@@ -199,7 +199,7 @@ class ScorerSummary(TableModel, table=True):
     # whether this scorer of this run may serve as a baseline (set once, when the run is judged;
     # see evalloop.history.eligibility): completed, valid, complete, graded, scorer not broken
     eligible: bool | None = None
-    details: str = "{}"
+    details: dict[str, JSONValue] = Field(default_factory=dict, sa_type=JSONObject)  # history.details.SummaryDetails
     # whether ``evalloop accept`` made this scorer of this run the new normal (its record is in
     # ``details``); a column, so the last acceptance is found by an index-friendly equality
     # (None: a row of a history not yet migrated to revision 0004 never reaches a reader)

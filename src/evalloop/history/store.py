@@ -142,7 +142,7 @@ class HistoryStore(metaclass=_MappedErrors):
 
         owner = process_owner()
         run.started_at = self.now(run.started_at)
-        run.notes = dumps({**json_object(run.notes), "lease": owner})
+        run.notes = {**json_object(run.notes), "lease": owner}
         # The lease first, then the run: a run seen 'running' always has a lease to judge it by,
         # even when its process is killed between the two writes.
         self._take_lease(run.id, owner)
@@ -223,7 +223,7 @@ class HistoryStore(metaclass=_MappedErrors):
                 run = _run_by_id(conn, run_id)
                 assert run is not None, run_id
                 for key, value in fields.items():
-                    setattr(run, key, redact_text(value) if isinstance(value, str) else value)
+                    setattr(run, key, _redacted_field(value))
                 run.ended_at = self.now(run.ended_at)
                 _insert_all(conn, vectors)
                 _insert_all(conn, summaries)
@@ -567,6 +567,16 @@ def _insert_many(cursor: sqlite3.Cursor, table: str, names: list[str], rows: Seq
     if start < len(rows):
         rest = rows[start:]
         cursor.execute(head + ", ".join([one] * len(rest)), list(flat(rest)))
+
+
+def _redacted_field(value: object) -> object:
+    """A run field as it may be stored: text, and the text of a JSON object (its notes), redacted."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        text = dumps(value)
+        return value if redact_text(text) == text else json_object(redact_text(text))
+    return value
 
 
 def _redacted(rows: Sequence[CaseRow], key: str, columns: tuple[str, ...]) -> Sequence[CaseRow]:

@@ -20,9 +20,9 @@ import numpy as np
 from sqlalchemy import select, update
 
 from evalloop.errors import TargetError
-from evalloop.history.details import json_object
+from evalloop.history.details import json_object, jsonable
 from evalloop.history.models import Run
-from evalloop.history.store import HistoryStore, dumps
+from evalloop.history.store import HistoryStore
 from evalloop.retrieval.retriever_eval import build_index
 from evalloop.retrieval.retrievers import (
     ALIASES,
@@ -332,5 +332,5 @@ def record_target_stats(store: HistoryStore, run_id: str, stats: Mapping[str, An
         if stored is None:
             return
         notes = json_object(stored)
-        notes["target_stats"] = json_object(dumps(dict(stats)))  # as JSON holds it
+        notes["target_stats"] = jsonable(stats)
         conn.execute(update(runs).where(runs.c.id == run_id).values(notes=notes))

@@ -24,7 +24,7 @@ from evalloop.history.eligibility import RULE as ELIGIBILITY_RULE
 from evalloop.history.eligibility import RULE_KEY as ELIGIBILITY_RULE_KEY
 from evalloop.history.eligibility import accepted, eligible_now
 from evalloop.history.models import Run, ScorerSummary
-from evalloop.history.store import HistoryStore, dumps
+from evalloop.history.store import HistoryStore
 from evalloop.history.window import KEY as WINDOW_KEY
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Aligned, Vector, align, from_mapping
@@ -253,9 +253,9 @@ def _policy(summary: ScorerSummary) -> VerdictPolicy:
                                             if k in VerdictPolicy.model_fields}})
 
 
-def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintChange | None,
-                   chart: sequential.Chart | None = None, window: list[str] | None = None) -> str:
-    data: dict[str, object] = {**json_object(details)}
+def _with_evidence(details: Mapping[str, object], evidence: Verdict | None, change: FingerprintChange | None,
+                   chart: sequential.Chart | None = None, window: list[str] | None = None) -> dict[str, object]:
+    data = dict(details)
     data[WINDOW_KEY] = window or []  # what every report's band reads (evalloop.history.window)
     data[ELIGIBILITY_RULE_KEY] = ELIGIBILITY_RULE  # the rule "eligible" is judged by (history.eligibility)
     if chart is not None:
@@ -272,7 +272,7 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
         data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
                                       "restarted": change.restarted, "product": change.product,
                                       "measurement": change.measurement, "bridged": change.bridged}
-    return dumps(data)
+    return data
 
 
 def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
