@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from support.messages_server import LLMServer, Reply
+from support.sqlitedb import sqlite_conn
 
 SUITE = {
     "name": "judged",
@@ -50,9 +51,8 @@ def test_calibrate_measures_judge_noise_and_replays_from_cache(tmp_path):
     assert rows["json-valid"]["minimal_detectable_drop"] is not None
     assert json.loads(second.stdout)[0]["calibration"] == judge
 
-    import sqlite3
 
-    with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+    with sqlite_conn(tmp_path / "history" / "evalloop.db") as conn:
         stored = conn.execute("select scorer, repeats, n_cases from calibrations").fetchall()
     assert stored == [("llm-rubric", 5, 12), ("llm-rubric", 5, 12)]
 

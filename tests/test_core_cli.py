@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from support.project import controlled_suite, make_project, write_answers
+from support.sqlitedb import sqlite_conn
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 
@@ -22,12 +23,11 @@ def cli(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.
 
 
 def db_rows(root: Path) -> int:
-    import sqlite3
 
     path = root / "history" / "evalloop.db"
     if not path.exists():
         return 0
-    with sqlite3.connect(path) as conn:
+    with sqlite_conn(path) as conn:
         return sum(conn.execute(f"select count(*) from {t}").fetchone()[0]
                    for t in ("runs", "case_results", "case_scores", "scorer_summaries"))
 

@@ -13,6 +13,7 @@ from evalloop.run.runner import execute, prepare
 from evalloop.scoring.registry import discover
 from evalloop.suites.lookup import find_suite
 from support.project import controlled_suite, make_project, write_answers
+from support.sqlitedb import sqlite_conn
 
 
 @pytest.fixture
@@ -194,10 +195,9 @@ async def slow(input):
 
 
 def test_an_older_history_database_gains_new_columns(tmp_path):
-    import sqlite3
 
     path = tmp_path / "old.db"
-    with sqlite3.connect(path) as conn:  # case_results as an earlier version made it: no tags
+    with sqlite_conn(path) as conn:  # case_results as an earlier version made it: no tags
         conn.execute("CREATE TABLE case_results (id INTEGER PRIMARY KEY, run_id VARCHAR NOT NULL, "
                      "case_id VARCHAR NOT NULL, epoch INTEGER NOT NULL, output VARCHAR, error VARCHAR, "
                      "latency_ms FLOAT NOT NULL, cost_usd FLOAT NOT NULL, input_tokens INTEGER NOT NULL, "

@@ -157,14 +157,14 @@ TRICKY_LINES = [
 def _reference(line: str) -> tuple[str | None, str | None]:
     """What the full path says of one line (with its newline, as read): (case id, error), from
     json.loads and then the model."""
-    from evalloop.suites.models import _case
+    from evalloop.suites.casesource import read_case
 
     try:
         data = json.loads(line + "\n")
     except json.JSONDecodeError as exc:
         return None, f"invalid JSON: {exc.msg} (column {exc.colno})"
     try:
-        return _case(data, "here").id, None
+        return read_case(data, "here").id, None
     except FixtureError as exc:
         return None, exc.what
 
@@ -211,12 +211,12 @@ def test_pydantic_core_reads_any_line_as_the_reference_does(tmp_path, line):
     """The reader's one-call path (pydantic-core) and its slow path together accept what
     ``json.loads`` and the model accept, with the same case, and refuse the rest with the same
     message."""
-    from evalloop.suites.models import _case, jsonl_cases
+    from evalloop.suites.casesource import jsonl_cases, read_case
 
     path = tmp_path / "cases.jsonl"
     path.write_text(line + "\n", encoding="utf-8")
     try:
-        expected = _case(json.loads(line), "here").model_dump()
+        expected = read_case(json.loads(line), "here").model_dump()
     except (json.JSONDecodeError, FixtureError):
         expected = None
     if not line.strip():
@@ -234,23 +234,24 @@ def test_pydantic_core_reads_any_line_as_the_reference_does(tmp_path, line):
 def test_a_small_jsonl_file_is_parsed_once_and_read_again_when_it_changes(tmp_path, monkeypatch):
     """The check keeps a small file's parsed lines for the run (one parse, not two); a file changed
     since the check is read again, so the run never runs cases the check did not see."""
-    import evalloop.suites.models as models
+    from evalloop.suites import casesource
+    from evalloop.suites import suite as suite_module
 
     lines = [json.dumps({"id": f"c{i}", "input": i, "expected": i}) for i in range(3)]
     write(tmp_path, "cases.jsonl", "\n".join(lines) + "\n")
     suite = load_suite(write(tmp_path, "s.yaml", "name: s\ntarget: sut:echo\nscorers: [equals]\ncases: cases.jsonl\n"))
     assert suite.validate_cases() == 3
-    real = models.open_jsonl
+    real = casesource.open_jsonl
 
     def read_again(path):
         raise AssertionError("read again")
 
-    monkeypatch.setattr(models, "open_jsonl", read_again)
+    monkeypatch.setattr(casesource, "open_jsonl", read_again)
     assert [c.id for c in suite.iter_cases()] == ["c0", "c1", "c2"]  # from the check's parse
-    monkeypatch.setattr(models, "open_jsonl", real)
+    monkeypatch.setattr(casesource, "open_jsonl", real)
     write(tmp_path, "cases.jsonl", "\n".join(lines[:2] + [json.dumps({"id": "new", "input": 9})]) + "\n")
     assert [c.id for c in suite.iter_cases()] == ["c0", "c1", "new"]  # changed since: read again
-    monkeypatch.setattr(models, "KEEP_PARSED_BYTES", 10)  # a larger file streams, as before
+    monkeypatch.setattr(suite_module, "KEEP_PARSED_BYTES", 10)  # a larger file streams, as before
     big = load_suite(tmp_path / "s.yaml")
     assert big.validate_cases() == 3 and big._checked is not None and big._checked[2] is None
 

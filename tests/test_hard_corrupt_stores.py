@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from evalloop.history import runlog
 from evalloop.history.models import RunStatus
 from support.messages_server import Reply, llm_server  # noqa: F401
 from support.project import make_project
+from support.sqlitedb import sqlite_conn
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 
@@ -34,7 +34,7 @@ def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def damage_case_pages(db: Path, how: str) -> None:
     """Overwrite every page of the case tables and their indexes (random bytes or zeros)."""
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         pages = [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name LIKE '%case_%'")]
         size = conn.execute("PRAGMA page_size").fetchone()[0]
@@ -71,7 +71,7 @@ def test_a_damaged_history_database_is_one_line_and_no_completed_run(tmp_path, h
     (line,) = errors(proc)
     assert line.startswith(f"error: {db}: the history database is damaged") and "evalloop doctor" in line, line
     assert "evalloop history import" in line and "permission" not in line
-    with sqlite3.connect(db) as conn:  # the runs table itself is intact: no second completed run
+    with sqlite_conn(db) as conn:  # the runs table itself is intact: no second completed run
         statuses = [r[0] for r in conn.execute("SELECT status FROM runs ORDER BY started_at")]
     assert statuses[0] == RunStatus.COMPLETED and RunStatus.COMPLETED not in statuses[1:]
     if run_log:

@@ -5,7 +5,6 @@ list`, `memories find`, `schedule list`) read a history this user may not write.
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import uuid
 from pathlib import Path
@@ -17,6 +16,7 @@ from evalloop.memory.store import MemoryStore
 from support.cli import cli
 from support.otheruser import can_simulate, cli_as_other, give_away
 from support.project import make_project
+from support.sqlitedb import sqlite_conn
 
 SUITE = {"name": "s", "target": "sut:echo", "scorers": ["equals"],
          "cases": [{"id": f"c{i}", "input": f"x{i}", "expected": f"x{i}"} for i in range(20)]}
@@ -29,7 +29,7 @@ def one_error(proc: subprocess.CompletedProcess) -> str:
 
 
 def zero_pages(db: Path, like: str) -> None:
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         pages = [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name LIKE ?", (like,))]
         size = conn.execute("PRAGMA page_size").fetchone()[0]

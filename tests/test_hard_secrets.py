@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from evalloop.loop.pipeline import run_suite
 from evalloop.redact import redact_text, redact_url
 from evalloop.scheduling.sinks import WebhookSink, notify
 from support.project import TARGET, make_project
+from support.sqlitedb import sqlite_conn
 from support.webhook_server import closed_port_url, webhook_server
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
@@ -63,7 +63,7 @@ def test_a_credential_in_a_target_error_reaches_no_file_and_no_output(tmp_path):
         assert len(server.received) == 3  # the calls were made, with the credential
     assert proc.returncode == 0, proc.stderr
     db = root / "history" / "evalloop.db"
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         errors = [r[0] for r in conn.execute("SELECT error FROM case_results")]
         stored = "\n".join(str(row) for table in ("runs", "case_results", "case_scores", "scorer_summaries")
                            for row in conn.execute(f"SELECT * FROM {table}"))

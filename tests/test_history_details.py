@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import re
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from evalloop.history.details import PASS_MARK_FALLBACK, RunNotes, run_fingerprint, run_notes, summary_details
 from evalloop.history.models import CaseResult, CaseScore, Run, ScorerSummary, utcnow
 from evalloop.history.store import HistoryStore
+from support.sqlitedb import sqlite_conn
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "evalloop"
 #: what older or damaged rows hold in ``details``: a JSON value that is not an object; a null
@@ -39,7 +39,7 @@ def two_runs(tmp_path: Path, details: str) -> tuple[HistoryStore, Run, Run]:
         summary = ScorerSummary(run_id=run.id, scorer="x", kind="heuristic", mean=0.5, n=4)
         store.finish_run(run.id, [summary], status="completed", ended_at=run.started_at + timedelta(minutes=1))
         runs.append(store.get_run(run.id))
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.execute("UPDATE scorer_summaries SET details = ?", (details,))
     return store, runs[0], runs[1]
 

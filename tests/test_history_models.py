@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from evalloop.history import engine as history_engine
 from evalloop.history import models, version
 from support.cli import cli
 from support.project import make_project
+from support.sqlitedb import sqlite_conn
 
 BEFORE = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").read_text())
 # what came after f3594c2, added (never changed) and so migrated in place: issue 27's prompt-cache and
@@ -107,9 +107,10 @@ def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     root = make_project(tmp_path / "p", {"tiny": TINY}, scorers=None)
     db = root / "history" / "evalloop.db"
     db.parent.mkdir()
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.executescript("\n".join(BEFORE["database_dump"]))
-    schema = sqlite3.connect(db).execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    with sqlite_conn(db) as conn:
+        schema = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
 
     statements: list[str] = []
 
@@ -142,7 +143,7 @@ def test_a_database_made_by_the_release_before_opens_unchanged(tmp_path):
     done = cli(root, "run", "--suite", "tiny")  # a run of this code on top of it
     assert done.returncode == 0, done.stderr
     assert "steady" in done.stdout
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         after = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
         changed = (*ADDED_COLUMNS, *ADDED_TABLES, *ADDED_INDEXES)
         new = ("ix_run_batches", "sqlite_autoindex_alembic_version", "sqlite_autoindex_evalloop_schema")

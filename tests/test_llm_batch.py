@@ -18,6 +18,7 @@ from evalloop.llm.anthropic_batches import AnthropicBatches
 from evalloop.loop.pipeline import arun_suite
 from evalloop.suites.models import Suite
 from support.messages_server import LLMServer, Reply, Seen
+from support.sqlitedb import sqlite_conn
 
 TARGET = '''
 from evalloop.llm import LLMRequest, Message
@@ -152,7 +153,6 @@ def killed_mid_poll(tmp_path, server, env) -> str:
 
 def test_a_batch_run_killed_mid_poll_is_resumed_without_submitting_twice(tmp_path):
     import json
-    import sqlite3
 
     from support.cli import cli
 
@@ -166,7 +166,7 @@ def test_a_batch_run_killed_mid_poll_is_resumed_without_submitting_twice(tmp_pat
         assert doc["valid"] and doc["batched_calls"] == 12 and doc["scorers"][0]["current"] == pytest.approx(0.7)
         assert f"resumed run {killed}: 12 request(s) collected from its batches, nothing submitted again" \
             in resumed.stderr
-        with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+        with sqlite_conn(tmp_path / "history" / "evalloop.db") as conn:
             assert conn.execute("select status from runs where id = ?", (killed,)).fetchone()[0] == "failed"
 
         again = cli(tmp_path, "run", "--resume", doc["run_id"], "--json", env=env)
@@ -353,7 +353,6 @@ def test_a_batch_run_killed_before_it_recorded_its_batch_is_resumed_without_payi
     the resumer finds the unrecorded batch at the provider (created after it, with its requests)
     and collects it. The kill point is deterministic (EVALLOOP_FAULT=batch.created)."""
     import json
-    import sqlite3
     import subprocess
 
     from support.cli import EVALLOOP, cli
@@ -366,7 +365,7 @@ def test_a_batch_run_killed_before_it_recorded_its_batch_is_resumed_without_payi
                                      text=True, timeout=120)
         assert killed_proc.returncode == -9, killed_proc.stderr
         assert server.batches.submissions == 1
-        with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+        with sqlite_conn(tmp_path / "history" / "evalloop.db") as conn:
             (killed, status), = conn.execute("select id, status from runs").fetchall()
         assert status == "running"
         server.batches.held.clear()
@@ -377,7 +376,7 @@ def test_a_batch_run_killed_before_it_recorded_its_batch_is_resumed_without_payi
         assert doc["valid"] and doc["batched_calls"] == 12
         assert f"resumed run {killed}: 12 request(s) collected from its batches, nothing submitted again" \
             in resumed.stderr
-        with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+        with sqlite_conn(tmp_path / "history" / "evalloop.db") as conn:
             assert conn.execute("select status from runs where id = ?", (killed,)).fetchone()[0] == "failed"
             recorded = conn.execute("select batch_id from run_batches where run_id = ?", (doc["run_id"],)).fetchall()
         assert [r[0] for r in recorded] == list(server.batches.batches)  # kept: the new run can be resumed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import pytest
 from pydantic import BaseModel
@@ -21,6 +20,7 @@ from evalloop.llm import (
     usage_scope,
 )
 from support.messages_server import LLMServer, Reply, Seen, llm_server  # noqa: F401
+from support.sqlitedb import sqlite_conn
 
 
 class Grade(BaseModel):
@@ -153,7 +153,7 @@ async def test_file_is_wal_and_survives_many_concurrent_writers(llm_server, inne
     path = tmp_path / "c.sqlite"
     clients = [CachedClient(inner, path) for _ in range(3)]
     await asyncio.gather(*(clients[i % 3].complete(ask(f"q{i}")) for i in range(60)))
-    with sqlite3.connect(path) as db:
+    with sqlite_conn(path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert db.execute("SELECT count(*) FROM responses").fetchone()[0] == 60
     assert llm_server.count == 60

@@ -11,7 +11,6 @@ import gzip
 import importlib.util
 import json
 import shutil
-import sqlite3
 import textwrap
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from evalloop.history import engine as history_engine
 from evalloop.history import migrations, version
 from evalloop.history.models import metadata
 from support.cli import cli
+from support.sqlitedb import sqlite_conn
 
 DATA = Path(__file__).parent / "data"
 #: the revision each old history is at, by what it is (its columns say so)
@@ -61,7 +61,7 @@ def old_project(tmp_path: Path, commit: str) -> Path:
 
 def rows(db: Path, tables: tuple[str, ...] = TABLES) -> dict[str, dict[str, list[object]]]:
     """Every row of these tables as {column: values in row order}; compared on the old columns."""
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         out: dict[str, dict[str, list[object]]] = {}
         for table in tables:
             names = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
@@ -124,7 +124,7 @@ def on(url: str, step) -> None:
 def damage(db: Path, commit: str) -> None:
     """Values no evalloop wrote but a hand edit or a damaged row may hold: a run's notes that are
     not JSON, a summary's details that are JSON but not an object."""
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.execute("UPDATE runs SET notes = 'not json {' WHERE id = ?", (RUN_IDS[commit][0],))
         conn.execute("UPDATE scorer_summaries SET details = '[1, 2]' WHERE run_id = ?", (RUN_IDS[commit][1],))
 
@@ -190,7 +190,7 @@ def test_an_old_history_is_migrated_with_every_run_schedule_and_memory_intact(tm
     assert len(before["runs"]["id"]) == 4 and before["evalloop_jobs"]["id"] and before["evalloop_schedule_runs"]["id"]
     with create_engine(url).connect() as conn:
         assert migrations.inferred_revision(conn) == OLD[commit]
-    with sqlite3.connect(db) as conn:  # `evalloop accept` of the third run, as those versions wrote it
+    with sqlite_conn(db) as conn:  # `evalloop accept` of the third run, as those versions wrote it
         details = json.loads(conn.execute("SELECT details FROM scorer_summaries WHERE run_id = ? AND scorer = 'value'",
                                           (RUN_IDS[commit][2],)).fetchone()[0])
         details["accepted"] = {"reason": "new normal", "at": "2026-11-28T17:12:00+00:00", "by": "someone"}
@@ -207,7 +207,7 @@ def test_an_old_history_is_migrated_with_every_run_schedule_and_memory_intact(tm
     assert kept(before, rows(db))  # not a value changed in the columns it had, but the damaged ones: {}
     assert schema_diff(url) == []  # and now exactly the models' schema
     reads_back_as_models(url, damaged, commit)
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(version.HEAD,)]
         assert conn.execute("SELECT count(*) FROM runs WHERE product_fingerprint IS NULL").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM scorer_summaries WHERE measurement IS NULL").fetchone() == (0,)
@@ -264,12 +264,12 @@ def test_a_revision_this_evalloop_does_not_know_is_refused_and_nothing_written(t
     root = old_project(tmp_path, "4e61118")
     db = root / "history" / "evalloop.db"
     assert cli(root, "history", "migrate").returncode == 0
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.execute("UPDATE alembic_version SET version_num = '9999'")
     proc = cli(root, "history", "controlled")
     assert proc.returncode == 2 and "revision 9999, which this evalloop" in proc.stderr, proc.stderr
     assert "upgrade evalloop" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [("9999",)]
 
 
@@ -285,7 +285,7 @@ def test_a_new_database_is_created_at_the_head_without_alembic(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
     assert schema_diff(f"sqlite:///{tmp_path / 'h.db'}") == []
-    with sqlite3.connect(tmp_path / "h.db") as conn:
+    with sqlite_conn(tmp_path / "h.db") as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(version.HEAD,)]
 
 
@@ -295,7 +295,7 @@ def copy_rows(source: Path, url: str) -> None:
     """Every row of an old SQLite history into a PostgreSQL database at the same revision."""
     engine = create_engine(url)
     try:
-        with sqlite3.connect(source) as old, engine.begin() as conn:
+        with sqlite_conn(source) as old, engine.begin() as conn:
             for table in TABLES[:-1]:
                 names = [r[1] for r in old.execute(f"PRAGMA table_info({table})")]
                 kinds = {c["name"]: str(c["type"]) for c in inspect(conn).get_columns(table)}

@@ -235,6 +235,7 @@ def _f3594c2_history(tmp_path):
     import sqlite3
 
     from support.project import make_project
+    from support.sqlitedb import sqlite_conn
 
     before = json.loads((Path(__file__).parent / "data" / "schema_f3594c2.json").read_text())
     tiny = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
@@ -242,7 +243,7 @@ def _f3594c2_history(tmp_path):
     root = make_project(tmp_path / "p", {"tiny": tiny}, scorers=None)
     db = root / "history" / "evalloop.db"
     db.parent.mkdir()
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.executescript("\n".join(before["database_dump"]))
         conn.execute(f"PRAGMA user_version = {before['database_user_version']}")
         conn.row_factory = sqlite3.Row

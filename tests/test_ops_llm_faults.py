@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from evalloop.config import load_settings
 from evalloop.loop.pipeline import arun_suite
 from evalloop.suites.models import PACKAGE_FIXTURES, Suite
 from support.messages_server import LLMServer, Reply, Seen
+from support.sqlitedb import sqlite_conn
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 SIMILARITY = yaml.safe_load((PACKAGE_FIXTURES / "similarity.yaml").read_text(encoding="utf-8"))
@@ -88,7 +88,7 @@ def test_a_200_that_is_not_a_message_invalidates_the_run_and_never_teaches(tmp_p
         html = {s["scorer"]: s for s in doc["scorers"]}["similarity-detection"]
         assert "not a Messages-API reply: got '<!doctype html>" in html["first_error"]
     assert not memories.exists() or "eval-failure" not in memories.read_bytes().decode("latin-1")
-    with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+    with sqlite_conn(tmp_path / "history" / "evalloop.db") as conn:
         rows = conn.execute("select valid, target_failures, infra_failures from runs order by started_at").fetchall()
         failures = conn.execute("select distinct failure from case_results where failure is not null").fetchall()
     assert rows == [(0, 0, 5), (1, 0, 0), (0, 0, 5)]

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from evalloop.llm.clients import client_from_env
 from evalloop.loop.pipeline import arun_suite
 from evalloop.suites.models import PACKAGE_FIXTURES, Suite
 from support.messages_server import LLMServer, Reply, Seen
+from support.sqlitedb import sqlite_conn
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 SIMILARITY = yaml.safe_load((PACKAGE_FIXTURES / "similarity.yaml").read_text(encoding="utf-8"))
@@ -78,7 +78,7 @@ def llm_env(monkeypatch: pytest.MonkeyPatch, url: str, **extra: str) -> None:
 
 
 def query(root: Path, sql: str, *args: object) -> list[tuple]:
-    with sqlite3.connect(root / "history" / "evalloop.db") as conn:
+    with sqlite_conn(root / "history" / "evalloop.db") as conn:
         return conn.execute(sql, args).fetchall()
 
 
@@ -114,7 +114,7 @@ def test_llm_engine_verdicts_costs_cache_and_replay(tmp_path):
                          doc["run_id"])[0]
         assert per_case[0] == pytest.approx(doc["cost_usd"]) and per_case[1] == 6 * IN_TOKENS
         cache_db = tmp_path / "history" / "llm-cache.db"
-        with sqlite3.connect(cache_db) as conn:
+        with sqlite_conn(cache_db) as conn:
             assert conn.execute("select count(*) from responses").fetchone()[0] == 6
 
         again = cli(tmp_path, *args, env=env)
@@ -126,7 +126,7 @@ def test_llm_engine_verdicts_costs_cache_and_replay(tmp_path):
         assert detection2["current"] == pytest.approx(5 / 6)
         assert detection2["baseline"] == pytest.approx(5 / 6) and detection2["window_runs"] == 1
 
-        with sqlite3.connect(cache_db) as conn:
+        with sqlite_conn(cache_db) as conn:
             conn.execute("delete from responses where request like '%dark theme%'")
             assert conn.execute("select count(*) from responses").fetchone()[0] == 5
         replay = cli(tmp_path, "run", "--suite", "similarity", "--engine", "llm",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from evalloop.suites.lookup import find_suite
+from support.sqlitedb import sqlite_conn
 
 EVALLOOP = shutil.which("evalloop") or str(Path(sys.executable).parent / "evalloop")
 NOTICE = ("no ANTHROPIC_API_KEY (or EVALLOOP_LLM_BASE_URL): memory operations run on the local engine; "
@@ -92,7 +92,7 @@ def test_fresh_machine_without_a_key_runs_the_three_suites_locally(tmp_path):
     assert {s["scorer"]: s for s in merge["scorers"]}["must-keep"]["current"] == pytest.approx(1.0)
     assert 0.6 < {s["scorer"]: s for s in quality["scorers"]}["quality-label"]["current"] < 1.0
 
-    with sqlite3.connect(tmp_path / "history" / "evalloop.db") as conn:
+    with sqlite_conn(tmp_path / "history" / "evalloop.db") as conn:
         rows = conn.execute("select r.tags, s.value from case_scores s join case_results r "
                             "using (run_id, case_id, epoch) where s.scorer = 'similarity-detection' "
                             "and r.tags not like '%control%'").fetchall()

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from evalloop.memory.store import MemoryStore
 from evalloop.scheduling.scheduler import add_schedule
 from support.cli import cli
 from support.project import make_project
+from support.sqlitedb import sqlite_conn
 
 SUITE = {"name": "s", "target": "sut:echo", "scorers": ["equals"],
          "cases": [{"id": f"c{i}", "input": f"x{i}", "expected": f"x{i}"} for i in range(4)]}
@@ -30,7 +30,7 @@ RUNS = 10
 
 
 def zero_pages(db: Path, like: str) -> None:
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         pages = [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name LIKE ?", (like,))]
         size = conn.execute("PRAGMA page_size").fetchone()[0]
@@ -58,7 +58,7 @@ def damaged(tmp_path_factory) -> Path:
 
 def counts(db: Path) -> tuple[int, int]:
     """(runs, schedules) the file holds."""
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+    with sqlite_conn(f"file:{db}?mode=ro", uri=True) as conn:
         return (conn.execute("SELECT count(*) FROM runs").fetchone()[0],
                 conn.execute("SELECT count(*) FROM evalloop_jobs").fetchone()[0])
 

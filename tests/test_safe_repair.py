@@ -4,7 +4,6 @@ that the run logs cannot rebuild. A read-only history stops `run` with exit 2 in
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from evalloop.memory.store import MemoryStore
 from support.cli import cli
 from support.otheruser import can_simulate, cli_as_other, give_away, snapshot, take_back
 from support.project import make_project
+from support.sqlitedb import sqlite_conn
 
 pytestmark = pytest.mark.skipif(not can_simulate(), reason="needs setpriv to drop root's file permission bypass")
 
@@ -89,7 +89,7 @@ def test_report_on_a_read_only_folder_reads_or_names_the_path(tmp_path):
 
 def damage(db: Path, like: str) -> None:
     """Zero every page of the tables and indexes whose names match ``like``."""
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         pages = [r[0] for r in conn.execute("SELECT pageno FROM dbstat WHERE name LIKE ?", (like,))]
         size = conn.execute("PRAGMA page_size").fetchone()[0]

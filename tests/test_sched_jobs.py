@@ -67,9 +67,9 @@ def test_schedules_persist_across_restarts_and_record_their_last_run(settings):
     assert nightly_next.strftime("%H:%M") == "02:30"
 
     # a restart: the persisted job is due again (moved into the past), and runs once more
-    from evalloop.scheduling.scheduler import _admin
+    from evalloop.scheduling.jobstore import admin_scheduler
 
-    with _admin(settings) as scheduler:
+    with admin_scheduler(settings) as scheduler:
         scheduler.modify_job("soon", next_run_time=datetime.now(UTC))
     with serving(settings):
         assert wait_for(lambda: len(runs(settings)) == 2)
@@ -172,3 +172,16 @@ def test_a_schedule_stored_before_the_package_layout_still_loads(settings):
     engine.dispose()
     assert [s.id for s in list_schedules(settings)] == ["old"]
     assert [s.id for s in list_schedules(settings)] == ["old"]  # and it stays
+
+
+def test_the_job_function_keeps_the_path_stored_jobs_name():
+    """Stored jobs name the job function by its import path, and schedulers of every version on one
+    database share them: the path stays where jobs since the package layout name it, and resolves
+    to the one job function (which lives in scheduling/job.py since scheduler.py was split)."""
+    from apscheduler.util import ref_to_obj
+
+    from evalloop.scheduling.job import run_scheduled_job
+    from evalloop.scheduling.scheduler import JOB_FUNC
+
+    assert JOB_FUNC == "evalloop.scheduling.scheduler:run_scheduled_job"
+    assert ref_to_obj(JOB_FUNC) is run_scheduled_job

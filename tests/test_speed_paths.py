@@ -13,8 +13,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+import evalloop.suites.casesource
 import evalloop.suites.lookup
-import evalloop.suites.models
+import evalloop.suites.suite
 from evalloop import load_settings, run_suite
 from evalloop.cli import app
 from evalloop.history import HistoryStore, runlog
@@ -73,15 +74,15 @@ def test_cli_run_reads_the_cases_file_once_or_twice_never_three_times(tmp_path, 
     twice (once to validate before anything is written, once to run); never a third time."""
     root = jsonl_project(tmp_path)
     opened = []
-    real = evalloop.suites.models.open_jsonl
+    real = evalloop.suites.casesource.open_jsonl
 
     def counting(path):
         opened.append(path)
         return real(path)
 
-    monkeypatch.setattr(evalloop.suites.models, "open_jsonl", counting)
+    monkeypatch.setattr(evalloop.suites.casesource, "open_jsonl", counting)
     if keep_bytes is not None:
-        monkeypatch.setattr(evalloop.suites.models, "KEEP_PARSED_BYTES", keep_bytes)
+        monkeypatch.setattr(evalloop.suites.suite, "KEEP_PARSED_BYTES", keep_bytes)
     result = CliRunner().invoke(app, ["run", "--suite", "speedy", "--project", str(root)])
     assert result.exit_code == 0, result.output
     assert len(opened) == reads

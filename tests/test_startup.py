@@ -12,6 +12,7 @@ import textwrap
 
 from support.cli import cli
 from support.project import TARGET, make_project
+from support.sqlitedb import sqlite_conn
 
 SUITE = {"name": "tiny", "target": "sut:echo", "scorers": ["equals"],
          "cases": [{"id": f"c{i}", "input": i, "expected": i} for i in range(5)]}
@@ -122,9 +123,8 @@ def test_the_fast_ending_leaves_files_databases_threads_and_the_exit_code_as_a_t
     leftover = sorted(p.name for p in [*tmp_path.glob("*-wal"), *(root / "history").glob("*-wal"),
                                         *tmp_path.glob("*-shm"), *(root / "history").glob("*-shm")])
     assert leftover == []
-    import sqlite3
-
-    assert sqlite3.connect(tmp_path / "sut.db").execute("SELECT count(*) FROM seen").fetchone() == (5,)
+    with sqlite_conn(tmp_path / "sut.db") as conn:
+        assert conn.execute("SELECT count(*) FROM seen").fetchone() == (5,)
     # exit codes are kept: bad input 2, a usage error 2, and `python -m evalloop` ends the same way
     bad = cli(root, "run", "--suite", "missing", env=env)
     assert bad.returncode == 2 and "unknown suite 'missing'" in bad.stderr
@@ -196,8 +196,6 @@ def test_main_called_in_process_still_raises_system_exit(tmp_path, monkeypatch, 
 def test_an_older_history_database_is_still_migrated_and_a_current_one_is_not_checked(tmp_path):
     """Opening a history stamped at this evalloop's revision skips the table checks; an older one (no
     stamp, a table and a column missing) gets them back before the run writes."""
-    import sqlite3
-
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
@@ -208,14 +206,14 @@ def test_an_older_history_database_is_still_migrated_and_a_current_one_is_not_ch
     first = cli(root, "run", "--suite", "tiny")
     assert first.returncode == 0, first.stderr
     db = root / "history" / "evalloop.db"
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (version.HEAD,)
         conn.execute("DROP TABLE score_vectors")
         conn.execute("ALTER TABLE scorer_summaries DROP COLUMN mdd")
         conn.execute("DROP TABLE alembic_version")  # as an evalloop before numbered migrations left it
     again = cli(root, "run", "--suite", "tiny")
     assert again.returncode == 0, again.stderr
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         assert conn.execute("SELECT count(*) FROM score_vectors").fetchone() == (1,)
         assert conn.execute("SELECT count(mdd) FROM scorer_summaries").fetchone() == (1,)
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (version.HEAD,)

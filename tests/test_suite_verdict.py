@@ -1,4 +1,4 @@
-"""A suite's ``verdict:`` block is a typed model (``suites.models.SuiteVerdict``, issue #43): the
+"""A suite's ``verdict:`` block is a typed model (``suites.settings.SuiteVerdict``, issue #43): the
 project's verdict settings it overrides and its scorers' threshold and pass mark, checked when the
 suite is read — a malformed block is one clear line naming the file and the key, exit code 2."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from evalloop.scheduling.sinks import WebhookSink, notify
 from support.cli import EVALLOOP
 from support.messages_server import LLMServer, Reply
 from support.project import make_project
+from support.sqlitedb import sqlite_conn
 from support.webhook_server import webhook_server
 
 ECHO = {"name": "s", "target": "sut:echo", "scorers": ["equals"],
@@ -79,7 +79,7 @@ def run_llm(root: Path, base_url: str) -> subprocess.CompletedProcess[str]:
 
 def stored(root: Path) -> bytes:
     db = root / "history" / "evalloop.db"
-    with sqlite3.connect(db) as conn:
+    with sqlite_conn(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return b"".join(p.read_bytes() for p in (root / "history").iterdir() if p.is_file())
 

@@ -13,6 +13,7 @@ from evalloop.history import HistoryStore
 from evalloop.history.strata import strata_means
 from evalloop.report.trends import build_trends
 from support.project import SCORERS, TARGET, make_project, write_answers
+from support.sqlitedb import sqlite_conn
 
 EPOCH_SCORERS = SCORERS + '''
 @scorer("epoch-flaky", kind="heuristic")
@@ -142,15 +143,13 @@ def test_suite_verdict_block_sets_threshold_and_pass_mark(tmp_path, answers):
 def test_a_stored_legacy_label_is_a_watch_for_report_as_for_run(tmp_path, answers):
     """Older versions stored "regressed (not significant)"; `report --fail-on-regression` once
     read any label starting with "regressed" as a regression, where `run` exited 0."""
-    import sqlite3
-
     from support.cli import cli
 
     root = make_project(tmp_path, {"old": suite("old", 4)})
     (root / "evalloop.toml").write_text("run_log = false\nlearn = false\n")
     for _ in range(2):
         last = run(root, "old", answers, {f"c{i}": 1.0 for i in range(4)})
-    with sqlite3.connect(root / "history" / "evalloop.db") as db:
+    with sqlite_conn(root / "history" / "evalloop.db") as db:
         db.execute("update scorer_summaries set verdict = 'regressed (not significant)' where run_id = ?",
                    (last.outcome.run.id,))
     report = cli(root, "report", "--suite", "old", "--json", "--fail-on-regression")

@@ -3,7 +3,7 @@
 Every line is decoded with one ``raw_decode`` call; only a line that does not parse that way
 (blank, leading whitespace, bad JSON) goes through :func:`parse_line`, whose ``json.loads``
 message the error quotes with the file, the line and the column. A cases file is read by
-:func:`evalloop.suites.models.jsonl_cases`, which opens it here and parses a line here only when
+:func:`evalloop.suites.casesource.jsonl_cases`, which opens it here and parses a line here only when
 pydantic-core refused it.
 """
 

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from evalloop.errors import FixtureError, UnknownSuiteError
-from evalloop.suites.models import PACKAGE_FIXTURES, SUITE_SUFFIXES, Suite, load_suite
+from evalloop.suites.load import PACKAGE_FIXTURES, SUITE_SUFFIXES, load_suite
+from evalloop.suites.suite import Suite
 from evalloop.suites.yamlhead import declared_name
 
 

@@ -47,7 +47,7 @@ _NUMBER = re.compile(r"[0-9]+")
 
 
 class SplitCase(Protocol):
-    """What the split reads of a case (:class:`~evalloop.suites.models.Case` fits)."""
+    """What the split reads of a case (:class:`~evalloop.suites.case.Case` fits)."""
 
     @property
     def id(self) -> str: ...

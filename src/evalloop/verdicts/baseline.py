@@ -17,28 +17,24 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict, cast
 
-import numpy as np
-
 from evalloop.history.details import json_object, summary_details
 from evalloop.history.eligibility import RULE as ELIGIBILITY_RULE
 from evalloop.history.eligibility import RULE_KEY as ELIGIBILITY_RULE_KEY
-from evalloop.history.eligibility import accepted, eligible_now
+from evalloop.history.eligibility import eligible_now
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore
 from evalloop.history.window import KEY as WINDOW_KEY
 from evalloop.policy import VerdictPolicy
-from evalloop.scoring.scorevec import Aligned, Vector, align, from_mapping
-from evalloop.verdicts import floors, identity, sequential
-from evalloop.verdicts.arrays import Floats, Ints
-from evalloop.verdicts.drop import drop_bounds, scope_groups, standardized_drop
+from evalloop.scoring.scorevec import Vector, align, from_mapping
+from evalloop.verdicts import identity, sequential, soundness
+from evalloop.verdicts.arrays import Floats
+from evalloop.verdicts.drift import slow_drift
 from evalloop.verdicts.identity import FingerprintChange, Windows
+from evalloop.verdicts.nightly import judge_night
 from evalloop.verdicts.power import z_quantile
-from evalloop.verdicts.runlabel import run_label_permutation_test
-from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned, noise_var, window_noise
+from evalloop.verdicts.verdict import Verdict, VerdictStatus, decide_aligned
 
 EPS = 1e-9
-SOUND_RUNS = 3  # runs a sound median needs: the median of three outvotes one lucky run
-OUTLIER_SE = 3.0  # a window run this many standard errors of a run mean from the others' median is set aside
 MAX_LISTED = 20
 _DRIFT_CHECKED = frozenset({VerdictStatus.STEADY, VerdictStatus.WATCH, VerdictStatus.IMPROVED,
                             VerdictStatus.BELOW_FLOOR})
@@ -316,29 +312,28 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes, order=current.order)
-    last_good = prior[-1] if prior else None
-    aligned, prior, aside = _set_aside(aligned, prior)
+    aligned, prior, aside = soundness.set_aside(aligned, prior)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
                               scorer_controls=details.get("scorer_controls", []),
                               valid=not details.get("invalid"), invalid_reason=details.get("invalid"),
                               scorers=scorers)
     if aside:
-        said = f"{evidence.reason} {_aside_sentence(aside)}"
+        said = f"{evidence.reason} {soundness.aside_sentence(aside)}"
         evidence = evidence.model_copy(update={"set_aside": aside, "reason": said})
     if evidence.z is not None and evidence.status in _DRIFT_CHECKED:
-        evidence = _drift(store, run, summary, policy, current, evidence, prior, stored, scopes)
+        evidence = slow_drift(store, run, summary, policy, current, evidence, prior, stored, scopes)
     found: list[float | None] = []
 
     def sound() -> float | None:
         """The drop against a sound baseline (read once, and only when a drop needs it)."""
         if not found:
-            found.append(_sound_drop(store, run, summary, current, stored, scopes, window, product, last_good))
+            found.append(soundness.sound_drop(store, run, summary, current, stored, scopes, window, product))
         return found[0]
 
     shown = evidence.status is VerdictStatus.REGRESSED  # the single-run rule: at least the threshold, shown
     if nightly and evidence.z is not None:
-        evidence, out.chart = _nightly(store, run, summary, policy, evidence, scorers, sound)
+        evidence, out.chart = judge_night(store, run, summary, policy, evidence, scorers, sound)
     if evidence.significant_drop or evidence.status is VerdictStatus.REGRESSED:
         # the drop keeps the run out of later baselines only if it holds against a sound one
         # (a red night already does: the chart asked); with no sound baseline yet (a young suite)
@@ -363,187 +358,3 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     out.newly_failing = [(c, messages.get(c, "")) for c in evidence.newly_failing]
     out.newly_passing = list(evidence.newly_passing)
     return out
-
-
-def _holds(sound: float | None, bar: float) -> bool:
-    """Whether a drop holds against the sound baseline (no sound baseline yet: it is trusted)."""
-    return sound is None or sound >= bar
-
-
-def _nightly(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, evidence: Verdict,
-             scorers: int, sound: Callable[[], float | None]) -> tuple[Verdict, sequential.Chart]:
-    """The single-run verdict re-labelled by the nightly limits (:mod:`evalloop.verdicts.sequential`):
-    red when the drop chart is, or on one bad night; ``below floor`` when the floor's limits say so
-    (the same check as a one-off run's, and its chart); a one-run ``regressed`` that neither shows
-    is a ``watch``."""
-    z = float(evidence.z or 0.0)
-    budget, floor = policy.alarm_budget, floors.active(evidence.min_score)
-    # the threshold in standard errors from the window's noise (steady while the window is), else from z
-    drop_abs = (evidence.baseline_mean or 0.0) - (evidence.shared_mean or 0.0)
-    se = (evidence.drop_noise_se * (evidence.baseline_mean or 0.0)) if evidence.drop_noise_se \
-        else abs(drop_abs / z) if z else None
-    k, h = sequential.design(policy.threshold, evidence.baseline_mean, se, budget, scorers, floor=floor)
-    bad = evidence.p_value is not None and evidence.p_value < policy.alpha and sequential.bad_night(
-        evidence.drop, evidence.drop_noise_se or 0.0, policy.threshold, budget, scorers, floor=floor)
-    previous = _last_chart(store, run, summary.scorer)
-    chart = sequential.step(previous, z, k, h, bad=bad)
-    if chart.red:  # red only while the drop holds against a sound baseline (no windup)
-        chart = sequential.step(previous, z, k, h, bad=bad, holds=_holds(sound(), sequential.release(k)))
-    found = floors.check(evidence.current_mean, evidence.min_score, evidence.floor_se, budget, scorers)
-    if found is not None:
-        chart.floor = floors.step(previous.floor if previous is not None else None, found, budget, scorers)
-    single = evidence.status
-    if chart.red:
-        status = VerdictStatus.REGRESSED
-    elif chart.floor is not None and chart.floor.alarm:
-        status = VerdictStatus.BELOW_FLOOR
-    elif chart.green:
-        status = VerdictStatus.IMPROVED
-    elif single in (VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR):
-        status = VerdictStatus.WATCH  # one night's drop: the series has not shown it yet
-    elif single is VerdictStatus.IMPROVED:
-        status = VerdictStatus.STEADY
-    else:
-        status = single
-    shown = chart.sentence(budget)
-    reason = f"{shown[0].upper()}{shown[1:]}: {evidence.reason}"
-    if status is VerdictStatus.BELOW_FLOOR and found is not None and not found.below:
-        assert evidence.current_mean is not None and evidence.min_score is not None and chart.floor is not None
-        reason = (f"Nightly floor chart: the mean has stayed under its floor {evidence.min_score:.2f} "
-                  f"(deficits {chart.floor.total:.2f} past its limit {chart.floor.h:.2f}, or lasting). {reason}")
-    return evidence.model_copy(update={"status": status, "reason": reason, "mode": "nightly"}), chart
-
-
-def _set_aside(aligned: Aligned, prior: list[tuple[Run, ScorerSummary]]
-               ) -> tuple[Aligned, list[tuple[Run, ScorerSummary]], list[str]]:
-    """The window without its outlying runs: a run whose mean over the window's cases is further
-    from the median of the window's run means than :data:`OUTLIER_SE` standard errors of a run's
-    mean (the window's own run-to-run noise; with none, any difference) is set aside, so one run
-    that scored high (or low) by chance does not move the baseline for the next five runs. Only
-    a window of :data:`SOUND_RUNS` runs or more has a median to stand on."""
-    w = aligned.window
-    if w.shape[1] < SOUND_RUNS:
-        return aligned, prior, []
-    means, counts = _run_means(w)
-    if not counts.all():
-        return aligned, prior, []
-    noise = window_noise(w)
-    if noise is None:
-        return aligned, prior, []
-    reach = max(OUTLIER_SE * math.sqrt(max(noise, 0.0) / float(counts.min())), 1e-6)
-    out = np.abs(means - float(np.median(means))) > reach
-    if not out.any():
-        return aligned, prior, []
-    keep = ~out
-    trimmed = Aligned(ids=aligned.ids, current=aligned.current, window=w[:, keep], scopes=aligned.scopes)
-    return trimmed, [p for p, k in zip(prior, keep, strict=True) if k], \
-        [p[0].id for p, k in zip(prior, keep, strict=True) if not k]
-
-
-def _aside_sentence(ids: list[str]) -> str:
-    runs = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
-    return (f"Set aside from the baseline as outlying (its mean far from the other window runs'): "
-            f"run{'s' if len(ids) > 1 else ''} {runs}.")
-
-
-def _run_means(w: Floats) -> tuple[Floats, Ints]:
-    """Each run's mean over the cases it graded (``w``: cases × runs, NaN: not graded), and how
-    many it graded (a run that graded none has mean 0 and count 0)."""
-    counts = (~np.isnan(w)).sum(axis=0)
-    return np.nansum(w, axis=0) / np.maximum(counts, 1), counts
-
-
-def sound_centre(w: Floats) -> Floats:
-    """Each case's sound baseline over the runs ``w`` (cases × runs, NaN: not graded): its mean
-    over the runs, moved by the runs' robust level — the median of the runs' means less their
-    mean — so one run that scored high as a whole is outvoted while every case keeps its own
-    level. (A per-case median is no sound centre: a bounded judge's grades pile up at 1.0, so
-    each case's median sits above its mean, and every ordinary night looks like a drop.)"""
-    means, counts = _run_means(w)
-    run_means = means[counts > 0]
-    case_means = np.nanmean(w, axis=1)
-    if run_means.size < 2:
-        return case_means
-    return case_means + (float(np.median(run_means)) - float(run_means.mean()))
-
-
-def _sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: Vector,
-                stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
-                scopes: Mapping[str, str] | None, window: int, product: str | None,
-                last_good: tuple[Run, ScorerSummary] | None) -> float | None:
-    """The run's drop in standard errors against a *sound* baseline (:func:`sound_centre`) of the
-    last ``2 · window + 1`` runs that measured the suite (whatever their verdicts) up to its last
-    good run — the runs before the current drop began, where one run that scored high by chance
-    is outvoted. With fewer than ``window`` of those the baseline is young (its few good runs
-    may all have scored high, and every run after them been kept out as a drop from them: a
-    windup), and the last runs that measured the suite at all stand in, the current drop's
-    included. None with fewer than :data:`SOUND_RUNS` of those: the drop is trusted."""
-    n = 2 * window + 1
-    if last_good is not None:  # the runs up to the last good one (a long drop may reach back far)
-        upto = [*store.baseline_runs(run.suite, summary.scorer, last_good[0], n - 1, product,
-                                     measurement=summary.measurement, measured_only=True), last_good]
-        if len(upto) >= window:
-            recent = upto
-        else:
-            recent = store.baseline_runs(run.suite, summary.scorer, run, n, product,
-                                         measurement=summary.measurement, measured_only=True)
-    else:
-        recent = store.baseline_runs(run.suite, summary.scorer, run, n, product,
-                                     measurement=summary.measurement, measured_only=True)
-    if len(recent) < SOUND_RUNS:
-        return None
-    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in recent], scopes, order=current.order)
-    rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
-    if rows.sum() < 2:
-        return None
-    x, w = aligned.current[rows], aligned.window[rows]
-    return standardized_drop(x - sound_centre(w), noise_var(x, w),
-                             float(np.mean(np.sum(~np.isnan(w), axis=1))), scope_groups(aligned.scopes, rows))
-
-
-def _last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart | None:
-    """The chart of this scorer's last nightly night before ``run`` (none before an acceptance)."""
-    for details in store.earlier_details(run.suite, scorer, run):
-        if details.accepted is not None:
-            return None
-        if details.chart:
-            return sequential.Chart.model_validate(details.chart)
-    return None
-
-
-def _drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, current: Vector,
-           evidence: Verdict, prior: list[tuple[Run, ScorerSummary]],
-           stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
-           scopes: Mapping[str, str] | None = None) -> Verdict:
-    """A slow drift: the run against its *reference* — the first ``window`` good runs since the
-    last acceptance (or ever) — not only the rolling window. Each night may drop within the noise
-    while the window follows it down; against the reference the same drop adds up, and the run
-    regresses once it is at least the threshold with the evidence rule's confidence."""
-    reference = store.reference_runs(run.suite, summary.scorer, run, len(prior) or 1,
-                                     measurement=summary.measurement)
-    if not reference or {r.id for r, _ in reference} <= {r.id for r, _ in prior}:
-        return evidence
-    aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference], scopes,
-                    order=current.order)
-    rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
-    if rows.sum() < 2:
-        return evidence
-    x = aligned.current[rows]
-    w = aligned.window[rows]
-    y = np.nanmean(w, axis=1)
-    base = float(y.mean())
-    # the same bound and test as the verdict's (by scope when the suite has scopes), only against the reference
-    groups = scope_groups(aligned.scopes, rows)
-    low, _ = drop_bounds(x - y, base, policy.confidence, groups)
-    if low is None or low < policy.threshold - 1e-9:
-        return evidence
-    if run_label_permutation_test(x, w, permutations=policy.permutations, seed=policy.seed,
-                                  clusters=groups).p_value >= policy.alpha:
-        return evidence
-    since = accepted(reference[0][1])
-    origin = (f"accepted reference (run {reference[0][0].id}, accepted: {since.get('reason')})" if since
-              else f"reference of the first good runs (from run {reference[0][0].id})")
-    reason = (f"Slow drift: against the {origin} the drop is significant and at least {policy.threshold:.0%} with "
-              f"{policy.confidence:.0%} confidence ({base:.3f} → {float(x.mean()):.3f}, lower bound {low:.1%}); "
-              f"the rolling window followed it down: {evidence.reason}")
-    return evidence.model_copy(update={"status": VerdictStatus.REGRESSED, "reason": reason})
