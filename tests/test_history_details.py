@@ -73,6 +73,19 @@ def test_notes_and_fingerprints_that_are_not_objects_read_empty():
     assert notes.ablation == [] and notes.resumed_from == "r1"
 
 
+def test_a_json_column_holds_what_json_can_and_notes_are_redacted(tmp_path):
+    """A run's notes are a dict in and a dict out: a value JSON has no type for is stored as its
+    text, and a URL's credentials in any text of the notes are redacted as the text columns' are."""
+    store = HistoryStore(f"sqlite:///{tmp_path / 'h.db'}")
+    store.begin_run(Run(id="r1", suite="s", fingerprint={"target": "sut:fn", "where": Path("/x")}))
+    store.finish_run("r1", [ScorerSummary(run_id="r1", scorer="x", kind="heuristic", details={"pass_mark": 0.7})],
+                     status="completed", notes={"target_stats": {"endpoint": "https://user:hunter22@db.example/x"}})
+    run = store.get_run("r1")
+    assert run.fingerprint == {"target": "sut:fn", "where": "/x"}
+    assert "hunter22" not in str(run.notes) and "db.example" in str(run_notes(run).target_stats)
+    assert summary_details(store.summaries("r1")["x"]).pass_mark == 0.7
+
+
 def _parses_stored_json(node: ast.Call) -> bool:
     """A ``json.loads(…)`` of something named details, notes or fingerprint."""
     func = node.func

@@ -78,10 +78,10 @@ def json_object(stored: str | Mapping[str, JSONValue] | None) -> dict[str, JSONV
     return dict(stored) if isinstance(stored, Mapping) else as_object(stored)
 
 
-def jsonable(value: Mapping[str, object]) -> dict[str, JSONValue]:
-    """A dict as its JSON column holds it (a value JSON has no type for, as its text): what a
-    writer sets, so the object it keeps reads the same as the row read back."""
-    return as_object(dumps(value))
+def jsonable(value: Mapping[str, object] | str | None) -> dict[str, JSONValue]:
+    """A dict as its JSON column holds it (a value JSON has no type for, as its text; JSON text
+    parsed): what a writer sets, so the object it keeps reads the same as the row read back."""
+    return as_object(value if isinstance(value, str | None) else dumps(value))
 
 
 def summary_details(summary: ScorerSummary | str | Mapping[str, JSONValue] | None) -> SummaryDetails:

@@ -26,7 +26,7 @@ from sqlmodel import Session, col, select
 
 from evalloop.environ import variable
 from evalloop.errors import EvalloopError, db_message, is_db_error, store_error
-from evalloop.history.details import AcceptedRecord, SummaryDetails, json_object, summary_details
+from evalloop.history.details import AcceptedRecord, SummaryDetails, json_object, jsonable, summary_details
 from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.leases import LIVE, reap_dead_runs
 from evalloop.history.models import (
@@ -40,9 +40,9 @@ from evalloop.history.models import (
     ScoreVector,
     StoredRow,
     TableModel,
-    dumps,
     utcnow,
 )
+from evalloop.history.models import dumps as dumps  # compact JSON: the package's writers import it from here
 from evalloop.history.outage import Backlog, outlast
 from evalloop.redact import redact_text
 
@@ -142,7 +142,8 @@ class HistoryStore(metaclass=_MappedErrors):
 
         owner = process_owner()
         run.started_at = self.now(run.started_at)
-        run.notes = {**json_object(run.notes), "lease": owner}
+        # as their JSON columns will hold them (a value JSON has no type for: its text)
+        run.fingerprint, run.notes = jsonable(run.fingerprint), jsonable({**json_object(run.notes), "lease": owner})
         # The lease first, then the run: a run seen 'running' always has a lease to judge it by,
         # even when its process is killed between the two writes.
         self._take_lease(run.id, owner)
@@ -570,12 +571,13 @@ def _insert_many(cursor: sqlite3.Cursor, table: str, names: list[str], rows: Seq
 
 
 def _redacted_field(value: object) -> object:
-    """A run field as it may be stored: text, and the text of a JSON object (its notes), redacted."""
+    """A run field as it may be stored: text redacted, and every text in a JSON object (its notes)."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        text = dumps(value)
-        return value if redact_text(text) == text else json_object(redact_text(text))
+        return {k: _redacted_field(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted_field(v) for v in value]
     return value
 
 
