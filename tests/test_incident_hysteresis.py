@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from evalloop import RunOptions, load_settings, run_suite
 from evalloop.learning import incidents as learning
@@ -99,3 +100,23 @@ def test_an_incident_on_an_unchanged_noisy_suite_does_not_grow(tmp_path, monkeyp
     # may still be red, as a nightly alarm lasts while a night still drops by half its reference value
     first = next((i for i, moved in enumerate(states) if moved != ["updated"]), 99)
     assert first <= 1 and states[first] == ["held"], states
+
+
+@pytest.mark.xfail(strict=True, reason="verdicts/ (the lead's, issue #36): the nightly alarm lasts while a night's own "
+                   "standardized drop is at least half the chart's reference value (k/2 = 0.75), and a fixed product "
+                   "reaches that on about one good night in five against the frozen baseline; a good night judged "
+                   "`regressed` is a trigger, so no incident can resolve on it")
+def test_a_fixed_drop_is_not_kept_red_for_three_good_nights(tmp_path, monkeypatch):
+    """The late trials of ``bench/incidents.py`` (scenario ``fixed``): in 5 of its 10 incidents
+    not resolved within three good nights the verdict itself was ``regressed`` on all three,
+    though the product was fixed. This seed is one: the baseline (the 5 warm runs) is 0.752 against
+    a true mean of 0.735, the good nights score 0.694–0.717 (z 1.4–2.0; their own drop is
+    significant on one of them), and the chart stays red until the fifth good night. The learning
+    step cannot resolve an incident on a red night (a trigger opens or updates it), so the incident
+    waits for the verdict."""
+    suite = Judged(tmp_path, 178, monkeypatch)
+    for _ in range(5):
+        suite.night(0.0)
+    assert [a for _ in range(3) for a in suite.night(0.15) if a == "opened"] == ["opened"]
+    after = [suite.night(0.0) for _ in range(3)]
+    assert any("resolved" in moved for moved in after), after

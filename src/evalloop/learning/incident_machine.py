@@ -269,16 +269,25 @@ def back(incident: Incident, seen: Seen, *, lesson: bool = False) -> bool:
     if not before:
         return True
     same = [p for p in incident.past if (not p.clean if lesson else p.clean) and all(c in p.scores for c in before)]
-    runs = [seen.scores, *(p.scores for p in same)][:BACK_RUNS]
-    level = sum(x.mean for x in before.values()) / len(before)
-    delta = seen.threshold * level  # the drop the scorer calls worth acting on, on these cases
-    n, w = len(before), max(incident.window_runs, 1)
-    for j in range(1, len(runs) + 1):
-        gap = shortfall(before, runs[:j])
-        se = incident.noise * math.sqrt(1 / (n * j) + 1 / (n * w))
-        if gap <= delta / 2 and (lesson or gap + Z_BACK * se <= delta):  # holding retires nothing:
-            return True                                                  # its point estimate suffices
+    delta = seen.threshold * sum(x.mean for x in before.values()) / len(before)  # the drop the scorer calls
+    for gap, bound in evidence(incident, before, [seen.scores, *(p.scores for p in same)]):  # worth acting on
+        if gap <= delta / 2 and (lesson or bound <= delta):  # holding retires nothing: its estimate suffices
+            return True
     return False
+
+
+def evidence(incident: Incident, before: Mapping[str, Level], runs: Sequence[Mapping[str, float]],
+             ) -> list[tuple[float, float]]:
+    """The remembered cases' mean shortfall against their levels over the newest 1, 2, …
+    :data:`BACK_RUNS` of ``runs`` (newest first), each with its upper bound (:data:`Z_BACK`
+    standard errors; one grade's noise over the cases and runs, and over the baseline window's
+    runs the levels are the means of)."""
+    n, w = len(before), max(incident.window_runs, 1)
+    out = []
+    for j in range(1, min(len(runs), BACK_RUNS) + 1):
+        gap = shortfall(before, runs[:j])
+        out.append((gap, gap + Z_BACK * incident.noise * math.sqrt(1 / (n * j) + 1 / (n * w))))
+    return out
 
 
 def binomial_tail(k: int, m: int, p: float) -> float:

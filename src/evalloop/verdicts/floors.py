@@ -19,7 +19,8 @@ as at night, so one night says the same in both. A mean under the floor by less 
 
 At night the floor also has a chart: a one-sided CUSUM of the standardized deficit
 ``w = (floor − mean) / se`` with reference value :data:`FLOOR_K`, its limit from the floor's
-chart share of the budget, lasting while ``w ≥ FLOOR_K / 2`` (as the drop chart's alarm lasts).
+chart share of the budget, lasting while ``w`` is at least :func:`evalloop.verdicts.sequential.release`
+of it (the drop chart's rule: half a standard error).
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def step(previous: sequential.FloorChart | None, found: FloorCheck, budget: floa
     h = sequential.limit(FLOOR_K, nights)
     total = previous.total if previous is not None else 0.0
     was = previous is not None and previous.alarm
-    released = was and found.w < FLOOR_K / 2
+    released = was and found.w < sequential.release(FLOOR_K)
     if released:
         total = 0.0
     total = max(0.0, total + found.w - FLOOR_K)
