@@ -29,7 +29,8 @@ BATCH = 1000
 
 
 def rows(n: int) -> tuple[list[tuple], list[tuple]]:
-    cases = [("r", f"case-{i}", 0, None, f'"text {i}"', None, None, 0.01, 0.0, 0, 0, None) for i in range(n)]
+    cases = [("r", f"case-{i}", 0, None, f'"text {i}"', None, None, 0.01, 0.0, 0, 0, None, None, None)
+             for i in range(n)]
     scores = [("r", f"case-{i}", 0, "equals", 1.0, False, False, "equal", None) for i in range(n)]
     return cases, scores
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from evalloop.config import load_settings
@@ -69,7 +67,7 @@ def test_bm25_suite_matches_the_pure_benchmark_and_keeps_history(settings):
     assert stats["index_bytes"] > 10_000 and stats["build_s"] > 0
     assert 0 < stats["latency_p50_ms"] <= stats["latency_p95_ms"]
     record_target_stats(store, run.id, stats)
-    assert json.loads(store.get_run(run.id).notes)["target_stats"]["n_docs"] == 246
+    assert store.get_run(run.id).notes["target_stats"]["n_docs"] == 246
 
     again = run_suite("retrieval-bm25", settings=settings, store=store)
     verdicts = {s.scorer: (s.verdict, s.baseline) for s in again.comparison.scorers}

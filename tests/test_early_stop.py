@@ -107,7 +107,7 @@ async def test_an_unchanged_judge_suite_stops_at_the_first_look_and_a_changed_on
     assert any(n.startswith("early stop: llm-rubric graded 50 of 200 cases (150 judge calls saved)")
                for n in again.notices)
     store = HistoryStore(settings.database_url)
-    assert '"early_stop"' in store.get_run(run.id).notes
+    assert "early_stop" in store.get_run(run.id).notes
     assert worse.comparison.scorers[0].status == "regressed"
     assert worse.outcome.summaries["llm-rubric"].n == 50  # a drop this clear is settled at once too
 

@@ -3,7 +3,6 @@ never take each other's live locks or fail each other's live runs; lapsed leases
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
@@ -68,7 +67,7 @@ def test_a_run_of_another_container_is_reaped_only_when_its_lease_lapses(history
     with engine_for(history_url).begin() as conn:  # a run begun by the other container
         conn.execute(insert(Run.__table__).values(
             id="r-other", suite="s", status=RunStatus.RUNNING, started_at=utcnow(), valid=True,
-            notes=json.dumps({"host": HOST, "pid": pid, "lease": owner})))
+            notes={"host": HOST, "pid": pid, "lease": owner}))
     hold(history_url, "run:r-other", owner, expires_in=60.0)
     assert store.reap_dead_runs() == []
     assert store.get_run("r-other").status == RunStatus.RUNNING
@@ -83,7 +82,7 @@ def test_a_running_run_keeps_its_lease_fresh(history_url):
     store = HistoryStore(history_url)
     run = store.begin_run(Run(id="r-live", suite="s"))
     first = current_holder(history_url, "run:r-live")
-    assert first is not None and json.loads(store.get_run(run.id).notes)["lease"] == first.owner
+    assert first is not None and store.get_run(run.id).notes["lease"] == first.owner
     assert store.reap_dead_runs() == []
     store.mark(run.id, RunStatus.INTERRUPTED)
     assert current_holder(history_url, "run:r-live") is None  # the lease ends with the run

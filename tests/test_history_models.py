@@ -34,6 +34,8 @@ ADDED_COLUMNS = {"runs": ("cache_write_tokens", "cache_read_tokens", "batched_ca
                  "scorer_summaries": ("measurement", "accepted"),
                  "case_results": ("traceback", "output_bytes", "output_sha256")}
 ADDED_INDEXES = ("ix_runs_bridge_of",)
+# issue 43: JSON objects typed as JSON — on PostgreSQL (migration 0005 alters them); SQLite keeps their VARCHAR
+JSON_COLUMNS = {"runs": ("fingerprint", "notes"), "scorer_summaries": ("details",)}
 # issue 27; issue 28: the shared schema's version; issue 43: the revision (Alembic's table)
 ADDED_TABLES = ("run_batches", "evalloop_schema", "alembic_version")
 ADDED_DDL = ["CREATE TABLE alembic_version",  # stamped at 0001 by its columns, then migrations 0002-0004
@@ -59,6 +61,10 @@ def ddl(dialect) -> list[str]:
         text = str(CreateTable(table).compile(dialect=dialect)).strip()
         for column in ADDED_COLUMNS.get(name, ()):  # the DDL the table had, before the additions
             text = re.sub(rf"\n\t{column} [^\n]*", "", text)
+        for column in JSON_COLUMNS.get(name, ()):  # the type it had before 0005
+            typed = "JSON" if dialect.name == "postgresql" else "VARCHAR"
+            assert f"\n\t{column} {typed} NOT NULL" in text, (column, text)
+            text = text.replace(f"\n\t{column} {typed} NOT NULL", f"\n\t{column} VARCHAR NOT NULL")
         out.append(text)
         indexes = sorted((i for i in table.indexes if i.name not in ADDED_INDEXES), key=lambda i: i.name)
         out += [str(CreateIndex(i).compile(dialect=dialect)).strip() for i in indexes]

@@ -194,7 +194,6 @@ LONG_MODULES = {
     "history/store.py": "not split yet (issue #43: its JSON columns are being typed)",
     "run/runner.py": "not split yet (issue #43: run options are being made one value)",
     "loop/pipeline.py": "not split yet: suite -> run -> verdict -> learning",
-    "report/trends.py": "not split yet: the trend data of every report",
     "learning/incidents.py": "not split yet: incidents in the memory store",
 }
 

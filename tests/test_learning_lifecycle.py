@@ -116,7 +116,7 @@ def test_break_regress_remember_recover_resolve(tmp_path):
     # the next real run carries the memory and recovers; the fingerprint says what was injected
     healed = run_suite("decisions", settings=settings)
     assert healed.outcome.summaries["similarity-detection"].mean == 1.0
-    fp = json.loads(healed.outcome.run.fingerprint)["target_fingerprint"]
+    fp = healed.outcome.run.fingerprint["target_fingerprint"]
     assert fp["injected"]["memories"] == [memory.id]
     assert healed.outcome.run.base_fingerprint == again.outcome.run.base_fingerprint
     assert healed.outcome.run.fingerprint_hash != again.outcome.run.fingerprint_hash

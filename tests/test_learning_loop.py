@@ -91,7 +91,7 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
     (root / "BROKEN").unlink()
     seventh = run_suite("decisions", settings=settings)
     assert seventh.outcome.run.fingerprint_hash != good_fingerprint
-    fp = json.loads(seventh.outcome.run.fingerprint)["target_fingerprint"]
+    fp = seventh.outcome.run.fingerprint["target_fingerprint"]
     assert fp["operation"] == "decide"
     assert fp["injected"]["memories"] == [record.id]
     assert seventh.outcome.run.base_fingerprint == reports[-1].outcome.run.base_fingerprint

@@ -88,7 +88,7 @@ def test_a_user_target_receives_lessons_and_the_api_returns_the_same(tmp_path, c
     assert any(f in text for c in cases if c["id"] not in held for f in fields(c))
 
     run_id = json.loads(again.stdout)["run_id"]
-    fp = json.loads(HistoryStore(f"sqlite:///{root / 'history' / 'evalloop.db'}").get_run(run_id).fingerprint)
+    fp = HistoryStore(f"sqlite:///{root / 'history' / 'evalloop.db'}").get_run(run_id).fingerprint
     assert fp["target_fingerprint"]["injected"]["memories"] == [record["id"]]
 
     lessons_module.clear_cache()

@@ -251,7 +251,6 @@ def test_two_resumes_of_one_killed_run_at_once_pay_once(tmp_path):
 
 
 def test_the_next_scheduled_fire_resumes_a_killed_batch_run(tmp_path, monkeypatch):
-    import json
 
     from evalloop.scheduling.scheduler import run_scheduled_job
 
@@ -265,12 +264,12 @@ def test_the_next_scheduled_fire_resumes_a_killed_batch_run(tmp_path, monkeypatc
         store = HistoryStore(load_settings(tmp_path).database_url)
         run = store.get_run(run_id)
         assert run.status == "completed" and run.valid and run.batched_calls == 12
-        assert json.loads(run.notes)["resumed_from"] == killed
+        assert run.notes["resumed_from"] == killed
         assert len(batches_of(store, run_id)) == 12  # kept under the new run: it can be resumed in turn
         (later,) = run_scheduled_job(str(tmp_path), ["judged"], job_id="nightly")
         after = store.get_run(later)  # nothing left to resume; the replies come from the response cache
         assert after is not None, (later, [(r.id, r.status, r.notes) for r in store.runs("judged")])
-        assert "resumed_from" not in json.loads(after.notes) and after.cache_hits == 12
+        assert "resumed_from" not in after.notes and after.cache_hits == 12
         assert server.batches.submissions == 1
 
 

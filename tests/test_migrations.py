@@ -86,6 +86,15 @@ def columns(url: str) -> dict[str, set[str]]:
         engine.dispose()
 
 
+def column_types(url: str, table: str, *names: str) -> list[str]:
+    engine = create_engine(url)
+    try:
+        found = {c["name"]: str(c["type"]) for c in inspect(engine).get_columns(table)}
+        return [found[n] for n in names]
+    finally:
+        engine.dispose()
+
+
 def schema_diff(url: str) -> list[object]:
     """What the database lacks or has beyond the models (Alembic's own comparison)."""
     from alembic.autogenerate import compare_metadata
@@ -110,6 +119,54 @@ def on(url: str, step) -> None:
             step(conn)
     finally:
         engine.dispose()
+
+
+def damage(db: Path, commit: str) -> None:
+    """Values no evalloop wrote but a hand edit or a damaged row may hold: a run's notes that are
+    not JSON, a summary's details that are JSON but not an object."""
+    with sqlite_conn(db) as conn:
+        conn.execute("UPDATE runs SET notes = 'not json {' WHERE id = ?", (RUN_IDS[commit][0],))
+        conn.execute("UPDATE scorer_summaries SET details = '[1, 2]' WHERE run_id = ?", (RUN_IDS[commit][1],))
+
+
+def repaired(found: dict[str, dict[str, list[object]]], commit: str) -> dict[str, dict[str, list[object]]]:
+    """The rows as migration 0005 leaves them: the values :func:`damage` wrote as ``{}``."""
+    out = {t: {c: list(v) for c, v in columns.items()} for t, columns in found.items()}
+    out["runs"]["notes"] = ["{}" if r == RUN_IDS[commit][0] else n
+                            for r, n in zip(out["runs"]["id"], out["runs"]["notes"], strict=True)]
+    out["scorer_summaries"]["details"] = ["{}" if r == RUN_IDS[commit][1] else d for r, d in
+                                          zip(out["scorer_summaries"]["run_id"], out["scorer_summaries"]["details"],
+                                              strict=True)]
+    return out
+
+
+def reads_back_as_models(url: str, before: dict[str, dict[str, list[object]]], commit: str) -> None:
+    """Every run's fingerprint and notes and every summary's details read back as the objects
+    their old text held (the damaged ones of :func:`damage` as ``{}``), through the models."""
+    from evalloop.history.details import SummaryDetails, run_fingerprint, run_notes, summary_details
+    from evalloop.history.store import HistoryStore
+
+    def parsed(text: object) -> object:
+        try:
+            found = json.loads(str(text))
+        except ValueError:
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    runs, summaries = before["runs"], before["scorer_summaries"]
+    store = HistoryStore(url)
+    for i, run_id in enumerate(runs["id"]):
+        run = store.get_run(str(run_id))
+        assert run is not None and run.fingerprint == parsed(runs["fingerprint"][i]) and run.fingerprint
+        assert run.notes == parsed(runs["notes"][i]) and run_fingerprint(run) == run.fingerprint
+        assert run_notes(run).model_dump(exclude_unset=True) == run.notes
+        for name, summary in store.summaries(str(run_id)).items():
+            (at,) = [j for j, (r, n) in enumerate(zip(summaries["run_id"], summaries["scorer"], strict=True))
+                     if (r, n) == (run_id, name)]
+            assert summary.details == parsed(summaries["details"][at])
+            assert summary_details(summary) == SummaryDetails.model_validate(summary.details)
+    assert store.get_run(RUN_IDS[commit][0]).notes == {}
+    assert all(s.details == {} for s in store.summaries(RUN_IDS[commit][1]).values())
 
 
 def test_the_revisions_this_evalloop_knows_are_its_scripts():
@@ -139,14 +196,17 @@ def test_an_old_history_is_migrated_with_every_run_schedule_and_memory_intact(tm
         details["accepted"] = {"reason": "new normal", "at": "2026-11-28T17:12:00+00:00", "by": "someone"}
         conn.execute("UPDATE scorer_summaries SET details = ? WHERE run_id = ? AND scorer = 'value'",
                      (json.dumps(details), RUN_IDS[commit][2]))
-    before = rows(db)
+    damage(db, commit)
+    damaged = rows(db)
+    before = repaired(damaged, commit)
 
     migrated = cli(root, "history", "migrate")
     assert migrated.returncode == 0, migrated.stderr
     assert f"made before numbered migrations (its columns: revision {OLD[commit]}) → revision {version.HEAD}" \
         in " ".join(migrated.stdout.split())
-    assert kept(before, rows(db))  # not a value changed in the columns it had
+    assert kept(before, rows(db))  # not a value changed in the columns it had, but the damaged ones: {}
     assert schema_diff(url) == []  # and now exactly the models' schema
+    reads_back_as_models(url, damaged, commit)
     with sqlite_conn(db) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(version.HEAD,)]
         assert conn.execute("SELECT count(*) FROM runs WHERE product_fingerprint IS NULL").fetchone() == (0,)
@@ -263,6 +323,7 @@ def test_an_old_history_on_postgresql_is_migrated_by_history_migrate_and_round_t
                                        if line.startswith("\t") and not line.strip().startswith(("PRIMARY", "FOREIGN"))}
                         for s in saved if s.startswith("CREATE TABLE")}
     root = old_project(tmp_path, commit)
+    damage(root / "history" / "evalloop.db", commit)  # not JSON: `USING notes::json` alone would refuse it
     copy_rows(root / "history" / "evalloop.db", url)
     on(url, lambda conn: conn.execute(text("DROP TABLE alembic_version")))
 
@@ -277,6 +338,8 @@ def test_an_old_history_on_postgresql_is_migrated_by_history_migrate_and_round_t
     assert listed.returncode == 0, listed.stderr
     assert sorted(r["id"] for r in json.loads(listed.stdout)) == RUN_IDS[commit]
     assert cli(root, "show", RUN_IDS[commit][0], env=env).returncode == 0
+    reads_back_as_models(url, rows(root / "history" / "evalloop.db"), commit)
+    assert column_types(url, "runs", "fingerprint", "notes") == ["JSON", "JSON"]
 
     on(url, lambda conn: migrations.downgrade(conn, OLD[commit]))
     on(url, lambda conn: migrations.upgrade(conn))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 
@@ -35,7 +33,7 @@ def test_suite_and_judge_models_reach_the_api_and_the_fingerprint(tmp_path, monk
         report = run_suite("merges", RunOptions(engine="llm", cache="off"), settings=load_settings(tmp_path))
         models = sorted(seen.body["model"] for seen in server.requests)
     assert models == ["claude-sonnet-4-5", "judge-model-x"]
-    fingerprint = json.loads(report.outcome.run.fingerprint)["target_fingerprint"]
+    fingerprint = report.outcome.run.fingerprint["target_fingerprint"]
     assert fingerprint["model"] == "claude-sonnet-4-5" and fingerprint["engine"] == "llm"
     assert report.outcome.summaries["merge-quality"].mean == 0.9
     sonnet = (100 * 3.0 + 10 * 15.0) / 1e6

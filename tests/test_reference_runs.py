@@ -25,7 +25,7 @@ def write_history(store: HistoryStore, suite: str, plan: list[tuple[RunStatus, b
     runs = []
     for i, (status, good, was_accepted) in enumerate(plan):
         run = store.begin_run(Run(id=f"{suite}-{i:03d}", suite=suite, started_at=t0 + timedelta(hours=i)))
-        details = json.dumps({"accepted": {"reason": "new normal"}} if was_accepted else {})
+        details = {"accepted": {"reason": "new normal"}} if was_accepted else {}
         summary = ScorerSummary(run_id=run.id, scorer="x", kind="heuristic", mean=0.9, n=4,
                                 verdict="steady" if good else "regressed", eligible=good, details=details,
                                 accepted=was_accepted or None)

@@ -43,7 +43,7 @@ def test_memory_substring_json_reports_density_and_tokens_per_query(tmp_path):
     assert 0 < stats["relevance_density"] < 1 and stats["tokens_per_query"] > 10
     # stored with the run, so `history` and reports can show it later
     run = HistoryStore(load_settings(tmp_path).database_url).runs("memory-substring")[0]
-    assert json.loads(run.notes)["target_stats"]["tokens_per_query"] == stats["tokens_per_query"]
+    assert run.notes["target_stats"]["tokens_per_query"] == stats["tokens_per_query"]
 
 
 def test_relevance_density_scorer_gives_per_query_values(tmp_path):

@@ -56,7 +56,7 @@ def kill_a_run(root: Path, store: HistoryStore) -> tuple[str, int]:
 
 
 def add_running(store: HistoryStore, run_id: str, host: str, pid: int) -> None:
-    store.begin_run(Run(id=run_id, suite="slow", notes=json.dumps({"host": host, "pid": pid})))
+    store.begin_run(Run(id=run_id, suite="slow", notes={"host": host, "pid": pid}))
 
 
 def test_history_reaps_a_killed_run_and_leaves_other_hosts_alone(project):

@@ -262,9 +262,10 @@ def test_the_history_schema_is_still_the_one_sqlmodel_made(tmp_path):
     from evalloop.history.models import Run
     from evalloop.history.store import HistoryStore
 
-    assert version.HEAD == "0004"
+    assert version.HEAD == "0005"
     ddl = str(CreateTable(Run.__table__).compile(dialect=postgresql.dialect()))
     assert "started_at TIMESTAMP WITH TIME ZONE NOT NULL" in ddl and "valid BOOLEAN NOT NULL" in ddl
+    assert "fingerprint JSON NOT NULL" in ddl and "notes JSON NOT NULL" in ddl  # 0005
     store = HistoryStore(f"sqlite:///{tmp_path / 'h.db'}")
     at = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone(timedelta(hours=2)))
     store.begin_run(Run(id="r1", suite="s", started_at=at))

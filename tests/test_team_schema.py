@@ -68,7 +68,7 @@ def test_hosts_at_another_revision_refuse_to_write_until_migrated(tmp_path, pg_s
     assert cli(root, url, "run", "--suite", "s").returncode == 0
     head = version.HEAD
     with _raw(url) as conn:  # what an evalloop before numbered migrations reads: not its version 2
-        assert conn.execute(text("SELECT version FROM evalloop_schema")).scalar() == version.LEGACY_VERSION == 3
+        assert conn.execute(text("SELECT version FROM evalloop_schema")).scalar() == version.LEGACY_VERSION == 4
 
     set_version(url, "UPDATE alembic_version SET version_num = '9999'")  # a newer host migrated it
     proc = cli(root, url, "run", "--suite", "s")

@@ -71,7 +71,7 @@ def test_epochs_average_per_case_and_every_reader_agrees(tmp_path, answers):
     assert summary.mean == pytest.approx(0.4) and summary.n == 5
     trend = build_trends(store, ["ep"]).suites[0].scorers[0].points[-1]
     assert trend.mean == pytest.approx(0.4) and trend.n == 5
-    assert json.loads(summary.details)["grades"] == 10
+    assert summary.details["grades"] == 10
     # a second run: the CLI's run JSON, `history` and `report` give the same mean, n and drop
     from support.cli import cli
 
@@ -127,8 +127,8 @@ def test_suite_verdict_block_sets_threshold_and_pass_mark(tmp_path, answers):
     report = run(root, "v", answers, {f"c{i}": 0.85 for i in range(4)})
     s = report.comparison.scorers[0]
     assert s.threshold == 0.3
-    policy = json.loads(HistoryStore(load_settings(root).database_url)
-                        .summaries(report.outcome.run.id)["value"].details)["policy"]
+    policy = (HistoryStore(load_settings(root).database_url)
+              .summaries(report.outcome.run.id)["value"].details["policy"])
     assert policy["threshold"] == 0.3 and policy["pass_mark"] == 0.9 and policy["rule"] == "paired"
     # and the verdict judges with them: at pass mark 0.9, 0.85 fails where 0.95 passed
     run(root, "v", answers, {f"c{i}": 0.95 for i in range(4)})

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from evalloop.errors import ConfigError
 from evalloop.history.details import json_object
 from evalloop.history.models import Run, RunStatus
-from evalloop.history.store import HistoryStore, dumps
+from evalloop.history.store import HistoryStore
 
 PREFIX = "accept:"
 
@@ -75,7 +75,7 @@ def apply(store: HistoryStore, found: Acceptance) -> bool:
         if details.get("accepted") == record and summary.accepted:
             continue
         details["accepted"] = dict(record)
-        updates[name] = {"details": dumps(details), "eligible": True, "accepted": True}
+        updates[name] = {"details": details, "eligible": True, "accepted": True}
     if updates:
         store.update_summaries(found.run_id, updates)
     return True

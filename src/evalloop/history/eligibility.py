@@ -28,7 +28,6 @@ learning step kept out stays out). Bump :data:`RULE` whenever :func:`eligible_no
 from __future__ import annotations
 
 import math
-import re
 
 from evalloop.history.details import JSONValue, summary_details
 from evalloop.history.identity import VOLATILE_KEYS, Fingerprint, stable
@@ -59,7 +58,8 @@ def accepted(summary: ScorerSummary) -> dict[str, JSONValue] | None:
 
 def verdict_reason(summary: ScorerSummary) -> str:
     """The words a stored verdict was given (what the rule showed), as the run printed them."""
-    if '"reason"' not in (summary.details or ""):
+    evidence = summary.details.get("evidence")
+    if not isinstance(evidence, dict) or not evidence.get("reason"):
         return ""
     return summary_details(summary).reason
 
@@ -103,14 +103,12 @@ def measured_as(summary: ScorerSummary, measurement: str | None) -> bool:
     return measurement is None or summary.measurement is None or summary.measurement == measurement
 
 
-_RULE_OF = re.compile(rf'"{RULE_KEY}"\s*:\s*(\d+)')
-
-
 def judged_by_rule(summary: ScorerSummary) -> int:
     """The eligibility rule a summary was judged by (0: an older version's row, before rules were
-    numbered). Read without parsing the details: every candidate of every baseline asks."""
-    found = _RULE_OF.search(summary.details or "")
-    return int(found.group(1)) if found else 0
+    numbered). Read from the details as their column hands them over (a dict): every candidate of
+    every baseline asks."""
+    found = summary.details.get(RULE_KEY)
+    return found if type(found) is int else 0
 
 
 def stored_significant_drop(summary: ScorerSummary) -> bool:

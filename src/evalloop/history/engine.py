@@ -18,7 +18,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from evalloop.errors import ConfigError, StoreError, access_error, store_error
 from evalloop.history import migrations, version
-from evalloop.history.models import metadata
+from evalloop.history.models import dumps, metadata
 from evalloop.history.schema import ensure_tables
 from evalloop.redact import redact_url
 
@@ -101,7 +101,8 @@ def new_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         options["connect_args"] = {"timeout": 30}
     else:
-        options = {**POOL_DEFAULTS, "pool_pre_ping": True}
+        # JSON columns (history.models.JSONObject) written as SQLite writes them: compact, any value as its text
+        options = {**POOL_DEFAULTS, "pool_pre_ping": True, "json_serializer": dumps}
         for key in _POOL_KEYS:
             if key in parsed.query:
                 options[key] = int(str(parsed.query[key]))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 from sqlalchemy.engine import Connection
@@ -85,10 +85,13 @@ def measurement_hashes(fingerprint: Fingerprint) -> dict[str, str]:
     return {name: stable_hash(measurement_part(entry)) for name, entry in scorer_entries(fingerprint).items()}
 
 
-def parse(text: str | None) -> Fingerprint:
-    """A stored fingerprint (JSON text) as a dict; ``{}`` when there is none or it is unreadable."""
+def parse(stored: str | Mapping[str, object] | None) -> Fingerprint:
+    """A stored fingerprint (as its column reads it, or JSON text) as a dict; ``{}`` when there is
+    none or it is unreadable."""
+    if isinstance(stored, Mapping):
+        return dict(stored)
     try:
-        found = json.loads(text or "{}")
+        found = json.loads(stored or "{}")
     except ValueError:
         return {}
     return found if isinstance(found, dict) else {}

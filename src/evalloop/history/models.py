@@ -15,22 +15,27 @@ speed matters (the case rows, written for every case of every run) are Core stat
 # no ``from __future__ import annotations``: the fields' types are objects already, and neither
 # pydantic nor SQLAlchemy has to evaluate 130 annotation strings on every start (≈ 3 ms)
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar, TypeAlias
 
-from pydantic import ConfigDict
-from sqlalchemy import DateTime, Index, Row, Select, Table, TypeDecorator
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import JSON, DateTime, Index, Row, Select, String, Table, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import registry
+from sqlalchemy.types import TypeEngine
 from sqlmodel import Field, SQLModel
+from typing_extensions import TypeAliasType
 
 #: a row of a Core select over evalloop's tables, and such a select (read by column name)
 StoredRow: TypeAlias = Row[*tuple[object, ...]]
 Query: TypeAlias = Select[*tuple[object, ...]]
 #: a case row as the runner hands it over: a mapping by column, or a tuple in column order
 CaseRow: TypeAlias = Mapping[str, object] | tuple[object, ...]
+#: JSON as stored: what a JSON column (or a key of it no model names) holds
+JSONValue = TypeAliasType("JSONValue", "str | int | float | bool | None | list[JSONValue] | dict[str, JSONValue]")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -49,6 +54,49 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+#: compact JSON (one encoder, built once, called directly: this runs for every case's output)
+dumps: Callable[[object], str] = _ENCODER.encode
+
+
+class JSONObject(TypeDecorator[dict[str, JSONValue]]):
+    """A JSON object: a run's fingerprint and notes, a summary's details (read as models in
+    :mod:`evalloop.history.details`). ``JSON`` on PostgreSQL; on SQLite compact JSON text in the
+    ``VARCHAR`` column every SQLite history already has (SQLite keeps JSON as text either way).
+    Read back as a dict — ``{}`` for a stored value that is not a JSON object (a damaged row) —
+    and written from a dict, a pydantic model or JSON text (an older caller's ``dumps``)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[str] | JSON:
+        if dialect.name == "sqlite":
+            text: TypeEngine[str] = dialect.type_descriptor(String())
+            return text
+        return JSON()  # the dialect's own JSON type is found from it
+
+    def process_bind_param(self, value: object, dialect: Dialect) -> object:
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json")
+        elif isinstance(value, str | None):
+            value = as_object(value)
+        return dumps(value) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: object, dialect: Dialect) -> dict[str, JSONValue]:
+        return value if isinstance(value, dict) else as_object(value if isinstance(value, str) else None)
+
+
+def as_object(text: str | None) -> dict[str, JSONValue]:
+    """JSON text as an object: ``{}`` for none, unreadable text, or a value that is not an object."""
+    try:
+        found = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def utcnow() -> datetime:
@@ -94,7 +142,7 @@ class Run(TableModel, table=True):
     started_at: datetime = Field(default_factory=utcnow, index=True, sa_type=UTCDateTime)
     ended_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
     code_version: str | None = None
-    fingerprint: str = "{}"
+    fingerprint: dict[str, JSONValue] = Field(default_factory=dict, sa_type=JSONObject)
     fingerprint_hash: str = ""
     # the fingerprint without what changes on its own (injected failure memories, case files):
     # a change here is a change of the system under test, and the baseline says so
@@ -113,7 +161,7 @@ class Run(TableModel, table=True):
     cache_write_tokens: int | None = None  # prompt-cache writes (None: older evalloop)
     cache_read_tokens: int | None = None   # prompt-cache reads
     batched_calls: int | None = None       # calls answered through a batch API
-    notes: str = "{}"
+    notes: dict[str, JSONValue] = Field(default_factory=dict, sa_type=JSONObject)  # history.details.RunNotes
     origin: str = "local"
     # the product part of the fingerprint (target, params, its own description: history.identity);
     # None: a run of an older evalloop without a fingerprint
@@ -151,7 +199,7 @@ class ScorerSummary(TableModel, table=True):
     # whether this scorer of this run may serve as a baseline (set once, when the run is judged;
     # see evalloop.history.eligibility): completed, valid, complete, graded, scorer not broken
     eligible: bool | None = None
-    details: str = "{}"
+    details: dict[str, JSONValue] = Field(default_factory=dict, sa_type=JSONObject)  # history.details.SummaryDetails
     # whether ``evalloop accept`` made this scorer of this run the new normal (its record is in
     # ``details``); a column, so the last acceptance is found by an index-friendly equality
     # (None: a row of a history not yet migrated to revision 0004 never reaches a reader)

@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from evalloop.errors import EvalloopError
 from evalloop.history import acceptance, identity, linefile
-from evalloop.history.details import JSONValue, json_object, summary_details
+from evalloop.history.details import JSONValue, json_object, run_fingerprint, summary_details
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import RUNS, SCORES, HistoryStore, dumps, mapped
 from evalloop.redact import redact_text
@@ -189,7 +189,7 @@ def _entry(run: Run, scorers: Mapping[str, LoggedScorer]) -> LoggedRun:
     data = {name: dumped[name] for name in Run.model_fields if name in dumped}
     data["started_at"] = _utc(run.started_at)
     data["ended_at"] = ended.isoformat() if (ended := _utc(run.ended_at)) else None
-    entry = LoggedRun(**data, fingerprint=json.loads(run.fingerprint or "{}"))
+    entry = LoggedRun(**data, fingerprint=run_fingerprint(run))
     entry.scorers = dict(scorers)  # as built: a streamed scorer keeps its vector
     return entry
 
@@ -383,15 +383,14 @@ def _insert(store: HistoryStore, entry: LoggedRun) -> int:
         if isinstance(fields.get(key), str):
             fields[key] = datetime.fromisoformat(fields[key])
         fields[key] = _utc(fields.get(key))
-    run = Run.model_validate({**fields, "fingerprint": dumps(entry.fingerprint),
-                              "notes": dumps({"origin": "log"}), "origin": "log"})
+    run = Run.model_validate({**fields, "fingerprint": entry.fingerprint, "notes": {"origin": "log"}, "origin": "log"})
     scores: list[dict[str, object]] = []
     summaries = []
     for name, logged in entry.scorers.items():
         extra = logged.model_dump(exclude={"details", "cases", "errored_cases", "messages"})
         summaries.append(ScorerSummary.model_validate(
             {k: v for k, v in extra.items() if k in ScorerSummary.model_fields}
-            | {"run_id": entry.id, "scorer": name, "details": dumps(logged.details),
+            | {"run_id": entry.id, "scorer": name, "details": logged.details,
                "accepted": True if isinstance(logged.details.get("accepted"), dict) else None}))
         for case_id, value in logged.cases.items():
             scores.append({"run_id": entry.id, "case_id": case_id, "epoch": 0, "scorer": name,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
-import json
 import logging
 import operator
 import sqlite3
@@ -27,7 +26,7 @@ from sqlmodel import Session, col, select
 
 from evalloop.environ import variable
 from evalloop.errors import EvalloopError, db_message, is_db_error, store_error
-from evalloop.history.details import json_object
+from evalloop.history.details import AcceptedRecord, SummaryDetails, json_object, jsonable, summary_details
 from evalloop.history.engine import get_engine, recovery_hint, store_where
 from evalloop.history.leases import LIVE, reap_dead_runs
 from evalloop.history.models import (
@@ -43,6 +42,7 @@ from evalloop.history.models import (
     TableModel,
     utcnow,
 )
+from evalloop.history.models import dumps as dumps  # compact JSON: the package's writers import it from here
 from evalloop.history.outage import Backlog, outlast
 from evalloop.redact import redact_text
 
@@ -142,7 +142,8 @@ class HistoryStore(metaclass=_MappedErrors):
 
         owner = process_owner()
         run.started_at = self.now(run.started_at)
-        run.notes = dumps({**json_object(run.notes), "lease": owner})
+        # as their JSON columns will hold them (a value JSON has no type for: its text)
+        run.fingerprint, run.notes = jsonable(run.fingerprint), jsonable({**json_object(run.notes), "lease": owner})
         # The lease first, then the run: a run seen 'running' always has a lease to judge it by,
         # even when its process is killed between the two writes.
         self._take_lease(run.id, owner)
@@ -223,7 +224,7 @@ class HistoryStore(metaclass=_MappedErrors):
                 run = _run_by_id(conn, run_id)
                 assert run is not None, run_id
                 for key, value in fields.items():
-                    setattr(run, key, redact_text(value) if isinstance(value, str) else value)
+                    setattr(run, key, _redacted_field(value))
                 run.ended_at = self.now(run.ended_at)
                 _insert_all(conn, vectors)
                 _insert_all(conn, summaries)
@@ -393,15 +394,21 @@ class HistoryStore(metaclass=_MappedErrors):
                         break
         return found
 
-    def earlier_details(self, suite: str, scorer: str, before: Run, limit: int = 200) -> list[str]:
-        """The details JSON of this scorer's summaries in the runs before ``before``, newest first
-        (bridges left out: they are re-gradings, not nights)."""
-        query = (select(SUMMARIES.c.details).join(RUNS, SUMMARIES.c.run_id == RUNS.c.id)
+    def earlier_details(self, suite: str, scorer: str, before: Run, limit: int = 200) -> Iterator[SummaryDetails]:
+        """The details of this scorer's summaries in the runs before ``before``, newest first, read
+        one by one as the caller goes on (bridges left out: they are re-gradings, not nights); an
+        accepted summary's (its ``accepted`` column) always holds its acceptance record."""
+        query = (select(SUMMARIES.c.details, SUMMARIES.c.accepted).join(RUNS, SUMMARIES.c.run_id == RUNS.c.id)
                  .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer, RUNS.c.id != before.id,
                         RUNS.c.started_at <= before.started_at, RUNS.c.bridge_of.is_(None))
                  .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()).limit(limit))
         with self.engine.connect() as conn:
-            return [d or "{}" for d in conn.execute(query).scalars()]
+            rows = conn.execute(query).all()
+        for details, was_accepted in rows:
+            found = summary_details(details)
+            if was_accepted and found.accepted is None:
+                found.accepted = AcceptedRecord()
+            yield found
 
     def case_scopes(self, run_id: str) -> dict[str, str]:
         """``case id → scope`` of a stored run's cases tagged ``scope:<id>`` (the first such tag):
@@ -563,6 +570,17 @@ def _insert_many(cursor: sqlite3.Cursor, table: str, names: list[str], rows: Seq
         cursor.execute(head + ", ".join([one] * len(rest)), list(flat(rest)))
 
 
+def _redacted_field(value: object) -> object:
+    """A run field as it may be stored: text redacted, and every text in a JSON object (its notes)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redacted_field(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted_field(v) for v in value]
+    return value
+
+
 def _redacted(rows: Sequence[CaseRow], key: str, columns: tuple[str, ...]) -> Sequence[CaseRow]:
     """The rows with credentials in URLs of their ``key`` text masked (a last barrier: the
     runner redacts what it builds, but a scorer's own message may quote a URL)."""
@@ -584,8 +602,3 @@ def _redacted(rows: Sequence[CaseRow], key: str, columns: tuple[str, ...]) -> Se
     return out
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str, separators=(",", ":"))
-
-
-#: compact JSON (one encoder, built once, called directly: this runs for every case's output)
-dumps: Callable[[object], str] = _ENCODER.encode

@@ -28,11 +28,11 @@ from evalloop.history.models import HISTORY_TABLES, AlembicVersion, SchemaVersio
 
 #: every migration, oldest first (``tests/test_migrations.py`` checks it against the scripts):
 #: 0001 f3594c2's tables; 0002 issue 24/27/28 (4e61118); 0003 issue 36/39; 0004 ``accepted``
-REVISIONS: Final = ("0001", "0002", "0003", "0004")
+REVISIONS: Final = ("0001", "0002", "0003", "0004", "0005")
 #: the revision this evalloop writes: a new database is created at it, any other is migrated to it
 HEAD: Final = REVISIONS[-1]
 #: the schema version older evalloops read, at :data:`HEAD` (their last one was 2)
-LEGACY_VERSION: Final = 3
+LEGACY_VERSION: Final = 4
 #: what :func:`revision_of` says of a database with evalloop tables and no ``alembic_version``
 PRE_ALEMBIC: Final = "pre-alembic"
 SCHEMA = SchemaVersion.__table__

@@ -11,12 +11,10 @@ reading the failure patterns); a run *is an ablation* for an incident when its n
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import JsonValue
-
+from evalloop.history.details import run_fingerprint, run_notes
 from evalloop.learning.incident_machine import Past
 
 if TYPE_CHECKING:
@@ -26,17 +24,9 @@ if TYPE_CHECKING:
 RECENT = 12
 
 
-def _json(text: str | None) -> dict[str, JsonValue]:
-    try:
-        data = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def injected_ids(run: Run) -> set[str]:
     """The failure memories injected into the run's target (its fingerprint's ``injected``)."""
-    fingerprint = _json(getattr(run, "fingerprint", None))
+    fingerprint = run_fingerprint(getattr(run, "fingerprint", None))
     target = fingerprint.get("target_fingerprint")
     injected = (target.get("injected") if isinstance(target, dict) else None) or fingerprint.get("injected")
     memories = injected.get("memories") if isinstance(injected, dict) else None
@@ -45,8 +35,7 @@ def injected_ids(run: Run) -> set[str]:
 
 def ablation_ids(run: Run) -> set[str]:
     """The incidents the run was an ablation for (none: an ordinary run)."""
-    found = _json(getattr(run, "notes", None)).get("ablation")
-    return {str(i) for i in found} if isinstance(found, list) else set()
+    return set(run_notes(getattr(run, "notes", None)).ablation)
 
 
 class History(Protocol):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from evalloop.config import Settings
 from evalloop.errors import ConfigError
+from evalloop.history.details import JSONValue, run_fingerprint
 from evalloop.history.store import HistoryStore
 from evalloop.learning import incidents as learning
 from evalloop.learning import injection
@@ -119,15 +120,10 @@ MECHANICS = ("mechanics check, no claim: the local reference engine calls no mod
              "the target), not that a model generalises from a lesson (run with --engine llm for that)")
 
 
-def local_reference(fingerprint: str | None) -> bool:
+def local_reference(fingerprint: str | Mapping[str, JSONValue] | None) -> bool:
     """Whether a run's target was a shipped reference operation on the local engine (no model)."""
-    import json
-
-    try:
-        target = json.loads(fingerprint or "{}").get("target_fingerprint") or {}
-    except (ValueError, AttributeError):
-        return False
-    return bool(target.get("operation")) and target.get("engine") == "local"
+    target = run_fingerprint(fingerprint).get("target_fingerprint")
+    return isinstance(target, dict) and bool(target.get("operation")) and target.get("engine") == "local"
 
 
 def _paired_p(x: Sequence[float], y: Sequence[float]) -> float | None:

@@ -7,7 +7,6 @@ scheduler and Python callers all run suites the same way.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from evalloop.config import Settings, load_settings
 from evalloop.errors import EvalloopError
 from evalloop.history import runlog
+from evalloop.history.details import run_notes
 from evalloop.history.provenance import code_version
 from evalloop.history.store import HistoryStore
 from evalloop.run import batchmode
@@ -191,9 +191,9 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         near = suite_obj.near_duplicate_notice()  # only where a lesson is written or read: it costs an embedder
         if near:
             report.notices.append(near)
-    run_notes = json.loads(outcome.run.notes or "{}")
-    if run_notes.get("target_stats"):
-        report.extras["target_stats"] = run_notes["target_stats"]
+    stats = run_notes(outcome.run).target_stats
+    if stats:
+        report.extras["target_stats"] = stats
     if outcome.tagged:
         from evalloop.history.strata import strata_means
 

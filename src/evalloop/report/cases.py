@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
+from evalloop.history.details import summary_details
 from evalloop.history.outputs import truncation_note
 from evalloop.history.store import RESULTS, SCORES, HistoryStore
 from evalloop.report.filters import CaseFilter
@@ -100,13 +101,7 @@ class CaseFacts(NamedTuple):
 
 
 def _pass_marks(store: HistoryStore, run_id: str) -> dict[str, float]:
-    marks = {}
-    for name, summary in store.summaries(run_id).items():
-        try:
-            marks[name] = float(json.loads(summary.details or "{}").get("pass_mark", 0.5))
-        except (ValueError, TypeError):
-            marks[name] = 0.5
-    return marks
+    return {name: summary_details(summary).pass_mark for name, summary in store.summaries(run_id).items()}
 
 
 def _output(text: str | None) -> Any:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from pydantic import BaseModel
 
 from evalloop.errors import EvalloopError
+from evalloop.history.details import summary_details
 from evalloop.history.models import Run
 from evalloop.history.store import HistoryStore
 from evalloop.score import passes
@@ -60,9 +60,9 @@ def diff_runs(store: HistoryStore, a: Run, b: Run, *, interval: Interval = boots
     for name in [*sb, *(n for n in sa if n not in sb)]:
         mean_a = sa[name].mean if name in sa else None
         mean_b = sb[name].mean if name in sb else None
-        details = json.loads((sb.get(name) or sa[name]).details or "{}")
-        pass_mark = float(details.get("pass_mark", 0.5))
-        controls = set(details.get("controls", []))  # known-bad cases check the scorer, not the product
+        details = summary_details(sb.get(name) or sa[name])
+        pass_mark = details.pass_mark
+        controls = set(details.controls)  # known-bad cases check the scorer, not the product
         ca = {c: v for c, v in store.case_scores(a.id, name).items() if c not in controls}
         cb = {c: v for c, v in store.case_scores(b.id, name).items() if c not in controls}
         common = ca.keys() & cb.keys()

@@ -13,13 +13,13 @@ A case fails a run when any scorer grades it below that run's pass mark (the one
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from evalloop.history.details import summary_details
 from evalloop.history.models import Run
 from evalloop.history.store import HistoryStore
 from evalloop.learning import feedback
@@ -68,14 +68,6 @@ def _when(run: Run) -> str:
     return run.started_at.isoformat(timespec="minutes")
 
 
-def _details(summary: Any) -> dict[str, Any]:
-    try:
-        found = json.loads(summary.details or "{}")
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
 def failure_history(store: HistoryStore, suite: str, *, runs: int = RUNS, fixture: Any = None,
                     incidents: Sequence[Any] = (), failing_only: bool = False) -> Failures:
     """The failure history of ``suite`` over its last ``runs`` completed runs; ``fixture`` (the
@@ -91,8 +83,8 @@ def failure_history(store: HistoryStore, suite: str, *, runs: int = RUNS, fixtur
     for at, run in enumerate(window):
         verdicts: dict[str, list[str]] = {}
         for name, summary in store.summaries(run.id).items():
-            details = _details(summary)
-            mark, controls = float(details.get("pass_mark", 0.5)), set(details.get("controls") or [])
+            details = summary_details(summary)
+            mark, controls = details.pass_mark, set(details.controls)
             for case_id, value in reader.scores(run.id, name).items():
                 bad = verdicts.setdefault(case_id, [])
                 if case_id not in controls and case_fails(value, mark):

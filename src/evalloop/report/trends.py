@@ -9,7 +9,6 @@ The threshold line is ``baseline × (1 − threshold)``: a mean below it is a re
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from evalloop.errors import EvalloopError
 from evalloop.history import identity
+from evalloop.history.details import summary_details
 from evalloop.history.eligibility import baseline_eligible, verdict_reason
 from evalloop.history.models import Run, RunStatus, ScorerSummary
 from evalloop.history.store import HistoryStore
@@ -292,10 +292,10 @@ def _scorer_trend(store: HistoryStore, name: str, shown: list[Run],
             points[-1].product_changed, points[-1].measurement_changed = _changes(before, run, summary)
             before = (run, summary)
     assert latest is not None
-    mark = _pass_mark(latest)
-    failing = reader.failing([p.run_id for p in points if not p.skipped], name, mark, _controls(latest))
+    details = summary_details(latest)
+    failing = reader.failing([p.run_id for p in points if not p.skipped], name, details.pass_mark, details.controls)
     return ScorerTrend(scorer=name, kind=latest.kind, threshold=latest.threshold,
-                       pass_mark=mark, points=points, failing=failing)
+                       pass_mark=details.pass_mark, points=points, failing=failing)
 
 
 def _changes(before: tuple[Run, ScorerSummary] | None, run: Run, summary: ScorerSummary) -> tuple[list[str], list[str]]:
@@ -313,22 +313,6 @@ def _changes(before: tuple[Run, ScorerSummary] | None, run: Run, summary: Scorer
         measurement = identity.measurement_changes(identity.parse(prev.fingerprint), identity.parse(run.fingerprint),
                                                    summary.scorer) or ["code"]
     return product, measurement
-
-
-def _controls(summary: ScorerSummary) -> list[str]:
-    """The known-bad control cases the run recorded for this scorer."""
-    try:
-        found = json.loads(summary.details or "{}").get("controls") or []
-    except (ValueError, TypeError, AttributeError):
-        return []
-    return [str(c) for c in found]
-
-
-def _pass_mark(summary: ScorerSummary) -> float:
-    try:
-        return float(json.loads(summary.details or "{}").get("pass_mark", 0.5))
-    except (ValueError, TypeError, AttributeError):
-        return 0.5
 
 
 def _point(run: Run, summary: ScorerSummary, window: list[tuple[Run, ScorerSummary]],
@@ -350,23 +334,17 @@ def _point(run: Run, summary: ScorerSummary, window: list[tuple[Run, ScorerSumma
         previous = window[-1][0]
         point.previous_run = previous.id
         point.newly_failing, point.newly_passing = reader.flips(run.id, previous.id, summary.scorer,
-                                                                _pass_mark(summary))
+                                                                summary_details(summary).pass_mark)
     return point
 
 
 def _policy_marks(summary: ScorerSummary) -> dict[str, Any]:
     """The floor the verdict held the mean to, and the acceptance, from the summary's details."""
-    try:
-        details = json.loads(summary.details or "{}")
-    except (ValueError, TypeError):
-        return {}
-    if not isinstance(details, dict):
-        return {}
-    policy = details.get("policy")
-    floor = policy.get("min_score") if isinstance(policy, dict) else None
-    accepted = details.get("accepted")
+    details = summary_details(summary)
+    floor = details.policy.get("min_score")
+    accepted = details.accepted
     return {"floor": float(floor) if isinstance(floor, int | float) and floor > 0 else None,
-            "accepted": str(accepted.get("reason") or "accepted") if isinstance(accepted, dict) else None}
+            "accepted": (accepted.reason or "accepted") if accepted is not None else None}
 
 
 def _aware(at: datetime) -> datetime:

@@ -9,7 +9,6 @@ per-query latency p50/p95), which :func:`record_target_stats` stores in the run'
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,8 +20,9 @@ import numpy as np
 from sqlalchemy import select, update
 
 from evalloop.errors import TargetError
+from evalloop.history.details import json_object, jsonable
 from evalloop.history.models import Run
-from evalloop.history.store import HistoryStore, dumps
+from evalloop.history.store import HistoryStore
 from evalloop.retrieval.retriever_eval import build_index
 from evalloop.retrieval.retrievers import (
     ALIASES,
@@ -328,9 +328,9 @@ def record_target_stats(store: HistoryStore, run_id: str, stats: Mapping[str, An
         return
     runs = Run.__table__
     with store.engine.begin() as conn:
-        notes_text = conn.execute(select(runs.c.notes).where(runs.c.id == run_id)).scalar_one_or_none()
-        if notes_text is None:
+        stored = conn.execute(select(runs.c.notes).where(runs.c.id == run_id)).scalar_one_or_none()
+        if stored is None:
             return
-        notes = json.loads(notes_text or "{}")
-        notes["target_stats"] = dict(stats)
-        conn.execute(update(runs).where(runs.c.id == run_id).values(notes=dumps(notes)))
+        notes = json_object(stored)
+        notes["target_stats"] = jsonable(stats)
+        conn.execute(update(runs).where(runs.c.id == run_id).values(notes=notes))

@@ -132,16 +132,13 @@ class ResumeBusy(EvalloopError):
 
 def resumed_by(store: HistoryStore, run: Run) -> str | None:
     """The completed run that resumed ``run`` (its notes say ``resumed_from``), if there is one."""
-    import json
+    from evalloop.history.details import run_notes
 
     for later in store.runs(run.suite, limit=None, statuses=[RunStatus.COMPLETED.value]):
         if later.started_at < run.started_at:
             break
-        try:
-            if json.loads(later.notes or "{}").get("resumed_from") == run.id:
-                return later.id
-        except ValueError:
-            continue
+        if run_notes(later).resumed_from == run.id:
+            return later.id
     return None
 
 

@@ -13,12 +13,12 @@ The bridges run under the run's cost budget (``--max-cost``), apart from the run
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalloop.errors import EvalloopError
 from evalloop.history import bridges
+from evalloop.history.details import json_object, jsonable
 from evalloop.history.eligibility import RULE, RULE_KEY, accepted, base_fingerprint, eligible_now
 from evalloop.history.identity import parse, scorer_list, stable_hash
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector
@@ -151,14 +151,14 @@ def _bridge_run(original: Run, bridge: str, fingerprint: Mapping[str, Any], resu
         id=bridge, suite=original.suite, status=RunStatus.COMPLETED, valid=bool(original.valid) and not invalid,
         invalid_reason="; ".join(invalid) or original.invalid_reason, partial=original.partial,
         started_at=original.started_at, ended_at=original.ended_at, code_version=original.code_version,
-        fingerprint=dumps(measured), fingerprint_hash=stable_hash(measured),
+        fingerprint=jsonable(measured), fingerprint_hash=stable_hash(measured),
         base_fingerprint=stable_hash(base_fingerprint(measured)), product_fingerprint=original.product_fingerprint,
         bridge_of=original.id, n_cases=original.n_cases, epochs=original.epochs, case_errors=original.case_errors,
         target_failures=original.target_failures, infra_failures=original.infra_failures,
         cost_usd=usage.cost_usd, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
         llm_calls=usage.calls, cache_hits=usage.cache_hits, llm_retries=usage.retries,
         cache_write_tokens=usage.cache_write_tokens, cache_read_tokens=usage.cache_read_tokens,
-        batched_calls=usage.batched, notes=dumps({"bridge_of": original.id, "scorers": sorted(results)}),
+        batched_calls=usage.batched, notes=jsonable({"bridge_of": original.id, "scorers": sorted(results)}),
         origin=original.origin,
     )
 
@@ -167,13 +167,13 @@ def _summary(store: HistoryStore, original: Run, run: Run, result: ScorerResult,
     """A re-graded scorer's summary: eligible as its original was (it is in a baseline window), if
     its grades are valid; an acceptance of the original travels with it."""
     summary = result.summary(run.id, measurement)
-    details = json.loads(summary.details)
+    details = json_object(summary.details)
     details["bridge_of"] = original.id
     details[RULE_KEY] = RULE  # judged now, by the current eligibility rule
     found = accepted(store.summaries(original.id).get(result.scorer) or summary)
     if found is not None:
-        details["accepted"] = found
+        details["accepted"] = jsonable(found)
         summary.accepted = True
-    summary.details = dumps(details)
+    summary.details = details
     summary.eligible = eligible_now(run, summary, None) and result.invalid is None
     return summary

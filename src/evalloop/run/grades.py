@@ -100,12 +100,13 @@ class ScorerResult:
 
     def summary(self, run_id: str, measurement: str | None = None) -> ScorerSummary:
         """The stored summary of this scorer in run ``run_id`` (measured as ``measurement`` says)."""
+        from evalloop.history.details import jsonable
         from evalloop.history.models import ScorerSummary
-        from evalloop.history.store import dumps
 
         return ScorerSummary(run_id=run_id, scorer=self.scorer, kind=self.kind, mean=self.mean, n=self.n,
                              errored=self.errored, skipped=self.n == 0 and not self.controls and self.skipped > 0,
-                             threshold=self.threshold, details=dumps(self.details()), measurement=measurement)
+                             threshold=self.threshold, details=jsonable(self.details()),
+                             measurement=measurement)
 
     def details(self) -> dict[str, Any]:
         """What the stored summary keeps beside its columns."""

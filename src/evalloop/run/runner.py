@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import math
 import os
 import socket
@@ -24,6 +23,7 @@ from typing import Any
 from evalloop.config import Settings
 from evalloop.errors import EvalloopError, FixtureError
 from evalloop.history import identity
+from evalloop.history.details import json_object, jsonable
 from evalloop.history.eligibility import base_fingerprint
 from evalloop.history.models import Run, RunStatus, ScorerSummary, ScoreVector, utcnow
 from evalloop.history.outputs import cap_output
@@ -250,11 +250,11 @@ async def execute(
     n_cases = min(available, limit) if limit else available
     run = store.begin_run(Run(
         id=new_run_id(), suite=suite.name, status=RunStatus.RUNNING, code_version=code_version,
-        fingerprint=dumps(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
+        fingerprint=jsonable(prepared.fingerprint), fingerprint_hash=prepared.fingerprint_hash,
         base_fingerprint=stable_hash(base_fingerprint(prepared.fingerprint)), product_fingerprint=prepared.product,
         n_cases=n_cases, epochs=epochs,
         partial=options.partial or n_cases < prepared.n_cases or suite.head_only is not None,
-        notes=dumps({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
+        notes=jsonable({**(notes or {}), "host": socket.gethostname(), "pid": os.getpid()}),
     ))
     if on_begin is not None:
         on_begin(run)
@@ -518,7 +518,7 @@ class _RunState:
             invalid.insert(0, f"every target call failed ({self.calls}/{self.calls}; first: "
                               f"{self.first_case_error[:200]})")
         mean_ok = all(s.mean is None or math.isfinite(s.mean) for s in summaries.values())
-        notes = json.loads(self.run.notes or "{}")
+        notes: dict[str, Any] = json_object(self.run.notes)
         stats_hook = getattr(self.prepared.target.fn, "run_stats", None)
         if callable(stats_hook):  # e.g. a retriever's index build time, index size, query latency
             notes["target_stats"] = dict(stats_hook())
@@ -533,7 +533,7 @@ class _RunState:
         run = self.store.finish_run(
             self.run.id, summaries.values(), vectors, status=RunStatus.COMPLETED,
             valid=not invalid and mean_ok, invalid_reason="; ".join(invalid) or None,
-            ended_at=utcnow(), case_errors=self.case_errors, notes=dumps(notes), **self.totals, **stopped,
+            ended_at=utcnow(), case_errors=self.case_errors, notes=jsonable(notes), **self.totals, **stopped,
         )
         return ExecutedRun(run, summaries, results, self.case_errors, self.first_case_error,
                           notices=self.notices, tagged=self.tagged, digest=digest)

@@ -12,17 +12,17 @@ reads history; it knows nothing of memories.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import TypedDict, cast
 
+from evalloop.history.details import json_object, summary_details
 from evalloop.history.eligibility import RULE as ELIGIBILITY_RULE
 from evalloop.history.eligibility import RULE_KEY as ELIGIBILITY_RULE_KEY
 from evalloop.history.eligibility import eligible_now
 from evalloop.history.models import Run, ScorerSummary
-from evalloop.history.store import HistoryStore, dumps
+from evalloop.history.store import HistoryStore
 from evalloop.history.window import KEY as WINDOW_KEY
 from evalloop.policy import VerdictPolicy
 from evalloop.scoring.scorevec import Vector, align, from_mapping
@@ -243,15 +243,15 @@ class _GradedDetails(TypedDict, total=False):
 
 
 def _policy(summary: ScorerSummary) -> VerdictPolicy:
-    details = json.loads(summary.details or "{}")
-    return VerdictPolicy(**{"threshold": summary.threshold, "pass_mark": details.get("pass_mark", 0.5),
-                            **{k: v for k, v in details.get("policy", {}).items()
-                               if k in VerdictPolicy.model_fields}})
+    details = summary_details(summary)
+    return VerdictPolicy.model_validate({"threshold": summary.threshold, "pass_mark": details.pass_mark,
+                                         **{k: v for k, v in details.policy.items()
+                                            if k in VerdictPolicy.model_fields}})
 
 
-def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintChange | None,
-                   chart: sequential.Chart | None = None, window: list[str] | None = None) -> str:
-    data = json.loads(details or "{}")
+def _with_evidence(details: Mapping[str, object], evidence: Verdict | None, change: FingerprintChange | None,
+                   chart: sequential.Chart | None = None, window: list[str] | None = None) -> dict[str, object]:
+    data = dict(details)
     data[WINDOW_KEY] = window or []  # what every report's band reads (evalloop.history.window)
     data[ELIGIBILITY_RULE_KEY] = ELIGIBILITY_RULE  # the rule "eligible" is judged by (history.eligibility)
     if chart is not None:
@@ -268,7 +268,7 @@ def _with_evidence(details: str, evidence: Verdict | None, change: FingerprintCh
         data["fingerprint_change"] = {"previous_run": change.previous_run, "changed": change.changed,
                                       "restarted": change.restarted, "product": change.product,
                                       "measurement": change.measurement, "bridged": change.bridged}
-    return dumps(data)
+    return data
 
 
 def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window: int, *,
@@ -280,7 +280,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     the caller has read them); ``scopes`` (case id → ``scope:<id>``) makes its statistics count
     whole scopes; ``product``: the product the window restarted at (``restart_on_change``), for the
     sound baseline a drop is judged against."""
-    details: _GradedDetails = json.loads(summary.details or "{}")
+    details = cast(_GradedDetails, json_object(summary.details))
     policy = _policy(summary)
     out = ScorerComparison(
         scorer=summary.scorer, kind=summary.kind, current=summary.mean, n=summary.n,

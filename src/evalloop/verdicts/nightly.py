@@ -4,7 +4,6 @@ with the chart carried from the scorer's last nightly night (:func:`last_chart`)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from evalloop.history.models import Run, ScorerSummary
@@ -61,10 +60,8 @@ def judge_night(store: HistoryStore, run: Run, summary: ScorerSummary, policy: V
 def last_chart(store: HistoryStore, run: Run, scorer: str) -> sequential.Chart | None:
     """The chart of this scorer's last nightly night before ``run`` (none before an acceptance)."""
     for details in store.earlier_details(run.suite, scorer, run):
-        if '"accepted"' in details or '"chart"' in details:
-            data = json.loads(details)
-            if data.get("accepted"):
-                return None
-            if data.get("chart"):
-                return sequential.Chart(**data["chart"])
+        if details.accepted is not None:
+            return None
+        if details.chart:
+            return sequential.Chart.model_validate(details.chart)
     return None

@@ -8,12 +8,12 @@ memories injected into it: ``injected.memories``); the state is what
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from evalloop.history.details import run_fingerprint
 from evalloop.learning.incident_machine import State
 from evalloop.learning.incident_records import IncidentMeta, meta
 from evalloop.learning.incidents import KIND, incidents
@@ -81,13 +81,9 @@ def injected_into(source: Source, suite: str) -> dict[str, list[InjectedRun]]:
     """Per memory id, the suite's runs (newest first) whose prompts it was injected into."""
     found: dict[str, list[InjectedRun]] = defaultdict(list)
     for run in source.store.runs(suite, limit=RUNS_READ):
-        if '"injected"' not in (run.fingerprint or ""):
-            continue
-        try:
-            injected = json.loads(run.fingerprint).get("injected") or {}
-        except (ValueError, AttributeError):
-            continue
-        for memory_id in injected.get("memories") or [] if isinstance(injected, dict) else []:
+        injected = run_fingerprint(run).get("injected")
+        memories = injected.get("memories") if isinstance(injected, dict) else None
+        for memory_id in memories if isinstance(memories, list) else []:
             found[str(memory_id)].append(InjectedRun(run_id=run.id, started_at=run.started_at))
     return found
 

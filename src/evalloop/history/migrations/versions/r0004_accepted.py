@@ -27,8 +27,9 @@ def upgrade() -> None:
     conn = op.get_bind()
     summaries = sa.table("scorer_summaries", sa.column("id", sa.Integer), sa.column("details", sa.String),
                          sa.column("accepted", sa.Boolean))
-    marked = conn.execute(sa.select(summaries.c.id, summaries.c.details)
-                          .where(summaries.c.details.contains('"accepted"'))).all()
+    # as text: a database stamped here by its columns may already have 0005's JSON type (PostgreSQL)
+    details = sa.cast(summaries.c.details, sa.Text)
+    marked = conn.execute(sa.select(summaries.c.id, details).where(details.contains('"accepted"'))).all()
     for row_id, details in marked:
         try:
             found = json.loads(details or "{}").get("accepted")
