@@ -80,7 +80,7 @@ def main() -> None:
             run_suite("decisions", settings=settings)
         (root / "BROKEN").write_text("")
         broken = run_suite("decisions", settings=settings)
-        print(f"broken run: mean {broken.outcome.summaries['similarity-detection'].mean:.3f}, "
+        print(f"broken run: mean {broken.executed.summaries['similarity-detection'].mean:.3f}, "
               f"verdict {broken.comparison.scorers[0].verdict}, memories {broken.extras.get('memories')}")
         s = "similarity-detection"
         for on in ("held-out", "all"):

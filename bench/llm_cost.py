@@ -88,7 +88,7 @@ async def one(suite: Any, settings: Any, url: str, mode: str) -> dict[str, float
         report = await arun_suite(suite, settings=settings, services=services)
     finally:
         await close_services(services)
-    run = report.outcome.run
+    run = report.executed.run
     return {"cost": run.cost_usd, "calls": run.llm_calls, "wall": time.perf_counter() - wall,
             "cpu": time.process_time() - cpu, "read": run.cache_read_tokens or 0, "batched": run.batched_calls or 0,
             "notes": " | ".join(n for n in report.notices if "prompt caching" in n)}

@@ -127,7 +127,7 @@ def mean_on(root: Path, suite: str, ids: set[str] | None = None) -> float:
                                                       "history_url": f"sqlite:///{root / 'score.db'}"})
     report = run_suite(suite, RunOptions(select=(lambda c: c.id in ids) if ids is not None else None),
                        settings=settings)
-    scores = next(iter(report.outcome.results.values())).scores
+    scores = next(iter(report.executed.results.values())).scores
     values = [v for c, v in scores.items() if ids is None or c in ids]
     return sum(values) / len(values)
 

@@ -111,9 +111,9 @@ def bench_run(project: Path, concurrency: int) -> tuple[float, float, dict]:
     report = run_suite("decide-bench", RunOptions(engine="llm", cache="off", concurrency=concurrency),
                        settings=settings)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
-    run = report.outcome.run
+    run = report.executed.run
     return elapsed, cpu, {"status": run.status, "calls": run.llm_calls, "mean":
-                          report.outcome.summaries["similarity-detection"].mean, "cost": run.cost_usd}
+                          report.executed.summaries["similarity-detection"].mean, "cost": run.cost_usd}
 
 
 def bench_sync_client(project: Path, cases: int, concurrency: int) -> tuple[float, float]:

@@ -52,7 +52,7 @@ def _runs(project: Path, suite_ref: str) -> tuple[dict[str, dict[str, float]], d
     store = HistoryStore(settings.database_url)
     pick = lambda run_id: {s: store.case_scores(run_id, s) for s in store.summaries(run_id)  # noqa: E731
                            if s in SCORERS}
-    return pick(first.outcome.run.id), pick(second.outcome.run.id), case_scopes(store, second.outcome.run.id)
+    return pick(first.executed.run.id), pick(second.executed.run.id), case_scopes(store, second.executed.run.id)
 
 
 def _planted(base: dict[str, float], scopes: dict[str, str], how: str, seed: int = 3) -> dict[str, float]:

@@ -32,11 +32,11 @@ def test_qa_suite_equals_the_qa_protocol(settings, mode):
     report = run_suite(suite, settings=settings, store=store)
     pairs = qa_dataset(DATA / "memory-qa").pairs
     direct = run_qa(TextMemory(retriever_factory("bm25")), pairs, mode=mode, k=5)
-    means = {s: report.outcome.summaries[s].mean for s in ("qa-exact-match", "qa-token-f1", "qa-recall")}
+    means = {s: report.executed.summaries[s].mean for s in ("qa-exact-match", "qa-token-f1", "qa-recall")}
     assert means["qa-exact-match"] == pytest.approx(direct.exact_match)
     assert means["qa-token-f1"] == pytest.approx(direct.f1)
     assert means["qa-recall"] == pytest.approx(direct.recall_at_k)
-    strata = strata_means(store, report.outcome.run.id)
+    strata = strata_means(store, report.executed.run.id)
     for row in strata.strata:  # per category, as the QA report gives it
         assert row.means["qa-token-f1"] == pytest.approx(direct.per_category[row.tag]["f1"])
     assert report.prepared.fingerprint["target_fingerprint"]["mode"] == mode
@@ -74,14 +74,14 @@ class Verbose(Perfect):
 
 def test_scenario_suite_grades_keywords_conciseness_and_similarity(tmp_path, monkeypatch, settings):
     reference = run_suite("memory-scenarios", settings=settings)
-    assert reference.outcome.case_errors == 0 and reference.outcome.summaries["scenario-accuracy"].n == 5
+    assert reference.executed.case_errors == 0 and reference.executed.summaries["scenario-accuracy"].n == 5
     (tmp_path / "chatbots.py").write_text(CHAT)
     monkeypatch.chdir(tmp_path)
     suite = find_suite("memory-scenarios", settings.project_dir)
     for chat, expected in (("chatbots:Perfect", 1.0), ("chatbots:Verbose", 0.5)):
         suite.target.params["chat"] = chat
         report = run_suite(suite, settings=settings)
-        assert report.outcome.summaries["scenario-accuracy"].mean == pytest.approx(expected), chat
+        assert report.executed.summaries["scenario-accuracy"].mean == pytest.approx(expected), chat
     turns = {"turns": [{"text": "Where is Leo?", "expected": "Leo lives in Oslo, Norway.",
                         "keywords": ["Oslo"], "max_words": 10}]}
     assert scenario_accuracy(None, ["He lives in Oslo."], turns).value == 1.0
@@ -102,10 +102,10 @@ def test_substring_suite_equals_the_substring_protocol(settings):
     bm25.build_index(corpus)
     direct = run_substring_queries(text_search(bm25, corpus), load_substring_queries(folder), k=5)
     hits = {r.query_id: r.hit_at[5] for r in direct.results if r.set != "null"}
-    assert store.case_scores(report.outcome.run.id, "substring-hit") == pytest.approx(hits)
-    assert report.outcome.summaries["null-rejection"].mean == pytest.approx(
+    assert store.case_scores(report.executed.run.id, "substring-hit") == pytest.approx(hits)
+    assert report.executed.summaries["null-rejection"].mean == pytest.approx(
         1 - direct.metrics["null_false_positive_rate"])
-    strata = strata_means(store, report.outcome.run.id)
+    strata = strata_means(store, report.executed.run.id)
     assert strata.mean("old_memory", "substring-hit") == pytest.approx(direct.metrics["old_memory_recall_at_5"])
     assert strata.mean("null", "substring-hit") is None  # skipped, not counted as 0
 

@@ -45,9 +45,9 @@ def test_dataset_cases_follow_the_001_schema():
 def test_bm25_suite_matches_the_pure_benchmark_and_keeps_history(settings):
     store = HistoryStore(settings.database_url)
     report = run_suite("retrieval-bm25", settings=settings, store=store)
-    run = report.outcome.run
+    run = report.executed.run
     direct = run_retriever(Fts5Bm25Retriever(), retrieval_dataset(BENCH), k=20, ks=(5, 10))
-    means = {s: report.outcome.summaries[s].mean for s in ("recall@5", "recall@10", "ndcg@10", "mrr@20")}
+    means = {s: report.executed.summaries[s].mean for s in ("recall@5", "recall@10", "ndcg@10", "mrr@20")}
     for name, value in means.items():  # the Python API's mrr ranks k=20 deep: the suite's mrr@20
         assert value == pytest.approx(direct.overall[name.removesuffix("@20")], abs=1e-12), name
     assert run.n_cases == direct.n_queries == 86
@@ -76,10 +76,10 @@ def test_bm25_suite_matches_the_pure_benchmark_and_keeps_history(settings):
 
 def test_memory_suite_beats_bm25_on_mrr(settings):
     store = HistoryStore(settings.database_url)
-    bm25 = run_suite("retrieval-bm25", settings=settings, store=store).outcome.summaries["mrr@20"].mean
+    bm25 = run_suite("retrieval-bm25", settings=settings, store=store).executed.summaries["mrr@20"].mean
     memory = run_suite("retrieval-memory", settings=settings, store=store)
-    assert memory.outcome.case_errors == 0
-    assert memory.outcome.summaries["mrr@20"].mean > bm25 + 0.1
+    assert memory.executed.case_errors == 0
+    assert memory.executed.summaries["mrr@20"].mean > bm25 + 0.1
     assert target_stats(memory.prepared.target)["retriever"] == "evalloop-memory"
 
 

@@ -67,10 +67,10 @@ def test_appending_a_run_does_not_build_its_line_whole(big, tmp_path):
     settings, reports = big
     store = HistoryStore(settings.database_url)
     report = reports[-1]
-    peak, path = peak_of(runlog.append_run, store, tmp_path, report.outcome.run.id,
-                         results=report.outcome.results)
+    peak, path = peak_of(runlog.append_run, store, tmp_path, report.executed.run.id,
+                         results=report.executed.results)
     line = path.stat().st_size / 2
-    assert [e.id for e in runlog.read_log(path)] == [report.outcome.run.id] * 2
+    assert [e.id for e in runlog.read_log(path)] == [report.executed.run.id] * 2
     assert peak < line / 2, f"append_run peaked at {peak:,} bytes for a {line:,}-byte line"
 
 
@@ -91,10 +91,10 @@ def test_the_comparison_holds_one_window_matrix(big, monkeypatch):
     settings, reports = big
     store = HistoryStore(settings.database_url)
     report = reports[-1]
-    current = {name: Vector(r.ids, r.vector) for name, r in report.outcome.results.items()}
+    current = {name: Vector(r.ids, r.vector) for name, r in report.executed.results.items()}
     peaks = {}
     for window in (1, WINDOW):
-        peaks[window], comparison = peak_of(compare_run, store, report.outcome.run, window=window,
+        peaks[window], comparison = peak_of(compare_run, store, report.executed.run, window=window,
                                             current=current)
         (scorer,) = comparison.scorers
         assert scorer.window_runs == window and scorer.evidence.n_paired == N

@@ -143,7 +143,7 @@ class BridgeMachine(RuleBasedStateMachine):
             assert scored.baseline == pytest.approx(mean)
             previous = self.store.get_run(scored.previous_run)
             assert (previous.bridge_of or previous.id) == window[-1].id
-        run = report.outcome.run
+        run = report.executed.run
         summary = self.store.summaries(run.id)["scaled"]
         good = [0.0 if broken and c in BROKEN else 1.0 for c in CASES]
         self.runs.append(Seen(run.id, measure, sum(good) / len(good), bool(summary.eligible), not partial))

@@ -29,7 +29,7 @@ def test_a_limited_run_is_compared_on_its_cases_but_never_becomes_a_baseline(pro
         run_suite("controlled", settings=settings)
     part = run_suite("controlled", RunOptions(limit=3), settings=settings)
     s = part.comparison.scorers[0]
-    assert part.outcome.run.partial and s.baseline == pytest.approx(1.0) and s.verdict == "steady"
+    assert part.executed.run.partial and s.baseline == pytest.approx(1.0) and s.verdict == "steady"
     full = run_suite("controlled", settings=settings).comparison.scorers[0]
     assert full.window_runs == 3 and full.verdict == "steady"  # the partial run is not in the window
 
@@ -48,7 +48,7 @@ def test_one_scorer_errored_does_not_hide_another_scorers_regression(tmp_path, m
     write_answers(answers, {f"c{i}": 0.0 for i in range(10)})
     report = run_suite("controlled", settings=load_settings(root))
     verdicts = {s.scorer: s for s in report.comparison.scorers}
-    assert not report.outcome.run.valid
+    assert not report.executed.run.valid
     assert verdicts["explodes"].verdict == "invalid run" and "10/10 grades errored" in verdicts["explodes"].reason
     assert verdicts["value"].verdict == "regressed" and verdicts["value"].is_regression
     # an invalid run writes no failure memory: its grades cannot be trusted to teach anything
@@ -74,7 +74,7 @@ async def slow(input):
     import sys
 
     assert sys.modules["sut"].MAX == 8  # the project module the run imported
-    assert report.outcome.run.n_cases == 20
+    assert report.executed.run.n_cases == 20
 
 
 def test_settings_and_suite_mistakes_are_caught(tmp_path):

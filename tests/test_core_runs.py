@@ -99,12 +99,12 @@ def test_target_errors_fail_only_their_case(tmp_path):
     ]}
     root = make_project(tmp_path, {"flaky": suite})
     report = run_suite("flaky", settings=load_settings(root))
-    assert report.outcome.case_errors == 1
-    assert "case 'bad': RuntimeError: target exploded" in report.outcome.first_case_error
-    summary = report.outcome.summaries["equals"]
+    assert report.executed.case_errors == 1
+    assert "case 'bad': RuntimeError: target exploded" in report.executed.first_case_error
+    summary = report.executed.summaries["equals"]
     assert summary.mean == 0.5 and summary.n == 2 and summary.errored == 0
     store = HistoryStore(load_settings(root).database_url)
-    rows = {r.case_id: r for r in store.case_results(report.outcome.run.id)}
+    rows = {r.case_id: r for r in store.case_results(report.executed.run.id)}
     assert rows["bad"].error.startswith("RuntimeError") and rows["bad"].output is None
     assert rows["ok"].output == '"a"'
 
@@ -114,12 +114,12 @@ def test_scorer_raising_is_errored_and_can_invalidate_the_run(tmp_path):
              "cases": [{"id": str(i), "input": {"x": i}} for i in range(3)]}
     root = make_project(tmp_path, {"e": suite})
     report = run_suite("e", settings=load_settings(root))
-    summary = report.outcome.summaries["explodes"]
+    summary = report.executed.summaries["explodes"]
     assert summary.errored == 3 and summary.n == 0 and summary.mean is None
-    assert not report.outcome.run.valid
-    assert "explodes: 3/3 grades errored" in report.outcome.run.invalid_reason
+    assert not report.executed.run.valid
+    assert "explodes: 3/3 grades errored" in report.executed.run.invalid_reason
     assert report.comparison.scorers[0].verdict == "invalid run"
-    assert report.outcome.summaries["json-valid"].mean == 1.0
+    assert report.executed.summaries["json-valid"].mean == 1.0
     # an invalid run never becomes a baseline
     store = HistoryStore(load_settings(root).database_url)
     again = run_suite("e", settings=load_settings(root))
@@ -132,7 +132,7 @@ def test_async_target_epochs_limit(tmp_path):
              "cases": [{"id": str(i), "input": {"i": i}} for i in range(20)]}
     root = make_project(tmp_path, {"a": suite})
     report = run_suite("a", RunOptions(epochs=3, limit=7), settings=load_settings(root))
-    run = report.outcome.run
+    run = report.executed.run
     assert run.n_cases == 7 and run.epochs == 3
     store = HistoryStore(load_settings(root).database_url)
     results = store.case_results(run.id)

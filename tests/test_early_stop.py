@@ -101,15 +101,15 @@ async def test_an_unchanged_judge_suite_stops_at_the_first_look_and_a_changed_on
         server.responder = judge(40)  # the product got worse: every grade 40 points lower
         worse = await arun_suite(suite, RunOptions(cache="off"), settings=settings)
     assert first.comparison.scorers[0].status == "no baseline yet"
-    run = again.outcome.run
+    run = again.executed.run
     assert run.valid and not run.partial and again.comparison.scorers[0].status == "steady"
-    assert again.outcome.summaries["llm-rubric"].n == 50
+    assert again.executed.summaries["llm-rubric"].n == 50
     assert any(n.startswith("early stop: llm-rubric graded 50 of 200 cases (150 judge calls saved)")
                for n in again.notices)
     store = HistoryStore(settings.database_url)
     assert "early_stop" in store.get_run(run.id).notes
     assert worse.comparison.scorers[0].status == "regressed"
-    assert worse.outcome.summaries["llm-rubric"].n == 50  # a drop this clear is settled at once too
+    assert worse.executed.summaries["llm-rubric"].n == 50  # a drop this clear is settled at once too
 
 
 async def test_controls_are_always_graded_and_a_broken_judge_is_caught(project, monkeypatch):
@@ -133,5 +133,5 @@ async def test_controls_are_always_graded_and_a_broken_judge_is_caught(project, 
         server.responder = judge_with_controls(passes=True)  # the judge breaks
         report = await arun_suite(suite, RunOptions(cache="off"), settings=settings)
     assert report.comparison.scorers[0].status == "scorer broken"  # caught, though most cases went unjudged
-    judged = HistoryStore(settings.database_url).case_scores(report.outcome.run.id, "llm-rubric")
+    judged = HistoryStore(settings.database_url).case_scores(report.executed.run.id, "llm-rubric")
     assert {"bad0", "bad1", "bad2"} <= set(judged) and len(judged) < 120

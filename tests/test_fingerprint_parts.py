@@ -46,7 +46,7 @@ def again(root, **kwargs):
 def test_each_part_is_stored_and_changes_alone(project):
     first = again(project)
     store = HistoryStore(load_settings(project).database_url)
-    run = store.get_run(first.outcome.run.id)
+    run = store.get_run(first.executed.run.id)
     summaries = store.summaries(run.id)
     assert run.product_fingerprint == identity.product_hash(identity.parse(run.fingerprint))
     assert summaries["scaled"].measurement and summaries["json-valid"].measurement
@@ -55,7 +55,7 @@ def test_each_part_is_stored_and_changes_alone(project):
     prompt = again(project, spec={"prompt": "v2"})  # the product
     change = prompt.comparison.fingerprint_change
     assert change.product == ["target_params.prompt"] and change.measurement == {}
-    assert prompt.outcome.run.product_fingerprint != run.product_fingerprint
+    assert prompt.executed.run.product_fingerprint != run.product_fingerprint
     assert all(s.window_runs == 1 for s in prompt.comparison.scorers)  # spans both products
 
     scale = again(project, spec={"prompt": "v2", "scale": 0.5})  # one scorer's measurement

@@ -64,14 +64,14 @@ async def test_answers_are_graded_zero_to_three_and_scored_grade_over_three(proj
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         report = await arun_suite(suite(), RunOptions(cache="off"), settings=load_settings(project))
         assert server.count == 3  # the empty answer is a 0 without asking
-    summary = report.outcome.summaries["answer-grade"]
+    summary = report.executed.summaries["answer-grade"]
     assert summary.mean == pytest.approx((3 + 1 + 0 + 0) / 3 / 4)
     from evalloop.history.store import HistoryStore
 
     store = HistoryStore(load_settings(project).database_url)
-    scores = store.case_scores(report.outcome.run.id, "answer-grade")
+    scores = store.case_scores(report.executed.run.id, "answer-grade")
     assert scores == {"right": 1.0, "vague": pytest.approx(1 / 3), "wrong": 0.0, "empty": 0.0}
-    assert "grade 1: scripted" in store.case_messages(report.outcome.run.id, "answer-grade", ["vague"])["vague"]
+    assert "grade 1: scripted" in store.case_messages(report.executed.run.id, "answer-grade", ["vague"])["vague"]
 
 
 async def test_a_grade_off_the_rubric_is_errored_and_no_judge_is_skipped(project, monkeypatch):
@@ -80,12 +80,12 @@ async def test_a_grade_off_the_rubric_is_errored_and_no_judge_is_skipped(project
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         report = await arun_suite(suite(), RunOptions(cache="off"), settings=load_settings(project))
-    summary = report.outcome.summaries["answer-grade"]
+    summary = report.executed.summaries["answer-grade"]
     assert summary.errored == 1 and summary.mean == pytest.approx((3 + 1 + 0) / 3 / 3)
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     monkeypatch.delenv("ANTHROPIC_BASE_URL")
     skipped = await arun_suite(suite(), RunOptions(cache="off"), settings=load_settings(project))
-    assert skipped.outcome.summaries["answer-grade"].n <= 1  # only the empty answer is graded offline
+    assert skipped.executed.summaries["answer-grade"].n <= 1  # only the empty answer is graded offline
 
 
 RESULTS = {"Halifax harbour": 5, "Ingrid is a marine biologist": 4, "Dad is a carpenter": 1}
@@ -121,6 +121,6 @@ async def test_search_results_are_graded_one_to_five_as_graded_precision(project
     from evalloop.history.store import HistoryStore
 
     store = HistoryStore(load_settings(project).database_url)
-    scores = store.case_scores(report.outcome.run.id, "result-relevance")
+    scores = store.case_scores(report.executed.run.id, "result-relevance")
     assert scores == {"good": pytest.approx(9 / 10), "late": pytest.approx(5 / 10), "none": 0.0}
-    assert report.outcome.summaries["result-relevance"].errored == 1  # 'short': one grade missing
+    assert report.executed.summaries["result-relevance"].errored == 1  # 'short': one grade missing

@@ -57,12 +57,12 @@ def test_a_partial_last_line_is_cut_off_with_a_notice_before_the_next_append(tmp
     log = runlog.log_path(settings.history_dir, "logged")
     good = log.read_bytes()
     log.write_bytes(good + good[: len(good) // 2])  # a crash mid-write left half a line
-    assert [e.id for e in runlog.read_log(log)] == [first.outcome.run.id]  # readers skip it
+    assert [e.id for e in runlog.read_log(log)] == [first.executed.run.id]  # readers skip it
     second = run_suite("logged", settings=settings)
     assert any("partial last line" in n and str(log) in n for n in second.notices), second.notices
     lines = log.read_bytes().splitlines()
     assert len(lines) == 2 and all(json.loads(line)["id"] for line in lines)
-    assert [e.id for e in runlog.read_log(log)] == [first.outcome.run.id, second.outcome.run.id]
+    assert [e.id for e in runlog.read_log(log)] == [first.executed.run.id, second.executed.run.id]
 
 
 def test_a_complete_last_line_without_newline_is_kept(tmp_path):
@@ -72,4 +72,4 @@ def test_a_complete_last_line_without_newline_is_kept(tmp_path):
     log = runlog.log_path(settings.history_dir, "logged")
     log.write_bytes(log.read_bytes().rstrip(b"\n"))  # hand-edited: the newline is gone
     second = run_suite("logged", settings=settings)
-    assert [e.id for e in runlog.read_log(log)] == [first.outcome.run.id, second.outcome.run.id]
+    assert [e.id for e in runlog.read_log(log)] == [first.executed.run.id, second.executed.run.id]

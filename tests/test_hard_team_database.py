@@ -42,7 +42,7 @@ def test_baseline_regression_and_run_log_on_a_shared_database(team, tmp_path, pg
     clone = HistoryStore(pg_server.create_database())
     assert runlog.import_logs(clone, settings.history_dir) == {"controlled": 4}
     (last, *_) = clone.runs("controlled")
-    assert last.id == report.outcome.run.id
+    assert last.id == report.executed.run.id
     assert clone.case_scores(last.id, "value") == store.case_scores(last.id, "value")
 
 

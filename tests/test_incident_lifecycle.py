@@ -40,7 +40,7 @@ def test_a_recurring_regression_reopens_its_incident(tmp_path, monkeypatch):
     assert reopened.id == opened.id                                      # the same incident, open again
     meta = reopened.metadata
     assert meta["status"] == "open" and "status:open" in reopened.tags
-    assert meta["reopened"] == 1 and meta["reopened_run_id"] == again.outcome.run.id
+    assert meta["reopened"] == 1 and meta["reopened_run_id"] == again.executed.run.id
     assert sorted(meta["failing_cases"]) == BROKEN
     assert len(records(root)) == 1                                       # nothing silently dropped or doubled
     injected, _ = injection.injected_for(load_settings(root), "inc")
@@ -55,9 +55,9 @@ def test_a_partial_run_never_resolves_an_incident(tmp_path, monkeypatch):
     assert run(root, dict.fromkeys(BROKEN, 0.0)).comparison.has_regression
     (opened,) = records(root, "open")
     limited = run(root, options=RunOptions(limit=10))   # the fix is in, but only c00..c09 run
-    assert limited.outcome.run.partial
+    assert limited.executed.run.partial
     selected = run(root, options=RunOptions(select=lambda case: case.id not in BROKEN))
-    assert selected.outcome.run.partial
+    assert selected.executed.run.partial
     (still,) = records(root, "open")
     assert still.id == opened.id and still.metadata.get("resolved_run_id") is None
     # a partial run that does grade every remembered case passing still cannot resolve it
@@ -66,7 +66,7 @@ def test_a_partial_run_never_resolves_an_incident(tmp_path, monkeypatch):
     full = run(root)                                    # the full run does
     assert full.extras["memories"][0]["action"] == "resolved"
     (resolved,) = records(root, "resolved")
-    assert resolved.metadata["resolved_run_id"] == full.outcome.run.id
+    assert resolved.metadata["resolved_run_id"] == full.executed.run.id
 
 
 def test_errored_cases_never_resolve_an_incident(tmp_path, monkeypatch):
@@ -77,8 +77,8 @@ def test_errored_cases_never_resolve_an_incident(tmp_path, monkeypatch):
     assert run(root, dict.fromkeys(BROKEN, 0.0)).comparison.has_regression
     (opened,) = records(root, "open")
     errored = run(root, dict.fromkeys(BROKEN[:4], "infra"))   # 4/20 errored: within the 20 % limit
-    assert errored.outcome.run.valid and not errored.outcome.run.partial
-    assert errored.outcome.summaries["level"].errored == 4
+    assert errored.executed.run.valid and not errored.executed.run.partial
+    assert errored.executed.summaries["level"].errored == 4
     (still,) = records(root, "open")
     assert still.id == opened.id and still.metadata.get("resolved_run_id") is None
     assert run(root).extras["memories"][0]["action"] == "resolved"
@@ -161,7 +161,7 @@ def test_one_learning_step_at_a_time_per_suite(tmp_path, monkeypatch):
     waited = run(root, dict.fromkeys(BROKEN, 0.0))
     assert waited.extras["memories"][0]["action"] == "opened"
     (opened,) = records(root, "open")
-    assert opened.metadata["eval_run_id"] == waited.outcome.run.id
+    assert opened.metadata["eval_run_id"] == waited.executed.run.id
 
 
 def test_accepted_incidents_are_kept_closed_and_never_injected(tmp_path, monkeypatch):
@@ -177,14 +177,14 @@ def test_accepted_incidents_are_kept_closed_and_never_injected(tmp_path, monkeyp
     with MemoryStore(settings.memory_file) as store:
         assert learning.accept_incidents(store, "inc", "other-scorer", "not this one", None) == []
         ids = learning.accept_incidents(store, "inc", None, "the new prompt answers differently",
-                                        broken_run.outcome.run.id)
+                                        broken_run.executed.run.id)
         assert ids == [opened.id]
         assert learning.accept_incidents(store, "inc", None, "again", None) == []   # nothing open now
     (accepted,) = records(root, "accepted")
     meta = accepted.metadata
     assert accepted.id == opened.id and "status:accepted" in accepted.tags
     assert meta["accepted_reason"] == "the new prompt answers differently"
-    assert meta["accepted_run_id"] == broken_run.outcome.run.id
+    assert meta["accepted_run_id"] == broken_run.executed.run.id
     assert accepted.information == opened.information
     injected, notice = injection.injected_for(settings, "inc")
     assert injected.memory_ids == [] and notice is None
@@ -228,7 +228,7 @@ def test_a_scorer_below_its_floor_opens_an_incident_that_keeps_no_run_from_the_b
     (opened,) = records(root, "open")
     assert opened.metadata["cause"] == "below floor" and opened.metadata["failing_cases"] == BROKEN[:2]
     assert "floor cases (2) c00, c01" in learning.describe(opened)
-    summaries = HistoryStore(load_settings(root).database_url).summaries(low.outcome.run.id)
+    summaries = HistoryStore(load_settings(root).database_url).summaries(low.executed.run.id)
     assert summaries["level"].eligible is True                       # a scorer below its floor is its normal
     assert injection.injected_for(load_settings(root), "inc")[0].memory_ids == [opened.id]
 

@@ -261,12 +261,12 @@ class IncidentMachine(RuleBasedStateMachine):
             kwargs["settings"] = load_settings(self.root, inject_failures=False)
         self.texts = self.stored_texts()
         report = run(self.root, values, **kwargs)
-        self.last_run = report.outcome.run.id
+        self.last_run = report.executed.run.id
         graded = self.scores_of(broken, list(errored), list(ran), lesson)
-        assert dict(report.outcome.results[SCORER].scores.items()) == graded  # the lesson reached the target
+        assert dict(report.executed.results[SCORER].scores.items()) == graded  # the lesson reached the target
         self.graded[self.last_run] = graded
         s = report.comparison.scorers[0]
-        f = self.facts(s, report.outcome.run, graded, lesson=lesson, ablation_for=[])
+        f = self.facts(s, report.executed.run, graded, lesson=lesson, ablation_for=[])
         event(f"run: {'full' if f['full'] else 'partial'}, {'valid' if f['valid'] else 'invalid'}, "
               f"{'with lesson, ' if lesson else ''}{s.status.value}, from {self.state}")
         inc = self.records.get(self.current) if self.current else None
@@ -290,14 +290,14 @@ class IncidentMachine(RuleBasedStateMachine):
         sub = report.ablation
         assert report.extras["ablation"]["incidents"] == [self.current]
         whole = inc["cause"] == "floor" or not inc["cases"]  # every case of the run: the scorer's whole
-        cases = sorted(self.graded[report.outcome.run.id]) if whole else sorted(inc["cases"])
+        cases = sorted(self.graded[report.executed.run.id]) if whole else sorted(inc["cases"])
         assert report.extras["ablation"]["cases"] == len(cases)
         graded = self.scores_of(self.broken, errored, cases, lesson=False)  # the same answers, no lesson
-        assert dict(sub.outcome.results[SCORER].scores.items()) == graded  # no lesson reached it
-        self.graded[sub.outcome.run.id] = graded
-        summary = HistoryStore(load_settings(self.root).database_url).summaries(sub.outcome.run.id)[SCORER]
-        assert sub.outcome.run.partial and not summary.eligible       # never a baseline
-        f = self.facts(sub.comparison.scorers[0], sub.outcome.run, graded, lesson=False, ablation_for=[self.current])
+        assert dict(sub.executed.results[SCORER].scores.items()) == graded  # no lesson reached it
+        self.graded[sub.executed.run.id] = graded
+        summary = HistoryStore(load_settings(self.root).database_url).summaries(sub.executed.run.id)[SCORER]
+        assert sub.executed.run.partial and not summary.eligible       # never a baseline
+        f = self.facts(sub.comparison.scorers[0], sub.executed.run, graded, lesson=False, ablation_for=[self.current])
         self.judge(f, [m for m in report.extras["ablation"]["memories"] if m["scorer"] == SCORER])
 
     # -- the rules -----------------------------------------------------------------------

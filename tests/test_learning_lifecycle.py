@@ -81,8 +81,8 @@ def test_break_regress_remember_recover_resolve(tmp_path):
     assert memory.tags == ["eval-failure", "suite:decisions", "scorer:similarity-detection", "status:open"]
     meta = memory.metadata
     assert meta["eval_suite"] == "decisions" and meta["status"] == "open" and meta["runs_seen"] == 1
-    assert meta["eval_run_id"] == broken.outcome.run.id and "run_id" not in meta
-    assert broken.outcome.run.id not in memory.information          # run ids live in metadata
+    assert meta["eval_run_id"] == broken.executed.run.id and "run_id" not in meta
+    assert broken.executed.run.id not in memory.information          # run ids live in metadata
     text = memory.information
     assert 'input: {"existing": {"content": "The auth service listens on port 8000' in text
     assert 'expected: {"action": "UPDATE"}' in text and '"action": "CREATE"' in text and "reason: " in text
@@ -97,7 +97,7 @@ def test_break_regress_remember_recover_resolve(tmp_path):
     assert again.extras["memories"][0]["action"] == "updated"
     ((same,),) = [open_memories(settings)]
     assert same.id == memory.id and same.metadata["runs_seen"] == 2 and same.information == text
-    assert same.metadata["eval_run_ids"] == [broken.outcome.run.id, again.outcome.run.id]
+    assert same.metadata["eval_run_ids"] == [broken.executed.run.id, again.executed.run.id]
 
     # learn check, on the 3 held-out cases (the default): the lesson read as a rule gets all of them
     # right, case ids alone none; 3 paired cases cannot make it significant, and the check says so
@@ -115,11 +115,11 @@ def test_break_regress_remember_recover_resolve(tmp_path):
 
     # the next real run carries the memory and recovers; the fingerprint says what was injected
     healed = run_suite("decisions", settings=settings)
-    assert healed.outcome.summaries["similarity-detection"].mean == 1.0
-    fp = healed.outcome.run.fingerprint["target_fingerprint"]
+    assert healed.executed.summaries["similarity-detection"].mean == 1.0
+    fp = healed.executed.run.fingerprint["target_fingerprint"]
     assert fp["injected"]["memories"] == [memory.id]
-    assert healed.outcome.run.base_fingerprint == again.outcome.run.base_fingerprint
-    assert healed.outcome.run.fingerprint_hash != again.outcome.run.fingerprint_hash
+    assert healed.executed.run.base_fingerprint == again.executed.run.base_fingerprint
+    assert healed.executed.run.fingerprint_hash != again.executed.run.fingerprint_hash
     # the product is still broken: the lesson holds it (issue #37), it is not resolved and stays
     # injected; the ablation (the remembered cases without lessons) shows it is still needed
     assert healed.extras["memories"][0]["action"] == "held"

@@ -55,8 +55,8 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
     settings = load_settings(root)
     reports = [run_suite("decisions", settings=settings) for _ in range(5)]
     assert {r.comparison.scorers[0].verdict for r in reports[1:]} == {"steady"}
-    good_fingerprint = reports[-1].outcome.run.fingerprint_hash
-    assert len({r.outcome.run.fingerprint_hash for r in reports}) == 1
+    good_fingerprint = reports[-1].executed.run.fingerprint_hash
+    assert len({r.executed.run.fingerprint_hash for r in reports}) == 1
     assert not settings.memory_file.exists()
 
     (root / "BROKEN").write_text("")
@@ -72,7 +72,7 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
         assert record.tags == ["eval-failure", "suite:decisions", "scorer:similarity-detection", "status:open"]
         meta = record.metadata
         assert meta["eval_name"] == "decisions" and meta["scorer"] == "similarity-detection"
-        assert meta["eval_run_id"] == sixth.outcome.run.id
+        assert meta["eval_run_id"] == sixth.executed.run.id
         assert meta["baseline_score"] == pytest.approx(s.baseline)
         assert meta["drop_percentage"] == pytest.approx(s.drop)
         assert {"current_score", "code_version", "timestamp"} <= set(meta)
@@ -90,11 +90,11 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
 
     (root / "BROKEN").unlink()
     seventh = run_suite("decisions", settings=settings)
-    assert seventh.outcome.run.fingerprint_hash != good_fingerprint
-    fp = seventh.outcome.run.fingerprint["target_fingerprint"]
+    assert seventh.executed.run.fingerprint_hash != good_fingerprint
+    fp = seventh.executed.run.fingerprint["target_fingerprint"]
     assert fp["operation"] == "decide"
     assert fp["injected"]["memories"] == [record.id]
-    assert seventh.outcome.run.base_fingerprint == reports[-1].outcome.run.base_fingerprint
+    assert seventh.executed.run.base_fingerprint == reports[-1].executed.run.base_fingerprint
     # its cases pass again, with the lesson injected: held by the lesson; the ablation that follows
     # (its cases without lessons) passes too, so the product holds without it: resolved
     (held,) = seventh.extras["memories"]
@@ -106,7 +106,7 @@ def test_regression_becomes_memory_that_changes_the_next_prompt(tmp_path):
 
     # injection can be switched off: the prompt (and so the fingerprint) is the original again
     off = run_suite("decisions", settings=load_settings(root, inject_failures=False))
-    assert off.outcome.run.fingerprint_hash == good_fingerprint
+    assert off.executed.run.fingerprint_hash == good_fingerprint
 
 
 def test_cli_memories_and_prompt_enhance(tmp_path):
@@ -142,7 +142,7 @@ def test_a_failing_memory_service_never_fails_the_run(tmp_path):
         run_suite("decisions", settings=settings)
     (root / "BROKEN").write_text("")
     report = run_suite("decisions", settings=settings)
-    assert report.comparison.has_regression and report.outcome.run.status == "completed"
+    assert report.comparison.has_regression and report.executed.run.status == "completed"
     (item,) = report.extras["memories"]
     assert item["memory_id"] is None and "127.0.0.1:9" in item["error"]
     assert any(n.startswith("failure memory for similarity-detection not stored") for n in report.notices)

@@ -125,7 +125,7 @@ def test_no_held_out_answer_or_input_reaches_a_memory_a_reader_or_a_request(tmp_
     broken = run_suite("decisions", settings=load_settings(tmp_path))
     assert broken.comparison.has_regression
     history = HistoryStore(load_settings(tmp_path).database_url)
-    outputs = json.dumps([r.output for r in history.case_results(broken.outcome.run.id)])
+    outputs = json.dumps([r.output for r in history.case_results(broken.executed.run.id)])
     assert all(s in outputs for h in held for s in secrets(h))          # the learn outputs do quote them
     memories = stored(tmp_path)
     assert len(memories) == 1 and "[held-out]" in memories[0]

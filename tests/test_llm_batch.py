@@ -70,10 +70,10 @@ async def test_a_judge_suite_goes_out_in_one_batch_at_half_the_live_price(projec
         assert server.batches.submissions == 0
         batched = await arun_suite(judged(20), RunOptions(cache="off", batch=True), settings=settings)
         assert server.batches.submissions == 1 and len(batch_items(server)) == 20
-    run = batched.outcome.run
-    assert run.batched_calls == run.llm_calls == 20 and live.outcome.run.batched_calls == 0
-    assert run.cost_usd == pytest.approx(live.outcome.run.cost_usd / 2)
-    assert batched.outcome.summaries["llm-rubric"].mean == pytest.approx(0.7) and run.valid
+    run = batched.executed.run
+    assert run.batched_calls == run.llm_calls == 20 and live.executed.run.batched_calls == 0
+    assert run.cost_usd == pytest.approx(live.executed.run.cost_usd / 2)
+    assert batched.executed.summaries["llm-rubric"].mean == pytest.approx(0.7) and run.valid
     assert len(batches_of(HistoryStore(settings.database_url), run.id)) == 20  # recorded for a resume
 
 
@@ -85,8 +85,8 @@ async def test_a_target_calling_the_llm_through_evalloop_is_batched_too(project,
                                   settings=load_settings(project))
         sizes = sorted(len(b.requests) for b in server.batches.batches.values())
     # two stages (the targets' calls, then the judges'), each in chunks of at most 7
-    assert sizes == [6, 6, 7, 7, 7, 7] and report.outcome.run.batched_calls == 40
-    assert report.outcome.summaries["llm-rubric"].mean == pytest.approx(0.7)
+    assert sizes == [6, 6, 7, 7, 7, 7] and report.executed.run.batched_calls == 40
+    assert report.executed.summaries["llm-rubric"].mean == pytest.approx(0.7)
 
 
 async def test_failed_batch_results_follow_the_live_rule(project, monkeypatch):
@@ -96,12 +96,12 @@ async def test_failed_batch_results_follow_the_live_rule(project, monkeypatch):
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         server.script(*failures)
         report = await arun_suite(judged(20), RunOptions(cache="off", batch=True), settings=load_settings(project))
-        summary = report.outcome.summaries["llm-rubric"]
+        summary = report.executed.summaries["llm-rubric"]
         assert summary.errored == 3 and summary.n == 17 and summary.mean == pytest.approx(0.7)  # never a real 0
         # the overloaded request went out once more, in a second batch, as a live call is retried
-        assert server.batches.submissions == 2 and report.outcome.run.llm_retries == 1
+        assert server.batches.submissions == 2 and report.executed.run.llm_retries == 1
         store = HistoryStore(load_settings(project).database_url)
-        messages = " ".join(store.case_messages(report.outcome.run.id, "llm-rubric",
+        messages = " ".join(store.case_messages(report.executed.run.id, "llm-rubric",
                                                 [f"c{i:02d}" for i in range(20)]).values())
         assert "expired" in messages and "canceled" in messages and "invalid_request_error" in messages
         server.script(Reply.error(404, "not_found_error", "model: claude-nope"))
@@ -327,8 +327,8 @@ async def test_the_openai_compatible_client_batches_through_v1_batches(project, 
             await close_services(services)
         # the server error went out once more in a second batch; the expired request is errored
         assert server.openai_batches.submissions == 2 and server.batches.submissions == 0
-    run = report.outcome.run
-    summary = report.outcome.summaries["llm-rubric"]
+    run = report.executed.run
+    summary = report.executed.summaries["llm-rubric"]
     assert summary.errored == 1 and summary.n == 9 and summary.mean == pytest.approx(0.6)
     assert run.batched_calls == run.llm_calls == 9
     assert run.cost_usd == pytest.approx(9 * (1000 * 1.0 + 100 * 5.0) / 1e6 / 2)
@@ -341,8 +341,8 @@ async def test_a_batch_run_does_not_apply_the_per_case_timeout(project, monkeypa
         server.batches.delay = 0.8  # longer than the suite's timeout
         report = await arun_suite(suite, RunOptions(cache="off", engine="llm", batch=True),
                                   settings=load_settings(project))
-    assert report.outcome.run.target_failures == 0 and report.outcome.run.batched_calls == 8
-    assert report.outcome.summaries["llm-rubric"].errored == 0  # the judge's grading is not cut either
+    assert report.executed.run.target_failures == 0 and report.executed.run.batched_calls == 8
+    assert report.executed.summaries["llm-rubric"].errored == 0  # the judge's grading is not cut either
     assert "batch mode: the suite's timeout (0.3 s) is not applied; a case waits for its batch" in report.notices
 
 

@@ -53,7 +53,7 @@ async def test_a_run_stops_within_one_in_flight_window_of_its_budget(project, mo
         options = RunOptions(cache="off", concurrency=CONCURRENCY, max_cost=budget)
         report = await arun_suite(Suite.model_validate(judged(60)), options, settings=settings)
         calls = server.count
-    run = report.outcome.run
+    run = report.executed.run
     assert run.llm_calls == calls and run.cost_usd == pytest.approx(calls * CALL_USD)
     assert budget - (CONCURRENCY + 1) * CALL_USD <= run.cost_usd <= budget  # one in-flight window
     assert not run.valid and run.partial
@@ -67,7 +67,7 @@ async def test_a_run_stops_within_one_in_flight_window_of_its_budget(project, mo
     with LLMServer(grade) as server:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         after = await arun_suite(Suite.model_validate(judged(60)), RunOptions(cache="off"), settings=settings)
-    assert after.outcome.run.valid and all(s.baseline is None for s in after.comparison.scorers)
+    assert after.executed.run.valid and all(s.baseline is None for s in after.comparison.scorers)
 
 
 def test_max_cost_in_the_suite_and_on_the_command_line(project):

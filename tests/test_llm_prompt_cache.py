@@ -120,7 +120,7 @@ async def test_a_judge_run_counts_and_prices_cache_writes_and_reads(project, mon
         report = await arun_suite(judge_suite(LONG), RunOptions(cache="off", concurrency=1),
                                   settings=load_settings(project))
         short = await arun_suite(judge_suite(SHORT), RunOptions(cache="off"), settings=load_settings(project))
-    run = report.outcome.run
+    run = report.executed.run
     assert run.llm_calls == 4 and run.cache_write_tokens > 4096
     assert run.cache_read_tokens == 3 * run.cache_write_tokens  # one write, then three reads
     doc = run_summary(report).dump()
@@ -133,4 +133,4 @@ async def test_a_judge_run_counts_and_prices_cache_writes_and_reads(project, mon
     assert not any("prompt caching" in n for n in report.notices)
     said = [n for n in short.notices if "prompt caching" in n]
     assert len(said) == 1 and "minimum cacheable length (4096 tokens)" in said[0]
-    assert short.outcome.run.cache_write_tokens == 0
+    assert short.executed.run.cache_write_tokens == 0

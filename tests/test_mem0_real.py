@@ -65,7 +65,7 @@ def test_failure_memories_live_and_resolve_in_mem0(tmp_path: Path, mem0_server: 
     broken = run_suite("decisions", settings=settings)
     assert broken.extras["memories"][0]["action"] == "opened", broken.notices
     (memory,) = learning.incidents(adapter, "decisions")
-    assert memory.metadata["eval_run_id"] == broken.outcome.run.id
+    assert memory.metadata["eval_run_id"] == broken.executed.run.id
     assert 'expected: {"action": "UPDATE"}' in memory.information
 
     again = run_suite("decisions", settings=load_settings(root, memory_url=mem0_server.url, memory_http=http,
@@ -75,7 +75,7 @@ def test_failure_memories_live_and_resolve_in_mem0(tmp_path: Path, mem0_server: 
     assert same.id == memory.id and same.metadata["runs_seen"] == 2
 
     healed = run_suite("decisions", settings=settings)                 # injected from mem0
-    assert healed.outcome.summaries["similarity-detection"].mean == 1.0
+    assert healed.executed.summaries["similarity-detection"].mean == 1.0
     assert healed.extras["memories"][0]["action"] == "held"            # the lesson holds the broken product
     (held,) = learning.incidents(adapter, "decisions")                 # still injected, tagged status:held
     assert held.id == memory.id and "status:held" in held.tags

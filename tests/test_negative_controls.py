@@ -53,18 +53,18 @@ def test_a_control_with_a_fixed_output_tests_the_scorer_without_calling_the_targ
     root = make_project(tmp_path, {"ctl": spec})
     settings = load_settings(root)
     first = run_suite("ctl", settings=settings)
-    assert first.outcome.case_errors == 0 and first.comparison.worst.value == "no baseline yet"
-    result = first.outcome.results["value"]
+    assert first.executed.case_errors == 0 and first.comparison.worst.value == "no baseline yet"
+    result = first.executed.results["value"]
     assert result.scorer_controls == ["bad"] and result.controls == {"bad": 0.0} and result.mean == 0.9
     store = HistoryStore(settings.database_url)
-    (row,) = [r for r in store.case_results(first.outcome.run.id) if r.case_id == "bad"]
+    (row,) = [r for r in store.case_results(first.executed.run.id) if r.case_id == "bad"]
     assert (row.output, row.error) == ("0.0", None)
     spec["cases"][-1]["output"] = 1.0  # the scorer now passes a known-bad output: it is broken
     make_project(tmp_path, {"ctl": spec})
     broken = run_suite("ctl", settings=settings)
     assert broken.comparison.worst.value == "scorer broken" and broken.comparison.fails
     assert "bad" in broken.comparison.scorers[0].reason
-    assert broken.outcome.results["value"].controls_passed == ["bad"]
+    assert broken.executed.results["value"].controls_passed == ["bad"]
 
 
 def test_a_fixed_output_is_graded_only_by_the_scorers_it_is_a_control_of(tmp_path, answers):
@@ -74,9 +74,9 @@ def test_a_fixed_output_is_graded_only_by_the_scorers_it_is_a_control_of(tmp_pat
     write_answers(answers, {f"c{i}": 1.0 for i in range(6)})
     report = run_suite("ctl", settings=load_settings(root))
     store = HistoryStore(load_settings(root).database_url)
-    scored = {s.scorer for s in store.score_rows(report.outcome.run.id) if s.case_id == "bad"}
+    scored = {s.scorer for s in store.score_rows(report.executed.run.id) if s.case_id == "bad"}
     assert scored == {"value"}  # not a product case: "equals" never grades it
-    assert report.outcome.results["equals"].n == 6
+    assert report.executed.results["equals"].n == 6
 
 
 def test_a_fixed_output_without_expect_fail_is_one_clear_line(tmp_path):

@@ -290,7 +290,7 @@ def test_a_regression_an_older_version_judged_stays_out_of_the_new_baselines(tmp
     assert not baseline_eligible(run, store.summaries(regressed)["equals"])
     from evalloop.history.eligibility import RULE, RULE_KEY, judged_by_rule
 
-    summary = store.summaries(report.outcome.run.id)["equals"]
+    summary = store.summaries(report.executed.run.id)["equals"]
     assert judged_by_rule(summary) == RULE and RULE_KEY in summary.details
     # the old rows' trend points get the window the baseline rule reads for them (none recorded)
     points = build_trends(store, ["tiny"]).suites[0].scorers[0].points
@@ -312,7 +312,7 @@ def test_a_row_judged_by_the_current_rule_is_taken_as_stored(tmp_path, answers):
     root = make_project(tmp_path, {"t": _ten("t")})
     settings = load_settings(root)
     write_answers(answers, {f"c{i}": 0.9 for i in range(10)})
-    run_id = run_suite("t", settings=settings).outcome.run.id
+    run_id = run_suite("t", settings=settings).executed.run.id
     store = HistoryStore(settings.database_url)
     with store.engine.begin() as conn:  # a watch whose drop was significant, stored eligible by its rule
         conn.execute(update(SUMMARIES).where(SUMMARIES.c.run_id == run_id)

@@ -104,9 +104,9 @@ async def test_truncated_json_is_an_infrastructure_fault_too(tmp_path, monkeypat
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         report = await arun_suite(Suite.model_validate({**SIMILARITY, "cases": CASES[:4]}),
                                   RunOptions(engine="llm", cache="off"), settings=load_settings(tmp_path))
-    run = report.outcome.run
+    run = report.executed.run
     assert not run.valid and (run.target_failures, run.infra_failures) == (0, 4)
-    assert report.outcome.summaries["similarity-detection"].errored == 4
+    assert report.executed.summaries["similarity-detection"].errored == 4
 
 
 async def test_garbled_and_late_model_replies_are_target_failures(tmp_path, monkeypatch):
@@ -129,7 +129,7 @@ async def test_garbled_and_late_model_replies_are_target_failures(tmp_path, monk
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         suite = Suite.model_validate({**SIMILARITY, "cases": ten, "timeout": 1})
         report = await arun_suite(suite, RunOptions(engine="llm", cache="off"), settings=load_settings(tmp_path))
-    run, outcome = report.outcome.run, report.outcome
+    run, outcome = report.executed.run, report.outcome
     detection = outcome.summaries["similarity-detection"]
     assert (detection.n, detection.errored, detection.mean) == (10, 0, pytest.approx(0.8))
     assert run.valid and (run.target_failures, run.infra_failures) == (2, 0)

@@ -175,26 +175,26 @@ async def test_errored_judges_are_counted_excluded_and_invalidate_the_run(tmp_pa
 
         one_bad = await run_with(merge_and_judge({"OAuth tokens need a 5min buffer before expiry"}))
         assert server.count == 5 + 4 * 2 + 1 * 2 * 2    # merges, good verdicts, malformed + retry
-        first = one_bad.outcome.run
+        first = one_bad.executed.run
         assert first.valid, first.invalid_reason           # 1 of 5 errored is not over 20 %
         for name in ("merge-quality", "memory-quality"):
-            summary = one_bad.outcome.summaries[name]
+            summary = one_bad.executed.summaries[name]
             assert (summary.n, summary.errored) == (4, 1)
             assert summary.mean == pytest.approx(0.8)   # the errored 0.5 is not averaged in
         rows = query(tmp_path, "select value, errored, message from case_scores where run_id = ? "
                      "and case_id = 'oauth-buffer-wording' and scorer = 'merge-quality'", first.id)
         assert rows[0][0] == 0.5 and rows[0][1] == 1 and "LLM judge error" in rows[0][2]
-        assert one_bad.outcome.summaries["must-keep"].mean == 1.0
+        assert one_bad.executed.summaries["must-keep"].mean == 1.0
 
         all_bad = await run_with(merge_and_judge(True))
-        assert not all_bad.outcome.run.valid
-        assert "merge-quality: 5/5 grades errored" in all_bad.outcome.run.invalid_reason
-        assert all_bad.outcome.summaries["merge-quality"].mean is None
+        assert not all_bad.executed.run.valid
+        assert "merge-quality: 5/5 grades errored" in all_bad.executed.run.invalid_reason
+        assert all_bad.executed.summaries["merge-quality"].mean is None
 
         good = await run_with(merge_and_judge(set()))
         judged = {s.scorer: s for s in good.comparison.scorers}["merge-quality"]
-        assert good.outcome.run.valid and judged.current == pytest.approx(0.8)
-        memory = good.outcome.summaries["memory-quality"]
+        assert good.executed.run.valid and judged.current == pytest.approx(0.8)
+        memory = good.executed.summaries["memory-quality"]
         assert (memory.n, memory.errored, memory.mean) == (5, 0, pytest.approx(0.8))  # text fallback
         assert judged.window_runs == 1 and judged.previous_run == first.id   # the invalid run is skipped
     finally:
@@ -209,9 +209,9 @@ async def test_rate_limited_calls_are_retried_and_the_run_completes(tmp_path, mo
         report = await arun_suite("similarity", RunOptions(engine="llm", cache="off", limit=4),
                                   settings=load_settings(tmp_path))
         assert server.count == 4 + 2
-    run = report.outcome.run
+    run = report.executed.run
     assert run.status == "completed" and run.valid and run.case_errors == 0
-    assert report.outcome.summaries["similarity-detection"].mean == 1.0
+    assert report.executed.summaries["similarity-detection"].mean == 1.0
     assert run.llm_calls == 4
 
 

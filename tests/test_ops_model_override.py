@@ -33,9 +33,9 @@ def test_suite_and_judge_models_reach_the_api_and_the_fingerprint(tmp_path, monk
         report = run_suite("merges", RunOptions(engine="llm", cache="off"), settings=load_settings(tmp_path))
         models = sorted(seen.body["model"] for seen in server.requests)
     assert models == ["claude-sonnet-4-5", "judge-model-x"]
-    fingerprint = report.outcome.run.fingerprint["target_fingerprint"]
+    fingerprint = report.executed.run.fingerprint["target_fingerprint"]
     assert fingerprint["model"] == "claude-sonnet-4-5" and fingerprint["engine"] == "llm"
-    assert report.outcome.summaries["merge-quality"].mean == 0.9
+    assert report.executed.summaries["merge-quality"].mean == 0.9
     sonnet = (100 * 3.0 + 10 * 15.0) / 1e6
     judge = (200 * 2.0 + 20 * 10.0) / 1e6
-    assert abs(report.outcome.run.cost_usd - (sonnet + judge)) < 1e-12
+    assert abs(report.executed.run.cost_usd - (sonnet + judge)) < 1e-12

@@ -48,8 +48,8 @@ def test_a_large_output_is_stored_capped_with_its_size_and_hash_and_graded_whole
     root = _project(tmp_path, [{"id": "huge", "input": {"size": 3_000_000}},
                                {"id": "small", "input": {"size": 10}}])
     report = run_suite("big", settings=load_settings(root))
-    assert report.outcome.summaries["whole-length"].mean == 1.0  # graded on the whole output
-    rows = {r.case_id: r for r in HistoryStore(load_settings(root).database_url).case_results(report.outcome.run.id)}
+    assert report.executed.summaries["whole-length"].mean == 1.0  # graded on the whole output
+    rows = {r.case_id: r for r in HistoryStore(load_settings(root).database_url).case_results(report.executed.run.id)}
     whole = json.dumps("x" * 3_000_000).encode()
     huge = rows["huge"]
     assert huge.output_bytes == len(whole) and huge.output_sha256 == hashlib.sha256(whole).hexdigest()
@@ -78,7 +78,7 @@ def test_no_cap_with_zero(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALLOOP_MAX_OUTPUT_BYTES", "0")
     root = _project(tmp_path, [{"id": "huge", "input": {"size": 1_500_000}}])
     report = run_suite("big", settings=load_settings(root))
-    row = HistoryStore(load_settings(root).database_url).case_results(report.outcome.run.id)[0]
+    row = HistoryStore(load_settings(root).database_url).case_results(report.executed.run.id)[0]
     assert row.output_bytes is None and len(row.output) == 1_500_002
 
 

@@ -129,8 +129,8 @@ def test_evalloop_fixture(pytester, project):
             assert "value" in evalloop.registry and "picky" in evalloop.registry
             assert [c.id for c in evalloop.suite("mixed").iter_cases()][:2] == ["ok", "low"]
             report = evalloop.run("mixed")
-            assert report.outcome.run.suite == "mixed" and report.outcome.run.n_cases == 5
-            assert [r.id for r in evalloop.history.runs("mixed")] == [report.outcome.run.id]
+            assert report.executed.run.suite == "mixed" and report.executed.run.n_cases == 5
+            assert [r.id for r in evalloop.history.runs("mixed")] == [report.executed.run.id]
     ''')
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)

@@ -63,7 +63,7 @@ def history(tmp_path_factory):
         else:
             os.environ["EVALLOOP_TEST_ANSWERS"] = old
     assert last.comparison.has_regression and settings.memory_file.is_file()  # the learning loop wrote
-    return settings, last.outcome.run.id
+    return settings, last.executed.run.id
 
 
 @pytest.fixture(scope="module")

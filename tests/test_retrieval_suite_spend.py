@@ -57,7 +57,7 @@ def test_relevance_density_scorer_gives_per_query_values(tmp_path):
     report = run_suite("subst-bm25", settings=settings)
     truth = {r.query_id: r.density for r in direct("bm25").results
              if r.set != "null" and r.density is not None}
-    per_case = HistoryStore(settings.database_url).case_scores(report.outcome.run.id,
+    per_case = HistoryStore(settings.database_url).case_scores(report.executed.run.id,
                                                                "relevance-density")
     assert per_case.keys() == truth.keys() and len(truth) > 20
     assert all(per_case[q] == pytest.approx(truth[q]) for q in truth)

@@ -79,10 +79,10 @@ def test_a_deadline_counts_from_the_call_not_from_the_wait_for_a_thread(tmp_path
     root = project(tmp_path, busy={"name": "busy", "target": "sut:together", "scorers": ["equals"],
                                    "concurrency": 16, "timeout": 10, "cases": cases})
     report = run_suite("busy", settings=load_settings(root))
-    run = report.outcome.run
+    run = report.executed.run
     failed = {c: error for c, (_, error) in case_rows(root, run.id).items() if error}
     assert failed == {} and run.target_failures == 0 and run.infra_failures == 0, failed
-    assert report.outcome.summaries["equals"].mean == 1.0
+    assert report.executed.summaries["equals"].mean == 1.0
 
 
 def test_a_hung_sync_target_does_not_hold_the_cli_at_exit(tmp_path):
@@ -106,8 +106,8 @@ def test_a_sync_target_returning_a_coroutine_scores_the_same_with_and_without_ti
     settings = load_settings(root)
     for name in ("plain", "timed", "threaded"):
         report = run_suite(name, settings=settings)
-        assert report.outcome.summaries["equals"].mean == 1.0, name
-        outputs = [c.output for c in HistoryStore(settings.database_url).case_results(report.outcome.run.id)]
+        assert report.executed.summaries["equals"].mean == 1.0, name
+        outputs = [c.output for c in HistoryStore(settings.database_url).case_results(report.executed.run.id)]
         assert "coroutine" not in " ".join(map(str, outputs)), name
 
 
@@ -120,10 +120,10 @@ def test_unparseable_and_timed_out_replies_are_counted_target_failures(tmp_path)
     root = project(tmp_path, replies={"name": "replies", "target": "sut:reply", "timeout": 1,
                                       "scorers": ["exact-match-noop"], "cases": replies})
     report = run_suite("replies", settings=load_settings(root))
-    run, summary = report.outcome.run, report.outcome.summaries["exact-match-noop"]
+    run, summary = report.executed.run, report.executed.summaries["exact-match-noop"]
     assert (summary.n, summary.errored, summary.mean) == (10, 0, pytest.approx(0.8))
     assert run.valid and (run.target_failures, run.infra_failures) == (2, 0)
-    assert (report.outcome.target_failures, report.outcome.infra_failures) == (2, 0)
+    assert (report.executed.target_failures, report.executed.infra_failures) == (2, 0)
     rows = case_rows(root, run.id)
     assert rows["garbled"][0] == "target" and rows["slow"][0] == "target" and rows["c0"] == (None, None)
     assert "timed out after 1" in rows["slow"][1]

@@ -69,23 +69,23 @@ def _run(tmp_path, target, scorers, cases, epochs=1):
 def test_a_target_and_a_scorer_that_take_ctx_get_their_case(tmp_path):
     cases = [{"id": "a", "input": 1}, {"id": "b", "input": 2}]
     report, store = _run(tmp_path, "sut:with_ctx", ["sees-ctx"], cases, epochs=2)
-    run_id = report.outcome.run.id
+    run_id = report.executed.run.id
     outputs = sorted(r.output for r in store.case_results(run_id))
     assert outputs == ['"a/0/s"', '"a/1/s"', '"b/0/s"', '"b/1/s"']
-    assert report.outcome.summaries["sees-ctx"].mean == 1.0
+    assert report.executed.summaries["sees-ctx"].mean == 1.0
 
 
 def test_async_scorers_and_awaitables_a_sync_scorer_returns_are_awaited(tmp_path):
     cases = [{"id": "a", "input": "x", "expected": "x"}, {"id": "b", "input": "y", "expected": "z"}]
     report, store = _run(tmp_path, "sut:echo", ["async-equal", "returns-coroutine"], cases)
-    assert store.case_scores(report.outcome.run.id, "async-equal") == {"a": 1.0, "b": 0.0}
-    assert store.case_scores(report.outcome.run.id, "returns-coroutine") == {"a": 0.25, "b": 0.25}
+    assert store.case_scores(report.executed.run.id, "async-equal") == {"a": 1.0, "b": 0.0}
+    assert store.case_scores(report.executed.run.id, "returns-coroutine") == {"a": 0.25, "b": 0.25}
 
 
 def test_usage_recorded_inside_a_sync_target_is_counted_per_case_and_per_run(tmp_path):
     report, store = _run(tmp_path, "sut:billed", ["equals"], [{"id": "a", "input": "x", "expected": "x"},
                                                               {"id": "b", "input": "y", "expected": "y"}])
-    run = report.outcome.run
+    run = report.executed.run
     assert (run.llm_calls, run.cache_hits, run.llm_retries) == (2, 2, 2)
     assert (run.input_tokens, run.output_tokens, run.cost_usd) == (14, 6, 1.0)
     rows = store.case_results(run.id)
@@ -95,7 +95,7 @@ def test_usage_recorded_inside_a_sync_target_is_counted_per_case_and_per_run(tmp
 def test_a_scorer_that_returns_junk_or_a_non_finite_value_is_errored_in_one_line(tmp_path):
     report, _ = _run(tmp_path, "sut:echo", ["returns-junk", "not-finite", "equals"],
                      [{"id": "a", "input": "x", "expected": "x"}])
-    results = report.outcome.results
+    results = report.executed.results
     assert results["returns-junk"].errored == 1
     assert results["returns-junk"].first_error == ("scorer returns-junk raised ValueError: a scorer must return a "
                                                    "Score, a number or a dict, not object")
@@ -124,5 +124,5 @@ def test_outputs_are_stored_as_compact_json_whatever_their_type(tmp_path):
                          # expected is a copy: one object twice would be written as a YAML alias (refused)
                          [{"id": f"c{i}", "input": v, "expected": json.loads(json.dumps(v))}
                           for i, v in enumerate(inputs)])
-    stored = {r.case_id: r.output for r in store.case_results(report.outcome.run.id)}
+    stored = {r.case_id: r.output for r in store.case_results(report.executed.run.id)}
     assert stored == {f"c{i}": json.dumps(v, ensure_ascii=False, separators=(",", ":")) for i, v in enumerate(inputs)}

@@ -47,5 +47,5 @@ def test_the_options_reach_the_runner(tmp_path):
     root = make_project(tmp_path, {"o": suite})
     report = run_suite("o", RunOptions(epochs=2, select=lambda case: "odd" in case.tags, concurrency=1),
                        settings=load_settings(root))
-    run = report.outcome.run
+    run = report.executed.run
     assert run.epochs == 2 and run.n_cases == 5 and run.partial

@@ -62,9 +62,9 @@ def test_blocking_sync_calls_run_at_the_suites_concurrency_by_default(tmp_path):
     root = _project(tmp_path, meet={"name": "meet", "target": "sut:meet", "scorers": ["equals"],
                                     "concurrency": 16, "cases": cases})
     report = run_suite("meet", settings=load_settings(root))
-    outputs = _outputs(root, report.outcome.run.id)
-    assert report.outcome.summaries["equals"].mean == 1.0, outputs
-    assert "then on threads" in str(report.outcome.run.notes["target_calls"])
+    outputs = _outputs(root, report.executed.run.id)
+    assert report.executed.summaries["equals"].mean == 1.0, outputs
+    assert "then on threads" in str(report.executed.run.notes["target_calls"])
 
 
 def test_the_cli_concurrency_reaches_blocking_sync_targets(tmp_path):
@@ -74,7 +74,7 @@ def test_the_cli_concurrency_reaches_blocking_sync_targets(tmp_path):
               for i in range(8)]
     root = _project(tmp_path, meet={"name": "meet", "target": "sut:meet", "scorers": ["equals"], "cases": cases})
     report = run_suite("meet", RunOptions(concurrency=8), settings=load_settings(root))
-    assert report.outcome.summaries["equals"].mean == 1.0
+    assert report.executed.summaries["equals"].mean == 1.0
 
 
 @pytest.mark.parametrize(("threads", "expected"), [(False, "main"), (True, "thread")])
@@ -83,14 +83,14 @@ def test_target_threads_forces_where_a_sync_target_runs(tmp_path, threads, expec
     root = _project(tmp_path, where={"name": "where", "target": "sut:where", "scorers": ["equals"],
                                      "target_threads": threads, "cases": cases})
     report = run_suite("where", settings=load_settings(root))
-    assert set(_outputs(root, report.outcome.run.id).values()) == {f'"{expected}"'}
+    assert set(_outputs(root, report.executed.run.id).values()) == {f'"{expected}"'}
 
 
 def test_a_fast_sync_target_runs_in_place(tmp_path):
     cases = [{"id": f"c{i}", "input": {}, "expected": "main"} for i in range(3)]
     root = _project(tmp_path, fast={"name": "fast", "target": "sut:where", "scorers": ["equals"], "cases": cases})
     report = run_suite("fast", settings=load_settings(root))
-    assert set(_outputs(root, report.outcome.run.id).values()) == {'"main"'}
+    assert set(_outputs(root, report.executed.run.id).values()) == {'"main"'}
 
 
 def test_a_deadline_on_a_sync_target_kept_in_place_is_refused_in_one_line(tmp_path):
@@ -178,8 +178,8 @@ def test_a_target_that_only_works_in_place_is_moved_back_and_its_cases_pass(tmp_
     root = make_project(tmp_path / "p", {"bound": {"name": "bound", "target": "sut:remember", "scorers": ["equals"],
                                                    "cases": cases}}, target=THREAD_BOUND_TARGET, scorers=None)
     report = run_suite("bound", settings=load_settings(root))
-    run = report.outcome.run
-    assert report.outcome.summaries["equals"].mean == 1.0 and run.target_failures == 0
+    run = report.executed.run
+    assert report.executed.summaries["equals"].mean == 1.0 and run.target_failures == 0
     assert "in place again" in str(run.notes["target_calls"]) and "ProgrammingError" in str(run.notes["target_calls"])
 
 

@@ -115,8 +115,8 @@ def test_an_invalid_run_reaches_the_log_sink(tmp_path, caplog):
         deliveries = notify(report, [LogSink()])
     assert [d.ok for d in deliveries] == [True]
     lines = [r.getMessage() for r in caplog.records if r.name == "evalloop.sinks"]
-    assert len(lines) == 1 and "invalid run" in lines[0] and report.outcome.run.id in lines[0]
-    assert report.outcome.run.invalid_reason and report.outcome.run.invalid_reason in lines[0]
+    assert len(lines) == 1 and "invalid run" in lines[0] and report.executed.run.id in lines[0]
+    assert report.executed.run.invalid_reason and report.executed.run.invalid_reason in lines[0]
 
 
 FAILS = {VerdictStatus.REGRESSED, VerdictStatus.BELOW_FLOOR, VerdictStatus.SCORER_BROKEN, VerdictStatus.INVALID}

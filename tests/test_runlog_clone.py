@@ -38,7 +38,7 @@ def test_a_fresh_clone_gets_its_verdict_against_the_logged_baseline(tmp_path, mo
     monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(answers))
     write_answers(answers, {f"c{i}": 1.0 for i in range(5)})
     settings = load_settings(origin)
-    logged = [run_suite("controlled", settings=settings).outcome.run.id for _ in range(3)]
+    logged = [run_suite("controlled", settings=settings).executed.run.id for _ in range(3)]
     git(origin, "init", "-q")
     git(origin, "add", "-A")
     git(origin, "commit", "-q", "-m", "suite and its run log")
@@ -75,7 +75,7 @@ def test_history_import_and_export_commands(tmp_path, monkeypatch):
     monkeypatch.setenv("EVALLOOP_TEST_ANSWERS", str(tmp_path / "answers.json"))
     monkeypatch.setenv("NO_COLOR", "1")
     write_answers(tmp_path / "answers.json", {"c0": 1.0, "c1": 1.0, "c2": 1.0})
-    ids = [run_suite("controlled", settings=load_settings(root)).outcome.run.id for _ in range(2)]
+    ids = [run_suite("controlled", settings=load_settings(root)).executed.run.id for _ in range(2)]
     log = root / "history" / "controlled.jsonl"
     text = log.read_text()
     log.unlink()

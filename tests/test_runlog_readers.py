@@ -39,7 +39,7 @@ def clone(tmp_path, monkeypatch):
     ids = []
     for value in (1.0, 1.0, 0.2):
         write_answers(answers, {f"c{i}": value for i in range(4)})
-        ids.append(run_suite("controlled", settings=load_settings(origin)).outcome.run.id)
+        ids.append(run_suite("controlled", settings=load_settings(origin)).executed.run.id)
     git(origin, "init", "-q")
     git(origin, "add", "-A")
     git(origin, "commit", "-q", "-m", "suite and its run log")

@@ -33,7 +33,7 @@ def logged(tmp_path, monkeypatch):
                    {"c0": 1.0, "c1": 0.25, "c2": 1.0, "c3": "not a number"},
                    {"c0": 0.75, "c1": 1.0, "c2": 1.0, "c3": 1.0}):
         write_answers(answers, values)
-        ids.append(run_suite("controlled", settings=settings).outcome.run.id)
+        ids.append(run_suite("controlled", settings=settings).executed.run.id)
     return settings, ids
 
 

@@ -49,7 +49,7 @@ def test_webhook_posts_the_run_summary(reports):
     assert got.headers["Content-Type"] == "application/json"
     body = got.body
     assert body["event"] == "regression" and body["suite"] == "controlled"
-    assert body["run_id"] == regressed.outcome.run.id and body["regression"] is True
+    assert body["run_id"] == regressed.executed.run.id and body["regression"] is True
     (scorer,) = body["scorers"]
     assert scorer["verdict"].startswith("regressed") and scorer["regression"] is True
     assert [c["case"] for c in scorer["newly_failing"]] == ["c0", "c1", "c2"]

@@ -68,11 +68,11 @@ def test_a_scorer_past_the_suites_timeout_is_errored_and_the_run_completes(tmp_p
                                        "scorers": [scorer, "equals"], "cases": CASES})
     report = run_suite("s", settings=load_settings(root))
     assert not released.exists()  # the hung scorer is still hanging: it was cut, not waited for
-    summary = report.outcome.summaries[scorer]
+    summary = report.executed.summaries[scorer]
     assert (summary.n, summary.errored, summary.mean) == (5, 1, 1.0)
-    assert report.outcome.summaries["equals"].errored == 0
+    assert report.executed.summaries["equals"].errored == 0
     store = HistoryStore(load_settings(root).database_url)
-    message = store.case_messages(report.outcome.run.id, scorer, ["hung"])["hung"]
+    message = store.case_messages(report.executed.run.id, scorer, ["hung"])["hung"]
     assert message == f"scorer {scorer} timed out after 0.5 s"
 
 
@@ -85,8 +85,8 @@ def test_a_scorers_own_timeout_needs_no_suite_timeout_and_wins_over_it(tmp_path,
     settings = load_settings(root)
     for name, scorer in (("own", "hangs-sync"), ("both", "hangs-async")):
         report = run_suite(name, settings=settings)
-        assert report.outcome.summaries[scorer].errored == 1, name
-        message = HistoryStore(settings.database_url).case_messages(report.outcome.run.id, scorer, ["hung"])
+        assert report.executed.summaries[scorer].errored == 1, name
+        message = HistoryStore(settings.database_url).case_messages(report.executed.run.id, scorer, ["hung"])
         assert message["hung"] == f"scorer {scorer} timed out after 0.3 s"
 
 

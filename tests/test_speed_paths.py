@@ -103,8 +103,8 @@ def test_baselines_read_score_vectors_not_rows(tmp_path, monkeypatch):
     settings = load_settings(root)
     first = run_suite("speedy", settings=settings)
     store = HistoryStore(settings.database_url)
-    for name, result in first.outcome.results.items():  # the vector is the rows, compactly
-        assert _finite(result) == store.case_scores(first.outcome.run.id, name)
+    for name, result in first.executed.results.items():  # the vector is the rows, compactly
+        assert _finite(result) == store.case_scores(first.executed.run.id, name)
     reads = []
     real = HistoryStore.case_scores
     monkeypatch.setattr(HistoryStore, "case_scores", lambda self, *a: reads.append(a) or real(self, *a))
@@ -126,9 +126,9 @@ def test_a_vector_and_rows_give_the_same_verdict(tmp_path):
     settings = load_settings(root)
     runs = [run_suite("speedy", settings=settings) for _ in range(3)]
     store = HistoryStore(settings.database_url)
-    current = runs[-1].outcome.results["half"]
-    rows = [store.case_scores(r.outcome.run.id, "half") for r in runs[:-1]]
-    vectors = [r.outcome.results["half"].vector for r in runs[:-1]]
+    current = runs[-1].executed.results["half"]
+    rows = [store.case_scores(r.executed.run.id, "half") for r in runs[:-1]]
+    vectors = [r.executed.results["half"].vector for r in runs[:-1]]
     policy = VerdictPolicy(threshold=0.1)
     from_rows = decide(_finite(current), rows, policy, known_bad={"case-7"})
     from_vectors = decide_aligned(align(current.ids, current.vector, vectors), policy, known_bad={"case-7"})
@@ -142,9 +142,9 @@ def test_run_log_line_from_memory_equals_the_one_from_history(tmp_path, epochs):
     settings = load_settings(root)
     report = run_suite("speedy", settings=settings)
     store = HistoryStore(settings.database_url)
-    run = store.get_run(report.outcome.run.id)
+    run = store.get_run(report.executed.run.id)
     from_rows = json.loads(runlog._line(runlog.entry_for(store, run)))
-    from_memory = json.loads(runlog._line(runlog.entry_for(store, run, report.outcome.results)))
+    from_memory = json.loads(runlog._line(runlog.entry_for(store, run, report.executed.results)))
     assert from_memory == from_rows
     half = from_memory["scorers"]["half"]
     assert half["errored_cases"] == ["case-3"] and half["messages"]["case-7"] == "low"
@@ -184,7 +184,7 @@ def test_a_run_and_its_comparison_never_open_a_session(tmp_path, monkeypatch):
     assert sorted(reads) == sorted(s.scorer for s in report.comparison.scorers)
     monkeypatch.undo()
     found = HistoryStore(settings.database_url).runs("speedy", limit=None)  # a user's read still is one
-    assert [r.id for r in found][0] == report.outcome.run.id
+    assert [r.id for r in found][0] == report.executed.run.id
 
 
 @settings(max_examples=200, deadline=None)

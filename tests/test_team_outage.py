@@ -79,7 +79,7 @@ def test_a_run_outlasts_a_postgresql_outage(tmp_path, server, monkeypatch):
         (gate / "go").touch()
         runner.join(120)
     report = done["report"]
-    run = HistoryStore(url).get_run(report.outcome.run.id)
+    run = HistoryStore(url).get_run(report.executed.run.id)
     assert run.status == "completed" and run.valid, (run.status, run.invalid_reason)
     assert len(HistoryStore(url).case_results(run.id)) == 16
     assert Path(gate / "reached-15").exists()

@@ -67,7 +67,7 @@ def test_epochs_average_per_case_and_every_reader_agrees(tmp_path, answers):
     # c0's epoch-0 grade errored: c0 is averaged over the one epoch that graded it
     assert s.current == pytest.approx(0.4) and s.n == 5 and s.errored == 1 and s.grades == 10
     store = HistoryStore(load_settings(root).database_url)
-    summary = store.summaries(report.outcome.run.id)["epoch-flaky"]
+    summary = store.summaries(report.executed.run.id)["epoch-flaky"]
     assert summary.mean == pytest.approx(0.4) and summary.n == 5
     trend = build_trends(store, ["ep"]).suites[0].scorers[0].points[-1]
     assert trend.mean == pytest.approx(0.4) and trend.n == 5
@@ -95,7 +95,7 @@ def test_per_tag_overall_equals_the_run_mean_with_controls(tmp_path, answers):
     root = make_project(tmp_path, {"tags": spec})
     report = run(root, "tags", answers, {**{f"c{i}": 1.0 for i in range(6)}, "neg": 0.0})
     store = HistoryStore(load_settings(root).database_url)
-    strata = strata_means(store, report.outcome.run.id)
+    strata = strata_means(store, report.executed.run.id)
     assert strata.overall["value"] == report.comparison.scorers[0].current == 1.0
     assert strata.mean("a", "value") == 1.0
 
@@ -128,7 +128,7 @@ def test_suite_verdict_block_sets_threshold_and_pass_mark(tmp_path, answers):
     s = report.comparison.scorers[0]
     assert s.threshold == 0.3
     policy = (HistoryStore(load_settings(root).database_url)
-              .summaries(report.outcome.run.id)["value"].details["policy"])
+              .summaries(report.executed.run.id)["value"].details["policy"])
     assert policy["threshold"] == 0.3 and policy["pass_mark"] == 0.9 and policy["rule"] == "paired"
     # and the verdict judges with them: at pass mark 0.9, 0.85 fails where 0.95 passed
     run(root, "v", answers, {f"c{i}": 0.95 for i in range(4)})
@@ -151,7 +151,7 @@ def test_a_stored_legacy_label_is_a_watch_for_report_as_for_run(tmp_path, answer
         last = run(root, "old", answers, {f"c{i}": 1.0 for i in range(4)})
     with sqlite_conn(root / "history" / "evalloop.db") as db:
         db.execute("update scorer_summaries set verdict = 'regressed (not significant)' where run_id = ?",
-                   (last.outcome.run.id,))
+                   (last.executed.run.id,))
     report = cli(root, "report", "--suite", "old", "--json", "--fail-on-regression")
     assert report.returncode == 0, report.stdout + report.stderr
     point = json.loads(report.stdout)["suites"][0]["scorers"][0]["points"][-1]
@@ -190,7 +190,7 @@ def test_fingerprint_change_is_reported_and_can_restart_the_baseline(tmp_path, a
     # injected memories change the full fingerprint but not the system: no notice
     monkeypatch.setenv("FP_INJECTED", "memory-1")
     same = run(root, "fp", answers, {})
-    assert same.outcome.run.fingerprint_hash != same.comparison.scorers[0].previous_run
+    assert same.executed.run.fingerprint_hash != same.comparison.scorers[0].previous_run
     assert same.comparison.fingerprint_change is None
     assert not any("changed since run" in n for n in same.notices)
     make_project(tmp_path, spec("v2"), target=FP_TARGET)

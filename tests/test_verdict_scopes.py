@@ -229,7 +229,7 @@ def test_a_scoped_suite_is_judged_by_scope_and_old_runs_still_read(tmp_path, ans
     assert ev.scopes == SCOPES and ev.ci_method == "cluster BCa" and "by scope" in ev.test
     assert ev.p_value > 0.05 and s.verdict in ("steady", "watch") and not s.fails
     store = HistoryStore(load_settings(root).database_url)
-    stored = store.summaries(report.outcome.run.id)["value"].details["evidence"]
+    stored = store.summaries(report.executed.run.id)["value"].details["evidence"]
     assert stored["scopes"] == SCOPES and stored["ci_method"] == "cluster BCa"
     from rich.console import Console
 

@@ -137,7 +137,7 @@ class SuiteRun:
         _read_log(self.store, self.log_dir, self.suite.name)
         self.report = run_suite(self.suite, settings=self.settings, registry=self.registry,
                                 store=self.store)
-        run_id = self.report.outcome.run.id
+        run_id = self.report.executed.run.id
         for row in self.store.score_rows(run_id):
             out = self.outcomes.setdefault((row.case_id, row.scorer), CaseOutcome())
             if row.skipped:
@@ -288,7 +288,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
     terminalreporter.section("evalloop")
     for report in reports:
-        run = report.outcome.run
+        run = report.executed.run
         terminalreporter.write_line(f"{run.suite}: run {run.id}, {run.n_cases} cases"
                                     + ("" if run.valid else f" — invalid: {run.invalid_reason}"))
         for s in report.comparison.scorers:

@@ -278,7 +278,7 @@ def _summary(report: RunReport, settings, which: CaseFilter, with_cases: bool) -
         from evalloop.history.store import HistoryStore
         from evalloop.report.cases import case_docs, load_cases
 
-        summary.cases = case_docs(load_cases(HistoryStore(settings.database_url), report.outcome.run.id,
+        summary.cases = case_docs(load_cases(HistoryStore(settings.database_url), report.executed.run.id,
                                              suite=report.suite))
     return summary.dump()
 
@@ -289,7 +289,7 @@ def _print_failures(report: RunReport, settings, which: CaseFilter) -> None:
     from evalloop.report.filters import CaseFilter
 
     store = HistoryStore(settings.database_url)
-    run_id = report.outcome.run.id
+    run_id = report.executed.run.id
     views = load_cases(store, run_id, which=CaseFilter(failed=True), suite=report.suite,
                        previous_run=previous_completed(store, report.suite.name, run_id))
     if views:

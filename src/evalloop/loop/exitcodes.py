@@ -48,7 +48,7 @@ def failure_lines(reports: Iterable[RunReport]) -> list[str]:
         c = r.comparison
         present = {s.status for s in c.scorers}
         if c.invalid:
-            reason = r.outcome.run.invalid_reason
+            reason = r.executed.run.invalid_reason
             named[VerdictStatus.INVALID].append(f"{r.suite.name} ({reason})" if reason else r.suite.name)
         for status in named:
             if status is not VerdictStatus.INVALID and status in present:

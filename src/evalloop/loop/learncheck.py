@@ -174,15 +174,15 @@ async def acheck(suite: str | Path | Suite, *, settings: Settings, variants: Seq
             report = await arun_suite(base.model_copy(update={"target": ref}),
                                       RunOptions(limit=limit, engine=engine, model=model, select=select),
                                       settings=run_settings, registry=registry, store=store)
-            run_id = report.outcome.run.id
-            mechanics = mechanics or local_reference(report.outcome.run.fingerprint)
+            run_id = report.executed.run.id
+            mechanics = mechanics or local_reference(report.executed.run.fingerprint)
             names = [b.name for b in report.prepared.scorers]
             per_case.append({s: store.case_scores(run_id, s) for s in names})
             results.append(VariantResult(
                 variant=v.name, inject=v.inject, params=v.params,
                 injected_memories=[] if v.inject == "off" else open_ids[: settings.inject_limit],
-                means={s: report.outcome.summaries[s].mean for s in names},
-                seconds=time.perf_counter() - started, cost_usd=report.outcome.run.cost_usd or 0.0))
+                means={s: report.executed.summaries[s].mean for s in names},
+                seconds=time.perf_counter() - started, cost_usd=report.executed.run.cost_usd or 0.0))
         store.engine.dispose()
     scorers = base.scorer_labels
     for result, cases in zip(results, per_case, strict=True):

@@ -41,7 +41,7 @@ class RunReport:
     """A finished run, its comparison with the baseline, and anything worth telling the user."""
 
     prepared: PreparedRun
-    outcome: ExecutedRun
+    executed: ExecutedRun  # the run as it was executed (its verdict's outcome: verdicts.outcome.run_outcome)
     comparison: Comparison
     notices: list[str] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
@@ -160,7 +160,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
         if on_begin is not None:  # every case in flight: a batch carries a whole stage of the run
             options = options.model_copy(update={"concurrency": batchmode.BATCH_IN_FLIGHT})
             notices += batchmode.without_deadline(prepared)
-        outcome = await execute(
+        executed = await execute(
             prepared, store, options, services=services, settings=settings, progress=progress,
             on_begin=on_begin, judge_stop=_judge_stop(suite_obj, store, settings),
             code_version=code_version(settings.project_dir, settings.env),
@@ -175,29 +175,29 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
     if resume:
         notices.append(batchmode.resume_notice(services, resume))
     window = suite_obj.window or settings.window
-    windows = baseline_windows(store, outcome.run, window)
-    bridged = await _bridge(prepared, store, services, windows, options.bridge and not outcome.run.partial,
+    windows = baseline_windows(store, executed.run, window)
+    bridged = await _bridge(prepared, store, services, windows, options.bridge and not executed.run.partial,
                             settings, options)
-    comparison = compare_run(store, outcome.run, window=window,
-                             current={name: Vector(r.ids, r.vector, digest=outcome.digest)
-                                      for name, r in outcome.results.items()},
-                             nightly=options.nightly, scopes=None if outcome.tagged else {}, windows=windows)
-    report = RunReport(prepared, outcome, comparison, notices=[*notices, *outcome.notices])
+    comparison = compare_run(store, executed.run, window=window,
+                             current={name: Vector(r.ids, r.vector, digest=executed.digest)
+                                      for name, r in executed.results.items()},
+                             nightly=options.nightly, scopes=None if executed.tagged else {}, windows=windows)
+    report = RunReport(prepared, executed, comparison, notices=[*notices, *executed.notices])
     if bridged:
         report.extras["bridge"] = bridge_summary(bridged)
         report.notices += [f"not bridged: run {r.run} ({r.reason})" for r in bridged if not r.made]
-    report.held_out, report.extras["held_out"] = held_out_part(suite_obj, outcome)
+    report.held_out, report.extras["held_out"] = held_out_part(suite_obj, executed)
     if (settings.learn and comparison.has_regression) or services.extras.get("failure_memory_ids"):
         near = suite_obj.near_duplicate_notice()  # only where a lesson is written or read: it costs an embedder
         if near:
             report.notices.append(near)
-    stats = run_notes(outcome.run).target_stats
+    stats = run_notes(executed.run).target_stats
     if stats:
         report.extras["target_stats"] = stats
-    if outcome.tagged:
+    if executed.tagged:
         from evalloop.history.strata import strata_means
 
-        strata = strata_means(store, outcome.run.id, order=[s.scorer for s in comparison.scorers])
+        strata = strata_means(store, executed.run.id, order=[s.scorer for s in comparison.scorers])
         if strata.strata:
             report.extras["strata"] = strata.model_dump(mode="json")
     if comparison.fingerprint_change is not None:
@@ -228,7 +228,7 @@ async def _run(suite_obj: Suite, settings: Settings, registry: Registry, store: 
                 services, options)
     if settings.run_log:
         try:
-            runlog.append_run(store, settings.history_dir, outcome.run.id, report.notices, outcome.results)
+            runlog.append_run(store, settings.history_dir, executed.run.id, report.notices, executed.results)
             for made in (r.bridge for r in bridged if r.bridge is not None):
                 runlog.append_run(store, settings.history_dir, made, report.notices)
         except OSError as exc:
@@ -273,7 +273,7 @@ async def _ablate(report: RunReport, incidents: list[str], cases: list[str], set
     finally:
         services.extras.update(saved)
     report.ablation = sub
-    run = sub.outcome.run
+    run = sub.executed.run
     moved = [m for m in sub.extras.get("memories") or [] if m.get("memory_id") in incidents]
     said = "; ".join(f"{m['scorer']}: {'resolved' if m['action'] == 'resolved' else 'still held by lesson'}"
                      for m in moved) or "no incident moved"
@@ -285,23 +285,23 @@ async def _ablate(report: RunReport, incidents: list[str], cases: list[str], set
             "memories": moved}
 
 
-def held_out_part(suite: Suite, outcome: ExecutedRun) -> tuple[set[str], dict[str, Any]]:
+def held_out_part(suite: Suite, executed: ExecutedRun) -> tuple[set[str], dict[str, Any]]:
     """The run's held-out cases (:attr:`Suite.holdout`), and what the run reports of them: how many,
     and each scorer's mean over them beside the whole run's (controls and ungraded cases left out
     of both, as in the verdict)."""
     import numpy as np
 
-    results = list(outcome.results.values())
+    results = list(executed.results.values())
     ids = list(results[0].ids) if results else []
     held = suite.held_out_ids(ids)
     mask = np.fromiter((c in held for c in ids), dtype=bool, count=len(ids))
     means: dict[str, float | None] = {}
-    for name, r in outcome.results.items():
+    for name, r in executed.results.items():
         values = r.scores.vector[mask]
         values = values[~np.isnan(values)]
         means[name] = float(values.mean()) if values.size else None
     return held, {"split": suite.holdout.describe(), "n": len(held), "of": len(ids), "means": means,
-                  "whole": {name: r.mean for name, r in outcome.results.items()},
+                  "whole": {name: r.mean for name, r in executed.results.items()},
                   "ids": [c for c in ids if c in held]}
 
 
@@ -309,7 +309,7 @@ def held_out_part(suite: Suite, outcome: ExecutedRun) -> tuple[set[str], dict[st
 def teaches(report: RunReport) -> bool:
     """Whether a run may move any incident: it graded at least one learn case. A run of held-out
     cases alone (``run --held-out``) writes, updates and resolves nothing."""
-    ids = {c for r in report.outcome.results.values() for c in r.ids}
+    ids = {c for r in report.executed.results.values() for c in r.ids}
     return bool(ids - report.held_out)
 
 
@@ -330,9 +330,9 @@ def _has_memories(settings: Settings) -> bool:
 def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     """Every scorer's graded scores, and the inputs, expected answers, outputs and scorer reasons
     of the run's failing cases (the baseline's last run is read only when learning needs it)."""
-    run_id = report.outcome.run.id
-    results = list(report.outcome.results.values())
-    details: dict[str, Any] = {"scores": {name: r.scores for name, r in report.outcome.results.items()},
+    run_id = report.executed.run.id
+    results = list(report.executed.results.values())
+    details: dict[str, Any] = {"scores": {name: r.scores for name, r in report.executed.results.items()},
                                "baseline": lambda s: store.case_scores(s.previous_run, s.scorer),
                                "held_out": report.held_out, "ran": list(results[0].ids) if results else None}
     failing = {c for r in results for c, v in r.scores.items() if not passes(v, r.pass_mark)}
@@ -349,7 +349,7 @@ def _case_details(report: RunReport, store: HistoryStore) -> dict[str, Any]:
     details["outputs"] = {r.case_id: r.output if r.output is not None else r.error
                           for r in store.case_results(run_id) if r.case_id in failing and r.epoch == 0}
     details["reasons"] = {name: store.case_messages(run_id, name, sorted(failing)[:200])
-                          for name in report.outcome.results}
+                          for name in report.executed.results}
     return details
 
 

@@ -108,9 +108,9 @@ class Evaluator:
         prepared = prepare(suite, self.registry, project_dir=settings.project_dir,
                            settings_thresholds=settings.thresholds, services=self.services,
                            verdict_defaults=settings.verdict.model_dump(exclude_none=True))
-        outcome = await execute(prepared, self.store, RunOptions(epochs=1, select=lambda c: c.id in wanted),
+        executed = await execute(prepared, self.store, RunOptions(epochs=1, select=lambda c: c.id in wanted),
                                 services=self.services, settings=settings, notes={"revision": True})
-        run_id = outcome.run.id
+        run_id = executed.run.id
         scores: dict[str, dict[str, tuple[float | None, str]]] = {c: {} for c in ids}
         for row in self.store.score_rows(run_id):
             value = None if row.errored or row.skipped else row.value

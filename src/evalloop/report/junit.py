@@ -54,7 +54,7 @@ def write_junit(path: str | Path, reports: Sequence[RunReport], store: HistorySt
 
 
 def _testsuite(report: RunReport, store: HistoryStore) -> ET.Element:
-    run = report.outcome.run
+    run = report.executed.run
     cells, latency = _load(store, run.id, {b.name: b.pass_mark for b in report.prepared.scorers})
     controls = {case.id: case for case in report.suite.iter_cases() if case.expect != "pass"}
     elapsed = (run.ended_at - run.started_at).total_seconds() if run.ended_at else 0.0

@@ -165,7 +165,7 @@ class SummaryError(ValueError):
 
 def run_summary(report: RunReport) -> RunSummary:
     """The summary of one run."""
-    run = report.outcome.run
+    run = report.executed.run
     return RunSummary(
         run_id=run.id,
         suite=run.suite,
@@ -178,7 +178,7 @@ def run_summary(report: RunReport) -> RunSummary:
         fingerprint=run.system_fingerprint,
         n_cases=run.n_cases,
         epochs=run.epochs,
-        case_errors=report.outcome.case_errors,
+        case_errors=report.executed.case_errors,
         cost_usd=round(run.cost_usd, 6),
         tokens=Tokens(input=run.input_tokens, output=run.output_tokens,
                       cache_write=run.cache_write_tokens or 0, cache_read=run.cache_read_tokens or 0),
@@ -227,7 +227,7 @@ def run_summary(report: RunReport) -> RunSummary:
 
 def _expected_failures_passed(report: RunReport, scorer: str) -> list[str]:
     """The known-bad cases that ran through the target and passed (see ScorerResult)."""
-    result = report.outcome.results.get(scorer)
+    result = report.executed.results.get(scorer)
     return result.expected_failures_passed if result is not None else []
 
 

@@ -32,7 +32,7 @@ WIDE_COLUMNS = 120
 
 def print_run(report: RunReport, console: Console) -> None:
     """The summary of one run: per scorer current, baseline, drop, verdict, and flipped cases."""
-    run = report.outcome.run
+    run = report.executed.run
     head = f"[bold]{run.suite}[/bold]  run {run.id}  {run.n_cases} cases"
     if run.epochs > 1:
         head += f" × {run.epochs} epochs"
@@ -57,7 +57,7 @@ def print_run(report: RunReport, console: Console) -> None:
     _print_identity(report, console)
     for s in report.comparison.scorers:
         _print_details(s, console)
-        result = report.outcome.results.get(s.scorer)
+        result = report.executed.results.get(s.scorer)
         if result is not None and result.expected_failures_passed:
             note(console, f"{s.scorer}: expected to fail, but passed: {some(result.expected_failures_passed, 5)} — "
                           "the product's answer to these known-bad cases changed (not the scorer's doing: "
@@ -66,9 +66,9 @@ def print_run(report: RunReport, console: Console) -> None:
     if held.get("n") and held["n"] < held.get("of", 0) and any(m is not None for m in held["means"].values()):
         shown = [f"{s} {num(m)} (whole {num(held['whole'].get(s))})" for s, m in held["means"].items()]
         note(console, f"held-out cases ({held['n']} of {held['of']}, never in a lesson): " + " · ".join(shown))
-    if report.outcome.case_errors:
-        note(console, f"{report.outcome.case_errors} case(s) failed in the target; "
-                      f"first: {report.outcome.first_case_error}", indent=0, style="red")
+    if report.executed.case_errors:
+        note(console, f"{report.executed.case_errors} case(s) failed in the target; "
+                      f"first: {report.executed.first_case_error}", indent=0, style="red")
     if report.extras.get("strata"):
         from evalloop.report.strata import StrataReport, print_strata
 

@@ -172,7 +172,7 @@ async def acompare_targets(
             named = aimed.model_copy(update={"name": f"{base.name}.{_slug(label)}", "target": ref})
             report = await arun_suite(named, RunOptions(limit=limit, epochs=epochs, select=select),
                                       settings=run_settings, registry=registry, store=store)
-            run_id = report.outcome.run.id
+            run_id = report.executed.run.id
             stats = target_stats(report.prepared.target) or {}
             stats.update({f"runner_{k}": v for k, v in latency_summary(store, run_id).items()})
             record_target_stats(store, run_id, stats)
@@ -180,7 +180,7 @@ async def acompare_targets(
             per_case.append({s: store.case_scores(run_id, s) for s in scorers})
             results.append(TargetResult(
                 target=label, run_id=run_id, suite=named.name,
-                means={s: report.outcome.summaries[s].mean for s in scorers}, stats=stats,
+                means={s: report.executed.summaries[s].mean for s in scorers}, stats=stats,
                 verdicts={c.scorer: c.verdict for c in report.comparison.scorers},
                 strata=strata_means(store, run_id, order=scorers),
                 spread=epoch_spread(store.score_rows(run_id), scorers) if (epochs or 1) > 1 else {}))

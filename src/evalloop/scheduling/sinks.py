@@ -66,7 +66,7 @@ class LogSink:
     name = "log"
 
     def send(self, report: RunReport) -> None:
-        run = report.outcome.run
+        run = report.executed.run
         if not run.valid:
             log.warning("%s run %s: invalid run (%s)", run.suite, run.id, run.invalid_reason or "no reason recorded")
         for s in report.comparison.scorers:
@@ -200,7 +200,7 @@ def notify(report: RunReport, sinks: Sequence[Sink], *, only_alarms: bool = True
             message = redact_text(f"{type(exc).__name__}: {exc}")
             url = getattr(sink, "url", None)
             log.error("sink %s%s failed for run %s: %s", sink.name, f" ({redact_url(url)})" if url else "",
-                      report.outcome.run.id, message)
+                      report.executed.run.id, message)
             out.append(Delivery(sink.name, False, message))
     return out
 

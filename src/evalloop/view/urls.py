@@ -48,5 +48,5 @@ def failing_runs(reports: Iterable[Any], base: str | None, *, fail_on_regression
         return []
     from evalloop.loop.exitcodes import OK, exit_code
 
-    return [f"view {r.suite.name}: {absolute(base, run(r.outcome.run.id))}" for r in reports
+    return [f"view {r.suite.name}: {absolute(base, run(r.executed.run.id))}" for r in reports
             if exit_code(r.comparison, fail_on_regression=fail_on_regression) != OK]
