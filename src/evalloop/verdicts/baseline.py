@@ -312,6 +312,7 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     # validity is judged per scorer: one scorer's errored grades do not hide another's regression
     # (the run as a whole still stays out of baselines)
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in prior], scopes, order=current.order)
+    last_good = prior[-1] if prior else None
     aligned, prior, aside = soundness.set_aside(aligned, prior)
     evidence = decide_aligned(aligned, policy,
                               binary=details.get("binary"), known_bad=controls,
@@ -328,7 +329,8 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     def sound() -> float | None:
         """The drop against a sound baseline (read once, and only when a drop needs it)."""
         if not found:
-            found.append(soundness.sound_drop(store, run, summary, current, stored, scopes, window, product))
+            found.append(soundness.sound_drop(store, run, summary, current, stored, scopes, window, product,
+                                              last_good))
         return found[0]
 
     shown = evidence.status is VerdictStatus.REGRESSED  # the single-run rule: at least the threshold, shown

@@ -2,11 +2,12 @@
 
 A run that drops against its rolling window is kept out of later baselines only when the drop
 also holds against a *sound* baseline (:func:`sound_drop`): the runs that measured the suite
-before the current failing streak, each case's mean there moved to the runs' median level
-(:func:`sound_centre`), so a run or two that scored high by chance are outvoted and cannot
+up to its last good run, each case's mean there moved to the runs' median level
+(:func:`sound_centre`), so a run that scored high by chance is outvoted and cannot
 freeze the window (no windup), and a drop that lasts for weeks is still compared with the runs
 before it began. The same robustness guards the window itself: a window run far from the others'
-median is set aside (:func:`set_aside`). docs/alarms.md ("A drop must hold against a sound baseline") states the rule.
+median is set aside (:func:`set_aside`). docs/alarms.md ("A drop must hold against a sound
+baseline") states the rule.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from evalloop.history.eligibility import accepted
 from evalloop.history.models import Run, ScorerSummary
 from evalloop.history.store import HistoryStore
 from evalloop.scoring.scorevec import Aligned, Vector, align
 from evalloop.verdicts.arrays import Floats, Ints
 from evalloop.verdicts.drop import scope_groups, standardized_drop
-from evalloop.verdicts.verdict import VerdictStatus, noise_var, window_noise
+from evalloop.verdicts.verdict import noise_var, window_noise
 
 SOUND_RUNS = 3  # runs a sound median needs: the median of three outvotes one lucky run
 OUTLIER_SE = 3.0  # a window run this many standard errors of a run mean from the others' median is set aside
@@ -54,49 +54,28 @@ def sound_centre(w: Floats) -> Floats:
     return case_means + (float(np.median(levels)) - float(levels.mean()))
 
 
-def _before_the_streak(store: HistoryStore, run: Run, summary: ScorerSummary, n: int,
-                       product: str | None) -> list[tuple[Run, ScorerSummary]]:
-    """The last ``n`` runs that measured the suite before the current streak of failing verdicts
-    (the runs just before ``run`` that were red, none accepted since), oldest first. Anchored
-    there, not at the last run admitted to the baseline: a warm-up run kept out for a drop of
-    its own is one more run of the median, where anchoring at the last good run took a suite
-    with four good runs for young and stood the lasting drop's own nights in for its baseline."""
-    reach = n
-    while True:
-        found = store.baseline_runs(run.suite, summary.scorer, run, reach, product,
-                                    measurement=summary.measurement, measured_only=True)
-        streak = 0
-        for _, earlier in reversed(found):
-            if accepted(earlier) is not None or not _failed(earlier.verdict):
-                break
-            streak += 1
-        if len(found) - streak >= n or len(found) < reach:  # n before the streak, or all there are
-            return found[: len(found) - streak][-n:]
-        reach = streak + n  # the streak took part of the read: reach back past it
-
-
-def _failed(verdict: str | None) -> bool:
-    """Whether a stored verdict failed (an unknown word, of another version: no)."""
-    try:
-        return verdict is not None and VerdictStatus(verdict).fails
-    except ValueError:
-        return False
-
-
 def sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: Vector,
-                stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
-                scopes: Mapping[str, str] | None, window: int, product: str | None) -> float | None:
+               stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
+               scopes: Mapping[str, str] | None, window: int, product: str | None,
+               last_good: tuple[Run, ScorerSummary] | None) -> float | None:
     """The run's drop in standard errors against a *sound* baseline (:func:`sound_centre`) of the
-    last ``2 · window + 1`` runs that measured the suite (whatever their verdicts) before the
-    current failing streak began (:func:`_before_the_streak`) — the runs before the current drop,
-    where a run or two that scored high by chance are outvoted by the median, and which a drop
-    that lasts for weeks never reaches. With fewer than ``window`` of those the baseline is young
-    (its few runs may all have scored high, and every run after them been red as a drop from
-    them: a windup), and the last runs that measured the suite at all stand in, the current
-    streak's included. None with fewer than :data:`SOUND_RUNS` runs at all: the drop is trusted."""
+    last ``2 · window + 1`` runs that measured the suite (whatever their verdicts) up to its last
+    good run — the runs before the current drop began, where one run that scored high by chance
+    is outvoted. With fewer than ``window`` of those the baseline is young (its few good runs
+    may all have scored high, and every run after them been kept out as a drop from them: a
+    windup), and the last runs that measured the suite at all stand in, the current drop's
+    included, so a young suite's long red streak ends once its nights outnumber the runs before
+    it. (That also ends a lasting drop's alarm in a suite with fewer than ``window`` good runs
+    before it, after five or six nights; anchoring before the red streak instead kept that alarm
+    and let one lucky start stay red for twelve nights: docs/alarms.md.) None with fewer than
+    :data:`SOUND_RUNS` runs at all: the drop is trusted."""
     n = 2 * window + 1
-    recent = _before_the_streak(store, run, summary, n, product)
-    if len(recent) < window:
+    recent = None
+    if last_good is not None:  # the runs up to the last good one (a long drop may reach back far)
+        upto = [*store.baseline_runs(run.suite, summary.scorer, last_good[0], n - 1, product,
+                                     measurement=summary.measurement, measured_only=True), last_good]
+        recent = upto if len(upto) >= window else None
+    if recent is None:
         recent = store.baseline_runs(run.suite, summary.scorer, run, n, product,
                                      measurement=summary.measurement, measured_only=True)
     if len(recent) < SOUND_RUNS:
