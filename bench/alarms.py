@@ -25,7 +25,9 @@ share red by night 2, the mean first red night, and the share red on every night
 red to the end of the phase.
 
 Usage: ``python bench/alarms.py [--trials 200] [--jobs 2] [--scenarios judge-50,judge-50-floor]
-[--rules before,nightly]``. Seeds are fixed: a rerun gives the same table. Wilson 95 % intervals
+[--rules before,nightly] [--seed-base 0]``. Seeds are fixed: a rerun gives the same table;
+``--seed-base`` gives other draws (chunk ``c`` of the ``i``-th scenario uses seed ``1000 i + c +
+base``; ``--jobs`` sets the chunks, so keep it for a rerun). Wilson 95 % intervals
 are printed beside each share.
 """
 
@@ -228,6 +230,8 @@ def main() -> None:
     ap.add_argument("--reference", default="4e61118", help="the commit whose nightly rule is 'before'")
     ap.add_argument("--scenarios", default="judge-50,judge-200,judge-50-floor,judge-50-lucky,passfail-20")
     ap.add_argument("--rules", default="before,nightly")
+    ap.add_argument("--seed-base", type=int, default=0,
+                    help="added to every chunk's seed: other draws of the same scenarios")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -243,7 +247,7 @@ def main() -> None:
             for c in range(chunks):
                 trials = args.trials // chunks + (1 if c < args.trials % chunks else 0)
                 jobs.append((name, rule, {"scenario": name, "rule": rule, "trials": trials,
-                                          "seed": 1000 * si + c}))
+                                          "seed": 1000 * si + c + args.seed_base}))
     started = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
         done = list(pool.map(lambda j: (j[0], j[1], launch(codes[j[1]], j[2])), jobs))
