@@ -191,8 +191,6 @@ LONG_MODULES = {
     "retrieval/corpus_templates.py": "data: the synthetic corpus's vocabularies and fact templates",
     "memory/store.py": "not split yet: the memory store's schema, writes and fused search",
     "history/runlog.py": "not split yet: the run log's lines, their writing and their import",
-    "loop/pipeline.py": "not split yet: suite -> run -> verdict -> learning",
-    "learning/incidents.py": "not split yet: incidents in the memory store",
 }
 
 

@@ -8,14 +8,12 @@ for each scorer of a judged run (:func:`learn`: open, reopen, update, resolve) a
 every reader (injection, ``learn check``, ``memories list``, the pipeline's baseline eligibility)
 reads the state it stored.
 
-Open incidents are injected into the next prompts (:mod:`evalloop.learning.injection`, newest first,
-by metadata); resolved and accepted ones are kept for history and never injected. While an incident
-is open, the pipeline keeps the run out of the baseline (``eligible`` false), so a lasting
-regression is not absorbed. One learning step at a time per suite (:func:`step_lock`): a lease
-``learn:<suite>`` in the history database, beside the run leases, because that database is the
-one place every process of a suite shares (a memory service may be remote; a file lock beside an
-embedded store would not cover it) and its leases already survive a holder that dies.
-A failing store never fails the run: it is reported.
+Open incidents are injected into the next prompts (:mod:`evalloop.learning.injection`); resolved
+and accepted ones are kept for history, never injected. While an incident is open, the pipeline
+keeps the run out of the baseline, so a lasting regression is not absorbed. One learning step at
+a time per suite (:func:`step_lock`): a lease ``learn:<suite>`` in the history database, the one
+place every process of a suite shares (a memory service may be remote), whose leases survive a
+holder that dies. A failing store never fails the run: it is reported.
 """
 
 from __future__ import annotations
@@ -84,10 +82,9 @@ LOCK_WAIT_SECONDS = 60.0
 
 
 class Learned(BaseModel):
-    """What the learning step did for one scorer: ``opened``, ``reopened``, ``updated``, ``held``
-    (by its lesson), ``released`` (held or promoted, open again), ``resolved``, ``ablated`` (an
-    ablation left it held), or ``failed`` (with the error); ``state`` is the incident's state
-    after it, and ``ablate`` the cases to run again without lessons when an ablation is due."""
+    """What the learning step did for one scorer (``action``: opened, reopened, updated, held,
+    released, resolved, ablated or failed), the incident's ``state`` after it, and the cases to
+    run again without lessons (``ablate``) when an ablation is due."""
 
     scorer: str
     action: str = "opened"
@@ -362,10 +359,9 @@ def accept_incidents(adapter: MemoryAdapter, suite: str, scorer: str | None, rea
 
 
 def promote_incidents(adapter: MemoryAdapter, suite: str, scorer: str | None = None, reason: str = "") -> list[str]:
-    """Mark the suite's injected incidents (open or held; of ``scorer``, or all) ``promoted``:
-    their lesson is folded into the prompt, so it is no longer injected. The next full run
-    without it resolves them when it is back, or opens them again (injected) when it regresses.
-    Returns their ids. Call it under :func:`step_lock`."""
+    """Mark the suite's injected incidents (open or held; of ``scorer``, or all) ``promoted``: the
+    lesson is in the prompt now, never injected; the next full run without it resolves them when
+    back, or opens them again. Returns their ids. Call it under :func:`step_lock`."""
     return _close(adapter, suite, scorer, INJECTED, State.PROMOTED,
                   {"promoted_reason": reason, "promoted_at": datetime.now(UTC).isoformat()})
 

@@ -18,6 +18,7 @@ from evalloop.history import runlog
 from evalloop.history.details import run_notes
 from evalloop.history.provenance import code_version
 from evalloop.history.store import HistoryStore
+from evalloop.loop.heldout import held_out_part
 from evalloop.run import batchmode
 from evalloop.run.bridge import BridgeRecord, bridge_runs
 from evalloop.run.context import Services
@@ -283,27 +284,6 @@ async def _ablate(report: RunReport, incidents: list[str], cases: list[str], set
                        and not n.endswith(VERBS["ablated"])]  # the line above says it
     return {"run_id": run.id, "cases": len(wanted), "incidents": incidents, "cost_usd": run.cost_usd,
             "memories": moved}
-
-
-def held_out_part(suite: Suite, executed: ExecutedRun) -> tuple[set[str], dict[str, Any]]:
-    """The run's held-out cases (:attr:`Suite.holdout`), and what the run reports of them: how many,
-    and each scorer's mean over them beside the whole run's (controls and ungraded cases left out
-    of both, as in the verdict)."""
-    import numpy as np
-
-    results = list(executed.results.values())
-    ids = list(results[0].ids) if results else []
-    held = suite.held_out_ids(ids)
-    mask = np.fromiter((c in held for c in ids), dtype=bool, count=len(ids))
-    means: dict[str, float | None] = {}
-    for name, r in executed.results.items():
-        values = r.scores.vector[mask]
-        values = values[~np.isnan(values)]
-        means[name] = float(values.mean()) if values.size else None
-    return held, {"split": suite.holdout.describe(), "n": len(held), "of": len(ids), "means": means,
-                  "whole": {name: r.mean for name, r in executed.results.items()},
-                  "ids": [c for c in ids if c in held]}
-
 
 
 def teaches(report: RunReport) -> bool:
