@@ -191,8 +191,6 @@ LONG_MODULES = {
     "retrieval/corpus_templates.py": "data: the synthetic corpus's vocabularies and fact templates",
     "memory/store.py": "not split yet: the memory store's schema, writes and fused search",
     "history/runlog.py": "not split yet: the run log's lines, their writing and their import",
-    "history/store.py": "not split yet (issue #43: its JSON columns are being typed)",
-    "run/runner.py": "not split yet (issue #43: run options are being made one value)",
 }
 
 

@@ -27,7 +27,8 @@ from sqlalchemy.exc import IntegrityError
 from evalloop.history.details import JSONValue
 from evalloop.history.identity import stable_hash
 from evalloop.history.models import CaseResult, Run, ScorerSummary, ScoreVector
-from evalloop.history.store import RUNS, SCORES, SUMMARIES, HistoryStore, _insert_all, mapped
+from evalloop.history.rows import insert_all
+from evalloop.history.store import RUNS, SCORES, SUMMARIES, HistoryStore, mapped
 
 
 class BridgeRecord(BaseModel):
@@ -98,8 +99,8 @@ def write_bridge(store: HistoryStore, run: Run, summaries: Sequence[ScorerSummar
     try:
         with store.engine.begin() as conn:
             conn.execute(insert(RUNS), run.model_dump())
-            _insert_all(conn, list(summaries))
-            _insert_all(conn, list(vectors))
+            insert_all(conn, list(summaries))
+            insert_all(conn, list(vectors))
             if scores:
                 conn.execute(insert(SCORES), [dict(s) for s in scores])
     except IntegrityError:
