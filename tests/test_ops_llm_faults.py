@@ -129,11 +129,11 @@ async def test_garbled_and_late_model_replies_are_target_failures(tmp_path, monk
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         suite = Suite.model_validate({**SIMILARITY, "cases": ten, "timeout": 1})
         report = await arun_suite(suite, RunOptions(engine="llm", cache="off"), settings=load_settings(tmp_path))
-    run, outcome = report.executed.run, report.outcome
-    detection = outcome.summaries["similarity-detection"]
+    run, executed = report.executed.run, report.executed
+    detection = executed.summaries["similarity-detection"]
     assert (detection.n, detection.errored, detection.mean) == (10, 0, pytest.approx(0.8))
     assert run.valid and (run.target_failures, run.infra_failures) == (2, 0)
-    assert (outcome.target_failures, outcome.infra_failures) == (2, 0)
+    assert (executed.target_failures, executed.infra_failures) == (2, 0)
     from evalloop.history import HistoryStore
 
     store = HistoryStore(load_settings(tmp_path).database_url)
