@@ -103,13 +103,14 @@ class BaselineReads(StoreBase):
                  .where(RUNS.c.suite == suite, SUMMARIES.c.scorer == scorer, RUNS.c.id != before.id,
                         RUNS.c.started_at <= before.started_at, RUNS.c.bridge_of.is_(None))
                  .order_by(RUNS.c.started_at.desc(), RUNS.c.id.desc()).limit(limit))
+        # fetched a few rows at a time: each row's details are parsed as it is fetched, and a
+        # caller (the last nightly chart) usually stops at the first
         with self.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        for details, was_accepted in rows:
-            found = summary_details(details)
-            if was_accepted and found.accepted is None:
-                found.accepted = AcceptedRecord()
-            yield found
+            for details, was_accepted in conn.execute(query.execution_options(yield_per=8)):
+                found = summary_details(details)
+                if was_accepted and found.accepted is None:
+                    found.accepted = AcceptedRecord()
+                yield found
 
 
 def _with_summaries(suite: str, scorer: str, before: Run) -> Query:

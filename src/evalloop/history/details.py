@@ -47,6 +47,13 @@ class SummaryDetails(BaseModel):
     fingerprint_change: dict[str, JSONValue] = {}
     window: list[str] | None = None  # the run ids the verdict compared with (history.window)
     chart: dict[str, JSONValue] | None = None  # a nightly verdict's sequential chart (verdicts.sequential)
+    # what the run recorded of its grades (run.grades.ScorerResult.details), as its verdict reads it
+    first_error: str | None = ""
+    grades: int | None = 0
+    skip: str | None = None  # why the scorer did not run
+    scorer_controls: list[str] | None = []  # the controls that test the scorer (None: all of them)
+    binary: bool | None = None
+    invalid: str | None = None  # why the run is invalid for this scorer
 
     @property
     def reason(self) -> str:

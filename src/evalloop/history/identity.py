@@ -88,13 +88,9 @@ def measurement_hashes(fingerprint: Fingerprint) -> dict[str, str]:
 def parse(stored: str | Mapping[str, object] | None) -> Fingerprint:
     """A stored fingerprint (as its column reads it, or JSON text) as a dict; ``{}`` when there is
     none or it is unreadable."""
-    if isinstance(stored, Mapping):
-        return dict(stored)
-    try:
-        found = json.loads(stored or "{}")
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
+    from evalloop.history.models import as_object  # here: a target's hash needs no table models
+
+    return dict(stored) if isinstance(stored, Mapping) else dict(as_object(stored))
 
 
 def _diff(a: Fingerprint, b: Fingerprint, prefix: str = "") -> list[str]:

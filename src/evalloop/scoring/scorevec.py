@@ -113,6 +113,11 @@ class Aligned:
     window: np.ndarray
     scopes: np.ndarray | None = None
 
+    @property
+    def compared(self) -> np.ndarray:
+        """The rows graded in this run and in at least one window run (a boolean mask)."""
+        return ~np.isnan(self.current) & ~np.all(np.isnan(self.window), axis=1)
+
 
 def scope_codes(ids: Sequence[str], scopes: Mapping[str, str] | None) -> np.ndarray | None:
     """Each id's scope numbered in first-seen order (−1: none); ``None`` when no id has one."""

@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict, cast
 
-from evalloop.history.details import json_object, summary_details
+from evalloop.history.details import SummaryDetails, summary_details
 from evalloop.history.eligibility import RULE as ELIGIBILITY_RULE
 from evalloop.history.eligibility import RULE_KEY as ELIGIBILITY_RULE_KEY
 from evalloop.history.eligibility import eligible_now
@@ -229,21 +228,9 @@ def _failure_rate(run: Run, prior: list[tuple[Run, ScorerSummary]] | None) -> Fa
                        sum(results(r) for r, _ in prior if r.target_failures is not None))
 
 
-class _GradedDetails(TypedDict, total=False):
-    """What a scorer's stored summary keeps beside its columns (:meth:`evalloop.run.grades.ScorerResult.details`),
-    as far as its verdict reads it."""
-
-    first_error: str
-    grades: int
-    skip: str | None
-    controls: list[str]
-    scorer_controls: list[str] | None
-    binary: bool | None
-    invalid: str | None
-
-
-def _policy(summary: ScorerSummary) -> VerdictPolicy:
-    details = summary_details(summary)
+def _policy(summary: ScorerSummary, details: SummaryDetails | None = None) -> VerdictPolicy:
+    """The policy this scorer's run recorded (``details``: its details, when already read)."""
+    details = summary_details(summary) if details is None else details
     return VerdictPolicy.model_validate({"threshold": summary.threshold, "pass_mark": details.pass_mark,
                                          **{k: v for k, v in details.policy.items()
                                             if k in VerdictPolicy.model_fields}})
@@ -280,24 +267,24 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     the caller has read them); ``scopes`` (case id → ``scope:<id>``) makes its statistics count
     whole scopes; ``product``: the product the window restarted at (``restart_on_change``), for the
     sound baseline a drop is judged against."""
-    details = cast(_GradedDetails, json_object(summary.details))
-    policy = _policy(summary)
+    details = summary_details(summary)
+    policy = _policy(summary, details)
     out = ScorerComparison(
         scorer=summary.scorer, kind=summary.kind, current=summary.mean, n=summary.n,
         errored=summary.errored, skipped=summary.skipped, threshold=summary.threshold,
         baseline=None, window_runs=0, drop=None, status=VerdictStatus.SKIPPED,
-        first_error=details.get("first_error") or "", grades=int(details.get("grades") or 0),
+        first_error=details.first_error or "", grades=details.grades or 0,
         pass_mark=policy.pass_mark,
     )
     if summary.skipped:
-        out.reason = details.get("skip") or "scorer did not run"
+        out.reason = details.skip or "scorer did not run"
         return out
     if prior is None:
         prior = store.baseline_runs(run.suite, summary.scorer, run, window, measurement=summary.measurement)
     if not isinstance(current, Vector):
         current = Vector(*from_mapping(current if current is not None
                                        else store.case_scores(run.id, summary.scorer)))
-    controls = set(details.get("controls", []))
+    controls = set(details.controls)
     ids = current.ids
 
     def stored(run_id: str) -> Callable[[], Mapping[str, float] | Floats]:
@@ -315,9 +302,9 @@ def compare_scorer(store: HistoryStore, run: Run, summary: ScorerSummary, window
     last_good = prior[-1] if prior else None
     aligned, prior, aside = soundness.set_aside(aligned, prior)
     evidence = decide_aligned(aligned, policy,
-                              binary=details.get("binary"), known_bad=controls,
-                              scorer_controls=details.get("scorer_controls", []),
-                              valid=not details.get("invalid"), invalid_reason=details.get("invalid"),
+                              binary=details.binary, known_bad=controls,
+                              scorer_controls=details.scorer_controls,
+                              valid=not details.invalid, invalid_reason=details.invalid,
                               scorers=scorers)
     if aside:
         said = f"{evidence.reason} {soundness.aside_sentence(aside)}"

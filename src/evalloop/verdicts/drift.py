@@ -19,9 +19,9 @@ from evalloop.verdicts.verdict import Verdict, VerdictStatus
 
 
 def slow_drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, current: Vector,
-           evidence: Verdict, prior: list[tuple[Run, ScorerSummary]],
-           stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
-           scopes: Mapping[str, str] | None = None) -> Verdict:
+               evidence: Verdict, prior: list[tuple[Run, ScorerSummary]],
+               stored: Callable[[str], Callable[[], Mapping[str, float] | Floats]],
+               scopes: Mapping[str, str] | None = None) -> Verdict:
     """A slow drift: the run against its *reference* — the first ``window`` good runs since the
     last acceptance (or ever) — not only the rolling window. Each night may drop within the noise
     while the window follows it down; against the reference the same drop adds up, and the run
@@ -32,7 +32,7 @@ def slow_drift(store: HistoryStore, run: Run, summary: ScorerSummary, policy: Ve
         return evidence
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in reference], scopes,
                     order=current.order)
-    rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
+    rows = aligned.compared
     if rows.sum() < 2:
         return evidence
     x = aligned.current[rows]

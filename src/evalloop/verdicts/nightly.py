@@ -14,7 +14,7 @@ from evalloop.verdicts.verdict import Verdict, VerdictStatus
 
 
 def judge_night(store: HistoryStore, run: Run, summary: ScorerSummary, policy: VerdictPolicy, evidence: Verdict,
-             scorers: int, sound: Callable[[], float | None]) -> tuple[Verdict, sequential.Chart]:
+                scorers: int, sound: Callable[[], float | None]) -> tuple[Verdict, sequential.Chart]:
     """The single-run verdict re-labelled by the nightly limits (:mod:`evalloop.verdicts.sequential`):
     red when the drop chart is, or on one bad night; ``below floor`` when the floor's limits say so
     (the same check as a one-off run's, and its chart); a one-run ``regressed`` that neither shows

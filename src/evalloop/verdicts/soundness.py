@@ -81,7 +81,7 @@ def sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: V
     if len(recent) < SOUND_RUNS:
         return None
     aligned = align(current.ids, current.values, [stored(r.id) for r, _ in recent], scopes, order=current.order)
-    rows = ~np.isnan(aligned.current) & ~np.all(np.isnan(aligned.window), axis=1)
+    rows = aligned.compared
     if rows.sum() < 2:
         return None
     x, w = aligned.current[rows], aligned.window[rows]
@@ -90,7 +90,7 @@ def sound_drop(store: HistoryStore, run: Run, summary: ScorerSummary, current: V
 
 
 def set_aside(aligned: Aligned, prior: list[tuple[Run, ScorerSummary]]
-               ) -> tuple[Aligned, list[tuple[Run, ScorerSummary]], list[str]]:
+              ) -> tuple[Aligned, list[tuple[Run, ScorerSummary]], list[str]]:
     """The window without its outlying runs: a run whose mean over the window's cases is further
     from the median of the window's run means than :data:`OUTLIER_SE` standard errors of a run's
     mean (the window's own run-to-run noise; with none, any difference) is set aside, so one run
