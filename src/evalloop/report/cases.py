@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from evalloop.history.details import summary_details
+from evalloop.history.details import json_object, summary_details
 from evalloop.history.outputs import truncation_note
 from evalloop.history.store import RESULTS, SCORES, HistoryStore
 from evalloop.report.filters import CaseFilter
@@ -253,18 +253,7 @@ def _grade(name: str, items: Sequence[Any], pass_mark: float, *, control: bool,
     return CaseScoreView(scorer=name, value=value, passed=passed, control=control, tests_scorer=tests_scorer,
                          errored=any(s.errored for s in items) and value is None,
                          skipped=all(s.skipped for s in items), message=items[0].message,
-                         details=_details(items[0].meta))
-
-
-def _details(meta: str | None) -> dict[str, Any]:
-    """A stored score's metadata (its JSON object; anything else is left out)."""
-    if not meta:
-        return {}
-    try:
-        found = json.loads(meta)
-    except ValueError:
-        return {}
-    return found if isinstance(found, dict) else {}
+                         details=json_object(items[0].meta))  # its JSON object; anything else left out
 
 
 def _fixture(suite: Any) -> dict[str, Any]:
