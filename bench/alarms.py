@@ -25,7 +25,7 @@ share red by night 2, the mean first red night, and the share red on every night
 red to the end of the phase.
 
 Usage: ``python bench/alarms.py [--trials 200] [--jobs 2] [--scenarios judge-50,judge-50-floor]
-[--rules before,nightly] [--seed-base 0]``. Seeds are fixed: a rerun gives the same table;
+[--rules before,nightly] [--seed-base 0] [--budget 0.05]``. Seeds are fixed: a rerun gives the same table;
 ``--seed-base`` gives other draws (chunk ``c`` of the ``i``-th scenario uses seed ``1000 i + c +
 base``; ``--jobs`` sets the chunks, so keep it for a rerun). Wilson 95 % intervals
 are printed beside each share.
@@ -125,6 +125,8 @@ def worker(spec: dict) -> Iterator[dict]:
         scorer = {"name": kind, "min_score": floor if floor is not None else 0}
         suite = {"name": "lab", "target": {"ref": "sut:answers", "params": {"path": str(lab.answers)}},
                  "scorers": [scorer], "cases": [{"id": c, "input": {"id": c}} for c in scores]}
+        if spec.get("budget") is not None:  # the suite's alarm budget (default: the product's 0.05)
+            suite["verdict"] = {"alarm_budget": spec["budget"]}
         (root / "fixtures" / "lab.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
         lab.answers.write_text(json.dumps(scores))
         report = run_suite("lab", RunOptions(nightly=nightly), settings=lab.settings, registry=lab.registry,
@@ -232,6 +234,8 @@ def main() -> None:
     ap.add_argument("--rules", default="before,nightly")
     ap.add_argument("--seed-base", type=int, default=0,
                     help="added to every chunk's seed: other draws of the same scenarios")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="the suites' alarm_budget (default: the product's, 0.05): the price of detection")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -247,14 +251,15 @@ def main() -> None:
             for c in range(chunks):
                 trials = args.trials // chunks + (1 if c < args.trials % chunks else 0)
                 jobs.append((name, rule, {"scenario": name, "rule": rule, "trials": trials,
-                                          "seed": 1000 * si + c + args.seed_base}))
+                                          "seed": 1000 * si + c + args.seed_base, "budget": args.budget}))
     started = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
         done = list(pool.map(lambda j: (j[0], j[1], launch(codes[j[1]], j[2])), jobs))
     results: dict[tuple[str, str], list[dict]] = {}
     for name, rule, records in done:
         results.setdefault((name, rule), []).extend(records)
-    print(f"alarms: {args.trials} trials per scenario and rule, {WARM} warm-up nights; "
+    budget = f"alarm_budget {args.budget}" if args.budget is not None else "the default alarm_budget"
+    print(f"alarms: {args.trials} trials per scenario and rule, {WARM} warm-up nights, {budget}; "
           f"{time.perf_counter() - started:.0f} s, load {os.getloadavg()[0]:.1f}")
     print(f"'before' = the nightly rule at {args.reference}; red = regressed or below floor; "
           "Wilson 95 % intervals in brackets\n")
