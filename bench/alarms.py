@@ -59,6 +59,8 @@ SCENARIOS: dict[str, dict] = {
     "judge-50": {"kind": "judge", "n": 50, "phases": [
         ("unchanged", 30, 0.0, True), ("drop 20% (threshold)", 6, 0.20, True),
         ("drop 15%", 10, 0.15, True), ("drop 10% (half)", 10, 0.10, True)]},
+    # the unchanged month alone: many months, for a false-alarm rate with a narrow interval
+    "judge-50-unchanged": {"kind": "judge", "n": 50, "phases": [("unchanged", 30, 0.0, True)]},
     "judge-200": {"kind": "judge", "n": 200, "phases": [
         ("unchanged", 30, 0.0, True), ("drop 15%", 10, 0.15, True), ("drop 10% (half)", 10, 0.10, True),
         ("drop 7%", 10, 0.07, True)]},
