@@ -92,7 +92,8 @@ def sentence(mean: float, floor: float, found: FloorCheck) -> str:
 def step(previous: sequential.FloorChart | None, found: FloorCheck, budget: float,
          scorers: int) -> sequential.FloorChart:
     """The floor chart after one more night; red on the chart or on the night's own check."""
-    nights = round(sequential.nights_per_alarm(sequential.shares(budget, scorers, floor=True).floor_chart), 1)
+    nights = round(sequential.nights_per_alarm(sequential.shares(budget, scorers, floor=True).floor_chart,
+                                                  sequential.FLOOR_MARGIN), 1)
     h = sequential.limit(FLOOR_K, nights)
     total = previous.total if previous is not None else 0.0
     was = previous is not None and previous.alarm

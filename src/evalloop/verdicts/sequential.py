@@ -25,7 +25,7 @@ and the whole threshold (``0.75 δ``): on a suite with the evidence to tell them
 far under the threshold stays green. A suite too small for that (``δ`` under ≈ 5, e.g. 50 judged
 cases) keeps the classic design for small lasting shifts, ``k = δ / 2`` within [0.5, 1.5].
 ``h`` gives the chart its share of the budget (Siegmund's approximation of the run length, set
-for the share divided by :data:`MARGIN`).
+for the share divided by :data:`DROP_MARGIN`).
 
 **The budget is split** evenly across the suite's graded scorers (``1 − (1 − b)^(1/m)`` each);
 within a scorer, half goes to the floor when it has one, and within the drop and the floor
@@ -54,11 +54,15 @@ from evalloop.verdicts.power import z_quantile
 from evalloop.verdicts.stats import smallest_accepted
 
 NIGHTS = 30  # the budget's horizon: P(≥ 1 false red night in this many nights)
-#: measured through real runs (bench/alarms.py: 8 % [4–15] of 100 unchanged 50-judged-case
-#: months at margin 1), an unchanged suite's chart alarms about twice as often as Siegmund's
-#: estimate for unit-normal steps says (its standard errors are estimated, and its reference
-#: follows the good runs): the limit is set for the budget divided by this margin
-MARGIN = 2.0
+#: an unchanged suite's chart alarms more often than Siegmund's estimate for unit-normal steps
+#: says (its standard errors are estimated, and its reference follows the good runs), so each
+#: chart's limit is set for its share divided by a margin measured through real runs
+#: (bench/alarms.py, unchanged 50-judged-case months): the drop chart's red months rise about
+#: one for one with its design share and sit about 0.9 points over it (3.2 % [2.0–4.9] of 600
+#: at a design of 2.25 %, 5.5 % [3.9–7.7] of 600 at 4.5 %), so a margin of 1.5 spends about 4 %
+#: of the default 5 % budget; the floor chart's, 2 (0.02 over its floor: 4.5 % [3–7] of 400)
+DROP_MARGIN = 1.5
+FLOOR_MARGIN = 2.0
 K_MIN, K_CLASSIC = 0.5, 1.5
 POWER = 0.9  # a drop one night cannot tell from the threshold is red within two nights this often
 SLACK = z_quantile(0.999)  # how far under the threshold (in standard errors) such a drop may be
@@ -93,10 +97,10 @@ def night_reach(share: float) -> float:
     return z_quantile(1.0 - share / NIGHTS)
 
 
-def nights_per_alarm(share: float) -> float:
+def nights_per_alarm(share: float, margin: float = DROP_MARGIN) -> float:
     """The in-control run length a chart with ``share`` of the budget needs (alarms are roughly
-    geometric in time)."""
-    return NIGHTS / -math.log1p(-min(share / MARGIN, 0.999))
+    geometric in time), set for the share divided by the chart's measured ``margin``."""
+    return NIGHTS / -math.log1p(-min(share / margin, 0.999))
 
 
 class Chart(BaseModel):
