@@ -63,6 +63,23 @@ def test_the_budget_splits_into_its_shares():
     assert off.floor_chart == off.floor_night == 0 and math.isclose(off.drop_chart + off.drop_night, per_scorer)
 
 
+def test_each_chart_is_set_for_its_own_measured_margin():
+    """The drop chart's limit is set for its share of the budget divided by its own margin (1.5:
+    600 unchanged months at each of two designs, bench/alarms.py), the floor chart's by its own
+    (2): one margin for both would spend the floor's budget on the drop chart's evidence. The
+    chart's run length is Siegmund's, so the limit is the one whose run length that gives."""
+    share = sequential.shares(0.05, 1, floor=True)
+    k, h = sequential.design(0.2, 0.75, 0.75 * 0.2 / 4.0, 0.05, 1, floor=True)
+    nights = 30 / -math.log1p(-share.drop_chart / sequential.DROP_MARGIN)
+    assert math.isclose(sequential.arl(k, h), nights, rel_tol=0.02)
+    found = floors.check(0.69, 0.70, 0.01, 0.05, 1)
+    assert found is not None
+    chart = floors.step(None, found, 0.05, 1)
+    floor_nights = 30 / -math.log1p(-share.floor_chart / sequential.FLOOR_MARGIN)
+    assert math.isclose(sequential.arl(chart.k, chart.h), floor_nights, rel_tol=0.02)
+    assert sequential.DROP_MARGIN < sequential.FLOOR_MARGIN  # measured apart: not one constant
+
+
 means = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 ses = st.one_of(st.none(), st.just(0.0), st.floats(min_value=1e-4, max_value=0.3, allow_nan=False))
 
