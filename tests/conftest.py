@@ -1,4 +1,5 @@
-"""Shared fixtures: a throwaway PostgreSQL server, and history URLs on SQLite and PostgreSQL."""
+"""Shared fixtures: a throwaway PostgreSQL server, and history URLs on SQLite and PostgreSQL; the
+environment every test starts from."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from pathlib import Path
 import pytest
 
 from support.postgres import PostgresServer, pg_bin, start_server
+
+# The commands the tests run see what a pipe gives them, however pytest was started: pytest-xdist's
+# workers set COLUMNS=80 and LINES=24, which the CLI's output would then wrap at (a terminal's
+# width is for a terminal; tests that want one pass COLUMNS themselves).
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(scope="session")
