@@ -11,9 +11,9 @@ import pytest
 
 from support.postgres import PostgresServer, pg_bin, start_server
 
-# The commands the tests run see what a pipe gives them, however pytest was started: pytest-xdist's
-# workers set COLUMNS=80 and LINES=24, which the CLI's output would then wrap at (a terminal's
-# width is for a terminal; tests that want one pass COLUMNS themselves).
+# The commands the tests run see what a pipe gives them, however pytest was started: a shell (or
+# pytest-xdist's workers) may export COLUMNS and LINES, which the CLI's output would then wrap at
+# (tests that want a width pass COLUMNS themselves).
 for _name in ("COLUMNS", "LINES"):
     os.environ.pop(_name, None)
 
