@@ -59,7 +59,7 @@ NIGHTS = 30  # the budget's horizon: P(≥ 1 false red night in this many nights
 #: chart's limit is set for its share divided by a margin measured through real runs
 #: (bench/alarms.py, unchanged 50-judged-case months): the drop chart's red months rise about
 #: one for one with its design share and sit about 0.9 points over it (3.2 % [2.0–4.9] of 600
-#: at a design of 2.25 %, 5.5 % [3.9–7.7] of 600 at 4.5 %), so a margin of 1.5 spends about 4 %
+#: at a design of 2.25 %, 5.5 % [3.9–7.6] of 600 at 4.5 %), so a margin of 1.5 spends about 4 %
 #: of the default 5 % budget; the floor chart's, 2 (0.02 over its floor: 4.5 % [3–7] of 400)
 DROP_MARGIN = 1.5
 FLOOR_MARGIN = 2.0
@@ -97,7 +97,7 @@ def night_reach(share: float) -> float:
     return z_quantile(1.0 - share / NIGHTS)
 
 
-def nights_per_alarm(share: float, margin: float = DROP_MARGIN) -> float:
+def nights_per_alarm(share: float, margin: float) -> float:
     """The in-control run length a chart with ``share`` of the budget needs (alarms are roughly
     geometric in time), set for the share divided by the chart's measured ``margin``."""
     return NIGHTS / -math.log1p(-min(share / margin, 0.999))
@@ -207,7 +207,7 @@ def design(threshold: float, baseline: float | None, se: float | None, budget: f
            scorers: int, *, floor: bool = False) -> tuple[float, float]:
     """``(k, h)`` of one scorer's drop chart: the threshold in standard errors sets ``k`` (see
     the module docstring), the budget's share for the chart sets ``h``."""
-    nights = round(nights_per_alarm(shares(budget, scorers, floor=floor).drop_chart), 1)
+    nights = round(nights_per_alarm(shares(budget, scorers, floor=floor).drop_chart, DROP_MARGIN), 1)
     if baseline is None or se is None or se <= 0 or not math.isfinite(se) or baseline <= 0:
         delta = 2.0 * K_CLASSIC
     else:
